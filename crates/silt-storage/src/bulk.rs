@@ -1,0 +1,172 @@
+//! Bulk loading: build a dictionary's tree bottom-up from sorted input, writing each leaf and
+//! internal node once, with no buffers and no log records; a checkpoint makes it durable.
+
+use std::time::Instant;
+
+use crate::dict::{load_node, Dict};
+use crate::error::{Error, Result};
+use crate::format::btt::Extent;
+use crate::format::node::{encode_basement, encode_block, encode_buffer, NodeImage};
+use crate::ids::{BlockNum, Msn};
+use crate::tree::node::{entry_bytes, ChildBuf, Key, Val};
+use crate::tree::{cut_basements, missing, Need};
+
+struct Built {
+    first: Key,
+    block: BlockNum,
+    ext: Extent,
+}
+
+pub(crate) fn bulk_load<I, K, V>(d: &Dict, entries: I) -> Result<u64>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let env = &d.env;
+    let core = &d.core;
+    let is_empty = |t: &crate::tree::Tree| {
+        let r = t.node(t.root);
+        r.is_leaf() && r.parts.iter().all(|p| p.data.as_ref().is_some_and(|x| x.bytes() == 0))
+    };
+    let cfg = {
+        let t = core.tree.read();
+        if !is_empty(&t) {
+            return Err(Error::InvalidOptions("bulk load needs an empty dictionary".into()));
+        }
+        t.cfg
+    };
+    let started = Instant::now();
+    let mut written: Vec<(BlockNum, Extent)> = Vec::new();
+    let alloc_block = || {
+        let mut t = core.tree.write();
+        let b = BlockNum(t.next_block);
+        t.next_block += 1;
+        b
+    };
+    let write = |img: &NodeImage, written: &mut Vec<(BlockNum, Extent)>| -> Result<Extent> {
+        let (bytes, _) = encode_block(img, env.opts.compression);
+        let x = core.file.write_block(&bytes)?;
+        written.push((img.blocknum, x));
+        Ok(x)
+    };
+    let leaf_target = cfg.node_bytes * 9 / 10;
+    let mut level: Vec<Built> = Vec::new();
+    let mut cur: Vec<(Key, Val)> = Vec::new();
+    let mut cur_bytes = 0usize;
+    let (mut rows, mut bytes) = (0u64, 0u64);
+    let mut flush_leaf = |cur: &mut Vec<(Key, Val)>, level: &mut Vec<Built>, written: &mut Vec<(BlockNum, Extent)>| -> Result<()> {
+        if cur.is_empty() {
+            return Ok(());
+        }
+        let first = cur[0].0.clone();
+        let (bms, pivots) = cut_basements(std::mem::take(cur), cfg.basement_bytes);
+        let block = alloc_block();
+        let img = NodeImage {
+            blocknum: block,
+            height: 0,
+            max_msn: Msn(0),
+            pivots,
+            children: Vec::new(),
+            parts: bms.iter().map(encode_basement).collect(),
+            gen: 0,
+        };
+        let ext = write(&img, written)?;
+        level.push(Built { first, block, ext });
+        Ok(())
+    };
+    let mut prev: Option<Key> = None;
+    for (k, v) in entries {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        if prev.as_deref().is_some_and(|p| p >= k) {
+            free_all(d, &written);
+            return Err(Error::UnsortedBulkLoad);
+        }
+        let eb = entry_bytes(k, v);
+        if cur_bytes + eb > leaf_target && !cur.is_empty() {
+            if let Err(e) = flush_leaf(&mut cur, &mut level, &mut written) {
+                free_all(d, &written);
+                return Err(e);
+            }
+            cur_bytes = 0;
+        }
+        cur_bytes += eb;
+        rows += 1;
+        bytes += (k.len() + v.len()) as u64;
+        prev = Some(k.into());
+        cur.push((k.into(), v.into()));
+        if rows % 1_000_000 == 0 {
+            tracing::info!(rows, elapsed_s = started.elapsed().as_secs_f64(), "bulk load progress");
+        }
+    }
+    flush_leaf(&mut cur, &mut level, &mut written)?;
+    if level.is_empty() {
+        return Ok(0);
+    }
+    let mut height = 0;
+    while level.len() > 1 {
+        height += 1;
+        let mut up = Vec::new();
+        for group in level.chunks(cfg.fanout) {
+            let block = alloc_block();
+            let img = NodeImage {
+                blocknum: block,
+                height,
+                max_msn: Msn(0),
+                pivots: group[1..].iter().map(|b| b.first.clone()).collect(),
+                children: group.iter().map(|b| b.block).collect(),
+                parts: group.iter().map(|_| encode_buffer(&ChildBuf::default())).collect(),
+                gen: 0,
+            };
+            let ext = write(&img, &mut written)?;
+            up.push(Built {
+                first: group[0].first.clone(),
+                block,
+                ext,
+            });
+        }
+        level = up;
+    }
+    let root = &level[0];
+    let mut node = load_node(&core.file, root.block, root.ext)?;
+    if let Need::Parts(_, list) = missing(&node) {
+        for (i, loc) in list {
+            let buf = core.file.read_at(loc.offset, loc.disk_len as usize)?;
+            node.parts[i].data = Some(
+                crate::format::node::decode_part(&buf, &loc, node.is_leaf())
+                    .map_err(|e| crate::error::corruption(&core.file.path, "bulk-loaded root", e))?,
+            );
+        }
+    }
+    {
+        let _ck = env.ckpt_lock.read();
+        let mut t = core.tree.write();
+        if !is_empty(&t) {
+            drop(t);
+            free_all(d, &written);
+            return Err(Error::InvalidOptions("dictionary was written to during the bulk load".into()));
+        }
+        {
+            let mut st = core.file.state.lock();
+            for (b, x) in &written {
+                st.set_current(*b, *x);
+            }
+        }
+        let old_root = t.root;
+        t.root = root.block;
+        t.insert_node(node);
+        t.remove_node_pub(old_root);
+        t.stats.rows += rows as i64;
+        t.stats.bytes += bytes as i64;
+    }
+    tracing::info!(rows, elapsed_s = started.elapsed().as_secs_f64(), "bulk load written; checkpointing");
+    env.checkpoint()?;
+    Ok(rows)
+}
+
+fn free_all(d: &Dict, written: &[(BlockNum, Extent)]) {
+    let mut st = d.core.file.state.lock();
+    for (_, x) in written {
+        st.alloc.free(*x);
+    }
+}

@@ -1,0 +1,688 @@
+//! Dictionaries: the public handle ([`Dict`]), cursors, and the I/O side of the tree (loading
+//! nodes and partitions, write-back, eviction).
+//!
+//! Lock order: environment checkpoint lock (writers: shared) -> tree lock -> file state / log
+//! mutex. The tree lock is never held across I/O: an operation that misses returns
+//! [`Need`], everything is released, the read happens, the result is installed under the
+//! tree lock after checking it is still current, and the operation restarts.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::env::EnvInner;
+use crate::error::{corruption, Error, Result};
+use crate::file::DictFile;
+use crate::format::btt::Extent;
+use crate::format::node::{self as fnode, decode_header, decode_part, encode_block, image_of, NodeImage};
+use crate::ids::{BlockNum, DictId, Xid};
+use crate::msg::MsgKind;
+use crate::options::{SyncPolicy, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::tree::node::{Key, Node, Part, PartData, PartLoc};
+use crate::tree::{Need, Step, Tree};
+use crate::wal::LogRecord;
+
+pub(crate) struct DictCore {
+    pub id: DictId,
+    pub name: Mutex<String>,
+    pub file: Arc<DictFile>,
+    pub tree: RwLock<Tree>,
+    pub dropped: AtomicBool,
+}
+
+/// Read a node's header (and, for internal nodes, every partition) from `ext`.
+pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
+    let what = || format!("block {b} at offset {}", ext.offset);
+    let first = (ext.len as usize).min(64 << 10);
+    let mut buf = file.read_at(ext.offset, first)?;
+    let hlen = fnode::header_len_from_fixed(&buf).map_err(|e| corruption(&file.path, what(), e))?;
+    if hlen > ext.len as usize {
+        return Err(corruption(&file.path, what(), "header longer than block"));
+    }
+    let h0 = buf.get(24..28).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+    let height_nonzero = buf.get(20..24).is_some_and(|s| s != [0, 0, 0, 0]);
+    let _ = h0;
+    let want = if height_nonzero { ext.len as usize } else { hlen };
+    if want > buf.len() {
+        buf = file.read_at(ext.offset, want)?;
+    }
+    let h = decode_header(&buf).map_err(|e| corruption(&file.path, what(), e))?;
+    if h.blocknum != b {
+        return Err(corruption(&file.path, what(), format!("holds block {}", h.blocknum)));
+    }
+    let leaf = h.height == 0;
+    let mut parts = Vec::with_capacity(h.parts.len());
+    for (i, rel) in h.parts.iter().enumerate() {
+        let loc = PartLoc {
+            offset: ext.offset + rel.offset,
+            ..*rel
+        };
+        if rel.offset + u64::from(rel.disk_len) > ext.len {
+            return Err(corruption(&file.path, what(), "partition beyond block end"));
+        }
+        let data = if leaf {
+            None
+        } else {
+            let s = &buf[rel.offset as usize..(rel.offset + u64::from(rel.disk_len)) as usize];
+            Some(decode_part(s, rel, false).map_err(|e| corruption(&file.path, format!("{} partition {i}", what()), e))?)
+        };
+        parts.push(Part {
+            child: h.children.get(i).copied().unwrap_or_default(),
+            data,
+            loc: Some(loc),
+            touched: AtomicBool::new(false),
+        });
+    }
+    let mut n = if leaf {
+        Node::new_leaf(b, Vec::new(), h.pivots)
+    } else {
+        Node::new_internal(b, h.height, Vec::new(), h.pivots)
+    };
+    n.parts = parts;
+    n.max_msn = h.max_msn;
+    n.dirty = false;
+    Ok(n)
+}
+
+/// Read the given partitions (one `pread` covering all of them).
+fn load_parts(file: &DictFile, b: BlockNum, leaf: bool, list: &[(usize, PartLoc)]) -> Result<Vec<(usize, PartLoc, PartData)>> {
+    let start = list.iter().map(|(_, l)| l.offset).min().unwrap_or(0);
+    let end = list.iter().map(|(_, l)| l.offset + u64::from(l.disk_len)).max().unwrap_or(0);
+    let buf = file.read_at(start, (end - start) as usize)?;
+    list.iter()
+        .map(|&(i, loc)| {
+            let s = &buf[(loc.offset - start) as usize..(loc.offset - start + u64::from(loc.disk_len)) as usize];
+            decode_part(s, &loc, leaf)
+                .map(|d| (i, loc, d))
+                .map_err(|e| corruption(&file.path, format!("block {b} partition {i} at offset {}", loc.offset), e))
+        })
+        .collect()
+}
+
+impl DictCore {
+    /// Perform the read an operation asked for and install the result if still current.
+    pub fn do_io(&self, env: &EnvInner, need: Need) -> Result<()> {
+        env.cache.misses.fetch_add(1, Ordering::Relaxed);
+        match need {
+            Need::Node(b) => {
+                let Some(ext) = self.file.state.lock().current.get(&b).copied() else {
+                    return Ok(());
+                };
+                let node = match load_node(&self.file, b, ext) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        if self.file.state.lock().current.get(&b) != Some(&ext) {
+                            return Ok(());
+                        }
+                        return Err(e);
+                    }
+                };
+                let mut t = self.tree.write();
+                if !t.nodes.contains_key(&b) && self.file.state.lock().current.get(&b) == Some(&ext) {
+                    t.insert_node(node);
+                }
+            }
+            Need::Parts(b, list) => {
+                let leaf = match self.tree.read().nodes.get(&b) {
+                    Some(n) => n.is_leaf(),
+                    None => return Ok(()),
+                };
+                let loaded = match load_parts(&self.file, b, leaf, &list) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let t = self.tree.read();
+                        let still = t.nodes.get(&b).is_some_and(|n| {
+                            list.iter().all(|(i, l)| n.parts.get(*i).is_some_and(|p| p.loc == Some(*l)))
+                        });
+                        if still {
+                            return Err(e);
+                        }
+                        return Ok(());
+                    }
+                };
+                let mut t = self.tree.write();
+                if let Some(n) = t.nodes.get_mut(&b) {
+                    for (i, loc, data) in loaded {
+                        if let Some(p) = n.parts.get_mut(i) {
+                            if p.data.is_none() && p.loc == Some(loc) {
+                                p.data = Some(data);
+                                p.touched.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    t.recharge(b);
+                }
+            }
+        }
+        env.relieve_memory(true)
+    }
+
+    /// Compress and write an image to a fresh extent.
+    pub fn write_image(&self, env: &EnvInner, img: &NodeImage) -> Result<(Extent, Vec<PartLoc>)> {
+        let (bytes, locs) = encode_block(img, env.opts.compression);
+        let ext = self.file.write_block(&bytes)?;
+        env.cache.writebacks.fetch_add(1, Ordering::Relaxed);
+        let locs = locs
+            .into_iter()
+            .map(|l| PartLoc {
+                offset: l.offset + ext.offset,
+                ..l
+            })
+            .collect();
+        Ok((ext, locs))
+    }
+
+    /// Publish a written image. `for_ckpt`: the image is the node as of the running
+    /// checkpoint's start. `evict`: drop the node from memory if the image is still current.
+    pub fn finish_write(&self, img: &NodeImage, ext: Extent, locs: Vec<PartLoc>, for_ckpt: bool, evict: bool) {
+        let b = img.blocknum;
+        let mut t = self.tree.write();
+        let root = t.root;
+        let current = t.nodes.get(&b).is_some_and(|n| n.dirty && n.gen == img.gen);
+        if current {
+            let n = t.nodes.get_mut(&b).expect("checked above");
+            {
+                let mut st = self.file.state.lock();
+                st.set_current(b, ext);
+                if n.ckpt_pending || for_ckpt {
+                    st.set_inprogress(b, ext);
+                }
+            }
+            n.ckpt_pending = false;
+            n.dirty = false;
+            for (p, l) in n.parts.iter_mut().zip(locs) {
+                p.loc = Some(l);
+            }
+            if evict && b != root {
+                let n = t.nodes.remove(&b).expect("resident");
+                t.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
+                t.cache.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if for_ckpt {
+            self.file.state.lock().set_inprogress(b, ext);
+        } else {
+            self.file.state.lock().alloc.free(ext);
+        }
+    }
+
+    /// One clock sweep over this dictionary's resident nodes. Returns the bytes released.
+    pub fn evict_pass(&self, env: &EnvInner, want: i64) -> Result<i64> {
+        let mut victims = Vec::new();
+        let mut freed = 0i64;
+        {
+            let mut t = self.tree.write();
+            let root = t.root;
+            let ids: Vec<BlockNum> = t.nodes.keys().copied().filter(|&b| b != root).collect();
+            for b in ids {
+                if freed >= want {
+                    break;
+                }
+                let n = t.nodes.get_mut(&b).expect("listed");
+                let c = n.clock.load(Ordering::Relaxed);
+                if c > 0 {
+                    n.clock.store(c - 1, Ordering::Relaxed);
+                    if !n.dirty {
+                        let mut dropped = 0;
+                        for p in &mut n.parts {
+                            if p.data.is_some() && p.loc.is_some() && !p.touched.swap(false, Ordering::Relaxed) {
+                                p.data = None;
+                                dropped += 1;
+                            }
+                        }
+                        if dropped > 0 {
+                            let before = n.charged as i64;
+                            t.recharge(b);
+                            freed += before - t.nodes[&b].charged as i64;
+                            env.cache.partial_evictions.fetch_add(dropped, Ordering::Relaxed);
+                        }
+                    } else {
+                        for p in &n.parts {
+                            p.touched.store(false, Ordering::Relaxed);
+                        }
+                    }
+                } else if !n.dirty {
+                    let n = t.nodes.remove(&b).expect("listed");
+                    freed += n.charged as i64;
+                    t.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
+                    env.cache.evictions.fetch_add(1, Ordering::Relaxed);
+                } else if victims.len() < 8 {
+                    freed += n.charged as i64;
+                    victims.push(image_of(n));
+                }
+            }
+        }
+        for img in victims {
+            let (ext, locs) = self.write_image(env, &img)?;
+            self.finish_write(&img, ext, locs, false, true);
+        }
+        Ok(freed)
+    }
+
+    /// Flush until the root's buffers are at most `target` times the node size.
+    pub fn flush_until(&self, env: &EnvInner, target: f64) -> Result<()> {
+        loop {
+            let step = {
+                let mut t = self.tree.write();
+                if t.root_pressure() <= target {
+                    return Ok(());
+                }
+                t.flush_step(&env.fns)
+            };
+            match step {
+                Step::Idle => return Ok(()),
+                Step::Progress => env.relieve_memory(false)?,
+                Step::Need(n) => self.do_io(env, n)?,
+            }
+        }
+    }
+}
+
+/// A handle to one dictionary. Cheap to clone; usable from many threads at once.
+#[derive(Clone)]
+pub struct Dict {
+    pub(crate) env: Arc<EnvInner>,
+    pub(crate) core: Arc<DictCore>,
+}
+
+impl std::fmt::Debug for Dict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dict")
+            .field("id", &self.core.id)
+            .field("name", &*self.core.name.lock())
+            .finish()
+    }
+}
+
+/// Statistics of one dictionary, maintained incrementally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DictStats {
+    /// Estimated number of live keys.
+    pub rows: u64,
+    /// Estimated key plus value bytes of live keys.
+    pub data_bytes: u64,
+    /// Size of the dictionary's file.
+    pub file_bytes: u64,
+    /// Height of the tree (0: the root is a leaf).
+    pub height: u32,
+    /// Nodes resident in the cache.
+    pub resident_nodes: usize,
+}
+
+fn check_key(k: &[u8]) -> Result<()> {
+    if k.len() > MAX_KEY_BYTES {
+        return Err(Error::TooLarge {
+            what: "key",
+            len: k.len(),
+            limit: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn check_val(v: &[u8]) -> Result<()> {
+    if v.len() > MAX_VALUE_BYTES {
+        return Err(Error::TooLarge {
+            what: "value",
+            len: v.len(),
+            limit: MAX_VALUE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn own(b: Bound<&[u8]>) -> Bound<Key> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.into()),
+        Bound::Excluded(k) => Bound::Excluded(k.into()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Dict {
+    /// The dictionary's id.
+    pub fn id(&self) -> DictId {
+        self.core.id
+    }
+
+    /// The dictionary's current name.
+    pub fn name(&self) -> String {
+        self.core.name.lock().clone()
+    }
+
+    fn live(&self) -> Result<()> {
+        if self.core.dropped.load(Ordering::Acquire) {
+            return Err(Error::NoSuchDictionary(self.name()));
+        }
+        self.env.check_open()
+    }
+
+    /// Log and inject one write; return once the log record is written.
+    fn write(&self, rec: LogRecord) -> Result<()> {
+        self.live()?;
+        let lsn = {
+            let _ck = self.env.ckpt_lock.read();
+            let mut t = self.core.tree.write();
+            let lsn = self.env.wal.append(&rec);
+            apply_record(&mut t, &self.env, rec);
+            lsn
+        };
+        self.env
+            .wal
+            .wait(lsn, self.env.opts.sync == SyncPolicy::EveryCommit)?;
+        self.after_write()
+    }
+
+    /// Keep buffers and memory in bounds: wake the background workers, and help them when
+    /// the writer is far ahead.
+    fn after_write(&self) -> Result<()> {
+        let pressure = self.core.tree.read().root_pressure();
+        if pressure > 1.0 {
+            self.env.wake_flusher(&self.core);
+            if pressure > 2.0 {
+                self.core.flush_until(&self.env, 1.0)?;
+            }
+        }
+        self.env.relieve_memory(true)
+    }
+
+    /// Set `key` to `val`.
+    pub fn put(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(val)?;
+        self.write(LogRecord::Put {
+            dict: self.core.id,
+            key: key.to_vec(),
+            val: val.to_vec(),
+        })
+    }
+
+    /// Set `key` to `val` unless it already has a value (no read is done: the check happens
+    /// when the message reaches the leaf or a reader).
+    pub fn put_if_absent(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(val)?;
+        self.write(LogRecord::PutIfAbsent {
+            dict: self.core.id,
+            key: key.to_vec(),
+            val: val.to_vec(),
+        })
+    }
+
+    /// Remove `key` (a no-op if absent).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.write(LogRecord::Delete {
+            dict: self.core.id,
+            key: key.to_vec(),
+        })
+    }
+
+    /// Apply registered update function `func` with `arg` to `key`, without reading it now.
+    pub fn update(&self, key: &[u8], func: u32, arg: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(arg)?;
+        self.env.fns.check(func)?;
+        self.write(LogRecord::Update {
+            dict: self.core.id,
+            key: key.to_vec(),
+            func,
+            arg: arg.to_vec(),
+        })
+    }
+
+    /// Apply update function `func` with `arg` to every key.
+    pub fn update_all(&self, func: u32, arg: &[u8]) -> Result<()> {
+        check_val(arg)?;
+        self.env.fns.check(func)?;
+        self.write(LogRecord::UpdateAll {
+            dict: self.core.id,
+            func,
+            arg: arg.to_vec(),
+        })
+    }
+
+    /// The value of `key`, with every pending message applied.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.live()?;
+        loop {
+            let r = self.core.tree.read().get(&self.env.fns, key);
+            match r {
+                Ok(v) => return Ok(v.map(|v| v.into_vec())),
+                Err(n) => self.core.do_io(&self.env, n)?,
+            }
+        }
+    }
+
+    /// Visit live entries in `[lo, hi]` from `from` in one direction, one basement at a time.
+    fn scan(
+        &self,
+        mut from: Bound<Key>,
+        lo: &Bound<Key>,
+        hi: &Bound<Key>,
+        reverse: bool,
+        until: &mut dyn FnMut(usize) -> bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let mut seen = 0usize;
+        loop {
+            let r = {
+                let t = self.core.tree.read();
+                t.scan_basement(&self.env.fns, &from, lo, hi, reverse, &mut |k, v| {
+                    seen += 1;
+                    f(k, v)
+                })
+            };
+            match r {
+                Ok(Some(next)) => {
+                    if until(seen) {
+                        return Ok(());
+                    }
+                    from = next;
+                }
+                Ok(None) => return Ok(()),
+                Err(n) => self.core.do_io(&self.env, n)?,
+            }
+        }
+    }
+
+    /// Number of live keys in `[lo, hi]`, counted in the tree without copying values out.
+    pub fn count_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
+        self.live()?;
+        let (lo, hi) = (own(lo), own(hi));
+        let mut n = 0u64;
+        self.scan(lo.clone(), &lo, &hi, false, &mut |_| false, &mut |_, _| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// A cursor over `[lo, hi]`, positioned before the first key.
+    pub fn cursor(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Cursor {
+        Cursor {
+            dict: self.clone(),
+            lo: own(lo),
+            hi: own(hi),
+            pos: Pos::Start,
+            batch: VecDeque::new(),
+            batch_forward: true,
+        }
+    }
+
+    /// All live entries in `[lo, hi]`, in key order.
+    pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.live()?;
+        let (lo, hi) = (own(lo), own(hi));
+        let mut out = Vec::new();
+        self.scan(lo.clone(), &lo, &hi, false, &mut |_| false, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Incrementally maintained statistics.
+    pub fn stats(&self) -> DictStats {
+        let t = self.core.tree.read();
+        DictStats {
+            rows: t.stats.rows.max(0) as u64,
+            data_bytes: t.stats.bytes.max(0) as u64,
+            file_bytes: self.core.file.len_on_disk(),
+            height: t.node(t.root).height,
+            resident_nodes: t.nodes.len(),
+        }
+    }
+
+    /// Flush every buffer down to the leaves (the "hot optimize" of the original engine).
+    pub fn optimize(&self) -> Result<()> {
+        self.live()?;
+        loop {
+            let step = {
+                let mut t = self.core.tree.write();
+                t.flush_any(&self.env.fns)
+            };
+            match step {
+                Step::Idle => return Ok(()),
+                Step::Progress => self.env.relieve_memory(false)?,
+                Step::Need(n) => self.core.do_io(&self.env, n)?,
+            }
+        }
+    }
+
+    /// Build the dictionary from `entries`, which must be in strictly increasing key order.
+    /// The dictionary must be empty. Leaves are written directly, bypassing buffers and the
+    /// log; the result is durable (a checkpoint runs) when this returns.
+    pub fn bulk_load<I, K, V>(&self, entries: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        self.live()?;
+        crate::bulk::bulk_load(self, entries)
+    }
+}
+
+/// Apply a logged operation to the tree (used both live and during recovery).
+pub(crate) fn apply_record(t: &mut Tree, env: &EnvInner, rec: LogRecord) {
+    let fns = &env.fns;
+    let xid = Xid::AUTOCOMMIT;
+    match rec {
+        LogRecord::Put { key, val, .. } => {
+            t.inject(fns, &key, MsgKind::Insert(val.into()), xid);
+        }
+        LogRecord::PutIfAbsent { key, val, .. } => {
+            t.inject(fns, &key, MsgKind::InsertNoOverwrite(val.into()), xid);
+        }
+        LogRecord::Delete { key, .. } => {
+            t.inject(fns, &key, MsgKind::Delete, xid);
+        }
+        LogRecord::Update { key, func, arg, .. } => {
+            t.inject(fns, &key, MsgKind::Update { func, arg: arg.into() }, xid);
+        }
+        LogRecord::UpdateAll { func, arg, .. } => {
+            t.inject_broadcast(fns, func, &arg, xid);
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Pos {
+    Start,
+    End,
+    At(Key),
+    Before(Key),
+}
+
+/// A cursor over a bounded range. It holds no lock between calls: each refill reads one
+/// basement's worth under the tree's read lock, so it sees writes that land between refills.
+pub struct Cursor {
+    dict: Dict,
+    lo: Bound<Key>,
+    hi: Bound<Key>,
+    pos: Pos,
+    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+    batch_forward: bool,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor").field("pos", &self.pos).finish()
+    }
+}
+
+impl Cursor {
+    /// Position so that `next` returns the first key `>= key` and `prev` the last key `< key`.
+    pub fn seek(&mut self, key: &[u8]) {
+        self.pos = Pos::Before(key.into());
+        self.batch.clear();
+    }
+
+    /// Position before the first key of the range.
+    pub fn seek_first(&mut self) {
+        self.pos = Pos::Start;
+        self.batch.clear();
+    }
+
+    /// Position after the last key of the range.
+    pub fn seek_last(&mut self) {
+        self.pos = Pos::End;
+        self.batch.clear();
+    }
+
+    fn refill(&mut self, forward: bool) -> Result<()> {
+        self.batch.clear();
+        self.batch_forward = forward;
+        let from = match (&self.pos, forward) {
+            (Pos::Start, true) => self.lo.clone(),
+            (Pos::Start, false) | (Pos::End, true) => return Ok(()),
+            (Pos::End, false) => self.hi.clone(),
+            (Pos::At(k), _) => Bound::Excluded(k.clone()),
+            (Pos::Before(k), true) => Bound::Included(k.clone()),
+            (Pos::Before(k), false) => Bound::Excluded(k.clone()),
+        };
+        let batch = &mut self.batch;
+        self.dict.scan(
+            from,
+            &self.lo,
+            &self.hi,
+            !forward,
+            &mut |n| n >= 64,
+            &mut |k, v| {
+                batch.push_back((k.to_vec(), v.to_vec()));
+                true
+            },
+        )
+    }
+
+    fn step(&mut self, forward: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.dict.live()?;
+        if self.batch.is_empty() || self.batch_forward != forward {
+            self.refill(forward)?;
+        }
+        match self.batch.pop_front() {
+            Some((k, v)) => {
+                self.pos = Pos::At(k.clone().into());
+                Ok(Some((k, v)))
+            }
+            None => {
+                self.pos = if forward { Pos::End } else { Pos::Start };
+                Ok(None)
+            }
+        }
+    }
+
+    /// The next entry in key order.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.step(true)
+    }
+
+    /// The previous entry in key order.
+    pub fn prev(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.step(false)
+    }
+}

@@ -1,0 +1,784 @@
+//! The environment: a directory holding dictionaries, the catalog, the log and the lock file.
+//! It owns the cache budget, the log, checkpoints, recovery and the background workers.
+//!
+//! Open (recovery), step by step:
+//! 1. Take the directory's lock file; load the catalog; delete dictionary files it does not name.
+//! 2. Open every dictionary at its last complete checkpoint (the valid header slot with the
+//!    higher count), loading only the root.
+//! 3. Read the log files in order. A torn or damaged record ends the newest file: it is
+//!    truncated there. Damage in an older file is reported as corruption.
+//! 4. Re-apply every record whose LSN is above its dictionary's checkpoint LSN through the
+//!    normal injection path, start a new log file, and checkpoint.
+//!
+//! Checkpoint, step by step:
+//! 1. Under the exclusive checkpoint lock (writers hold it shared from logging to injection,
+//!    so no operation is half done): note the last LSN, mark every dirty node pending, copy
+//!    each file's current block table to the in-progress table, snapshot each header.
+//! 2. Release the lock; writers continue. A writer about to modify a pending node captures its
+//!    image first (copy-before-write); the checkpointer writes every pending node and captured
+//!    image to fresh extents, recording them in the in-progress table only.
+//! 3. Per file: write the in-progress table, fsync, write the header into the other slot,
+//!    fsync. Extents only the previous checkpoint used are freed.
+//! 4. Delete log files whose every record is covered.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::cache::CacheCtl;
+use crate::catalog::{dict_file_name, parse_dict_file, Catalog};
+use crate::dict::{apply_record, load_node, Dict, DictCore};
+use crate::error::{corruption, Error, IoContext, Result};
+use crate::file::DictFile;
+use crate::format::btt::{self, Extent};
+use crate::format::header::FileHeader;
+use crate::format::node::{encode_block, image_of};
+use crate::ids::{BlockNum, DictId, Lsn, Msn};
+use crate::msg::UpdateRegistry;
+use crate::options::{EnvOptions, SyncPolicy};
+use crate::tree::apply::Delta;
+use crate::tree::node::{Basement, Node};
+use crate::tree::{missing, Need, Tree, TreeCfg};
+use crate::wal::{self, LogRecord, Wal};
+
+/// fsync a directory so that creations, renames and removals in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|f| f.sync_all()).ctx(dir)
+}
+
+#[derive(Default)]
+struct BgState {
+    shutdown: bool,
+    flush: HashSet<DictId>,
+}
+
+pub(crate) struct EnvInner {
+    pub dir: PathBuf,
+    pub opts: EnvOptions,
+    pub fns: UpdateRegistry,
+    pub cache: Arc<CacheCtl>,
+    pub wal: Wal,
+    pub ckpt_lock: RwLock<()>,
+    ckpt_mutex: Mutex<()>,
+    catalog: Mutex<Catalog>,
+    dicts: RwLock<BTreeMap<DictId, Arc<DictCore>>>,
+    closed: AtomicBool,
+    poison: Mutex<Option<String>>,
+    bg: Mutex<BgState>,
+    bg_cond: Condvar,
+    evict_rr: AtomicU64,
+    pub checkpoints: AtomicU64,
+    _lock: File,
+}
+
+/// Figures describing an environment at a moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvStats {
+    /// Cache budget.
+    pub cache_budget: u64,
+    /// Bytes charged to the cache now.
+    pub cache_used: u64,
+    /// Highest charge observed.
+    pub cache_peak: u64,
+    /// Nodes evicted whole.
+    pub evictions: u64,
+    /// Partitions evicted from resident nodes.
+    pub partial_evictions: u64,
+    /// Node images written.
+    pub writebacks: u64,
+    /// Reads of nodes or partitions that were not resident.
+    pub misses: u64,
+    /// Completed checkpoints since open.
+    pub checkpoints: u64,
+    /// Live log files.
+    pub log_files: u64,
+    /// Bytes of every file in the directory.
+    pub bytes_on_disk: u64,
+}
+
+/// An open environment. Dropping it stops the background workers and checkpoints, as
+/// [`Env::close`] does, but ignores errors.
+pub struct Env {
+    inner: Arc<EnvInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env").field("dir", &self.inner.dir).finish()
+    }
+}
+
+fn load_full(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
+    let mut n = load_node(file, b, ext)?;
+    if let Need::Parts(_, list) = missing(&n) {
+        if !list.is_empty() {
+            let start = list.iter().map(|(_, l)| l.offset).min().unwrap_or(0);
+            let end = list
+                .iter()
+                .map(|(_, l)| l.offset + u64::from(l.disk_len))
+                .max()
+                .unwrap_or(0);
+            let buf = file.read_at(start, (end - start) as usize)?;
+            for (i, loc) in list {
+                let s = &buf[(loc.offset - start) as usize..(loc.offset - start) as usize + loc.disk_len as usize];
+                let d = crate::format::node::decode_part(s, &loc, n.is_leaf()).map_err(|e| {
+                    corruption(&file.path, format!("block {b} partition {i} at offset {}", loc.offset), e)
+                })?;
+                n.parts[i].data = Some(d);
+            }
+        }
+    }
+    Ok(n)
+}
+
+fn open_core(id: DictId, name: String, file: DictFile, cache: &Arc<CacheCtl>) -> Result<DictCore> {
+    let header = file.state.lock().header.clone();
+    let root_ext = file
+        .state
+        .lock()
+        .current
+        .get(&header.root)
+        .copied()
+        .ok_or_else(|| corruption(&file.path, "block table", format!("root block {} missing", header.root)))?;
+    let root = load_full(&file, header.root, root_ext)?;
+    let file = Arc::new(file);
+    let mut tree = Tree {
+        cfg: TreeCfg {
+            node_bytes: header.node_bytes as usize,
+            basement_bytes: header.basement_bytes as usize,
+            fanout: header.fanout as usize,
+        },
+        root: header.root,
+        nodes: Default::default(),
+        next_block: header.next_block,
+        next_msn: header.max_msn.0,
+        stats: Delta {
+            rows: header.rows,
+            bytes: header.data_bytes,
+        },
+        ckpt_images: Vec::new(),
+        file: file.clone(),
+        cache: cache.clone(),
+    };
+    tree.insert_node(root);
+    Ok(DictCore {
+        id,
+        name: Mutex::new(name),
+        file,
+        tree: RwLock::new(tree),
+        dropped: AtomicBool::new(false),
+    })
+}
+
+impl Env {
+    /// Open (creating if needed) the environment in `dir`, with no update functions.
+    pub fn open(dir: impl AsRef<Path>, opts: EnvOptions) -> Result<Env> {
+        Env::open_with(dir, opts, UpdateRegistry::new())
+    }
+
+    /// Open (creating if needed) the environment in `dir`. `fns` must hold every update
+    /// function that logged or buffered messages name.
+    pub fn open_with(dir: impl AsRef<Path>, opts: EnvOptions, fns: UpdateRegistry) -> Result<Env> {
+        opts.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).ctx(&dir)?;
+        let lock_path = dir.join("LOCK");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .ctx(&lock_path)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir)),
+            Err(fs::TryLockError::Error(e)) => return Err(e).ctx(&lock_path),
+        }
+        let catalog = Catalog::load(&dir)?;
+        let known: HashSet<DictId> = catalog.by_name.values().copied().collect();
+        for e in fs::read_dir(&dir).ctx(&dir)? {
+            let e = e.ctx(&dir)?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if parse_dict_file(&name).is_some_and(|id| !known.contains(&id)) || name == "catalog.tmp" {
+                fs::remove_file(e.path()).ctx(&e.path())?;
+            }
+        }
+        let cache = Arc::new(CacheCtl::new(opts.cache_bytes));
+        let mut dicts = BTreeMap::new();
+        for (name, &id) in &catalog.by_name {
+            let file = DictFile::open(&dir.join(dict_file_name(id)))?;
+            dicts.insert(id, Arc::new(open_core(id, name.clone(), file, &cache)?));
+        }
+
+        // Read the log before starting a new file after it.
+        let mut logs = Vec::new();
+        let files = wal::list_files(&dir)?;
+        let nfiles = files.len();
+        for (i, (_, path)) in files.iter().enumerate() {
+            let lf = wal::read_file(path)?;
+            if let Some(why) = &lf.torn {
+                if i + 1 < nfiles && !lf.records.is_empty() {
+                    return Err(corruption(path, "log", why.clone()));
+                }
+                tracing::warn!(file = %path.display(), reason = %why, "log ends early; truncating the torn tail");
+                let f = File::options().write(true).open(path).ctx(path)?;
+                f.set_len(lf.valid_len).ctx(path)?;
+                f.sync_all().ctx(path)?;
+            }
+            logs.push(lf);
+        }
+        let mut last_lsn = 0u64;
+        for d in dicts.values() {
+            last_lsn = last_lsn.max(d.file.state.lock().header.ckpt_lsn.0);
+        }
+        for lf in &logs {
+            last_lsn = last_lsn.max(lf.first_lsn.0.saturating_sub(1));
+            if let Some((l, _)) = lf.records.last() {
+                last_lsn = last_lsn.max(l.0);
+            }
+        }
+        let existing: Vec<(u64, u64)> = logs
+            .iter()
+            .filter(|l| l.first_lsn.0 > 0)
+            .map(|l| (l.seq, l.first_lsn.0))
+            .collect();
+        for lf in logs.iter().filter(|l| l.first_lsn.0 == 0) {
+            let p = dir.join(format!("wal-{:010}.log", lf.seq));
+            fs::remove_file(&p).ctx(&p)?;
+        }
+        let wal = Wal::open(&dir, opts.log_file_bytes, Lsn(last_lsn), &existing)?;
+        let inner = Arc::new(EnvInner {
+            dir,
+            opts,
+            fns,
+            cache,
+            wal,
+            ckpt_lock: RwLock::new(()),
+            ckpt_mutex: Mutex::new(()),
+            catalog: Mutex::new(catalog),
+            dicts: RwLock::new(dicts),
+            closed: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            bg: Mutex::new(BgState::default()),
+            bg_cond: Condvar::new(),
+            evict_rr: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            _lock: lock,
+        });
+
+        let replayed = inner.replay(logs)?;
+        if replayed > 0 {
+            tracing::info!(records = replayed, "recovery replayed the log");
+        }
+        inner.checkpoint()?;
+        let threads = spawn_workers(&inner);
+        Ok(Env { inner, threads })
+    }
+
+    /// Create a dictionary.
+    pub fn create_dict(&self, name: &str) -> Result<Dict> {
+        self.inner.create_dict(name)
+    }
+
+    /// Open an existing dictionary.
+    pub fn open_dict(&self, name: &str) -> Result<Dict> {
+        self.inner.check_open()?;
+        let id = *self
+            .inner
+            .catalog
+            .lock()
+            .by_name
+            .get(name)
+            .ok_or_else(|| Error::NoSuchDictionary(name.to_string()))?;
+        let core = self
+            .inner
+            .dicts
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchDictionary(name.to_string()))?;
+        Ok(Dict {
+            env: self.inner.clone(),
+            core,
+        })
+    }
+
+    /// Open a dictionary, creating it if it does not exist.
+    pub fn open_or_create(&self, name: &str) -> Result<Dict> {
+        match self.open_dict(name) {
+            Err(Error::NoSuchDictionary(_)) => match self.create_dict(name) {
+                Err(Error::DictionaryExists(_)) => self.open_dict(name),
+                r => r,
+            },
+            r => r,
+        }
+    }
+
+    /// Names of every dictionary.
+    pub fn list_dicts(&self) -> Vec<String> {
+        self.inner.catalog.lock().by_name.keys().cloned().collect()
+    }
+
+    /// Rename a dictionary. Open handles keep working.
+    pub fn rename_dict(&self, from: &str, to: &str) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_open()?;
+        let _g = inner.ckpt_mutex.lock();
+        let mut cat = inner.catalog.lock();
+        if cat.by_name.contains_key(to) {
+            return Err(Error::DictionaryExists(to.to_string()));
+        }
+        let id = cat
+            .by_name
+            .remove(from)
+            .ok_or_else(|| Error::NoSuchDictionary(from.to_string()))?;
+        cat.by_name.insert(to.to_string(), id);
+        if let Err(e) = cat.save(&inner.dir) {
+            cat.by_name.remove(to);
+            cat.by_name.insert(from.to_string(), id);
+            return Err(e);
+        }
+        if let Some(d) = inner.dicts.read().get(&id) {
+            *d.name.lock() = to.to_string();
+        }
+        Ok(())
+    }
+
+    /// Drop a dictionary and delete its file (its space is returned at once).
+    pub fn drop_dict(&self, name: &str) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_open()?;
+        let _g = inner.ckpt_mutex.lock();
+        let id = {
+            let mut cat = inner.catalog.lock();
+            let id = cat
+                .by_name
+                .remove(name)
+                .ok_or_else(|| Error::NoSuchDictionary(name.to_string()))?;
+            if let Err(e) = cat.save(&inner.dir) {
+                cat.by_name.insert(name.to_string(), id);
+                return Err(e);
+            }
+            id
+        };
+        if let Some(core) = inner.dicts.write().remove(&id) {
+            core.dropped.store(true, Ordering::Release);
+            let path = core.file.path.clone();
+            drop(core);
+            fs::remove_file(&path).ctx(&path)?;
+            sync_dir(&inner.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Write a checkpoint now.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.checkpoint()
+    }
+
+    /// fsync the log now.
+    pub fn sync_log(&self) -> Result<()> {
+        self.inner.wal.sync()
+    }
+
+    /// Current figures.
+    pub fn stats(&self) -> EnvStats {
+        let c = &self.inner.cache;
+        let mut bytes = 0;
+        if let Ok(rd) = fs::read_dir(&self.inner.dir) {
+            for e in rd.flatten() {
+                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+        EnvStats {
+            cache_budget: c.budget as u64,
+            cache_used: c.used().max(0) as u64,
+            cache_peak: c.peak.load(Ordering::Relaxed).max(0) as u64,
+            evictions: c.evictions.load(Ordering::Relaxed),
+            partial_evictions: c.partial_evictions.load(Ordering::Relaxed),
+            writebacks: c.writebacks.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            checkpoints: self.inner.checkpoints.load(Ordering::Relaxed),
+            log_files: self.inner.wal.file_count() as u64,
+            bytes_on_disk: bytes,
+        }
+    }
+
+    /// The directory this environment lives in.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Stop the background workers, checkpoint, sync the log and close.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// Stop the background workers and release the environment *without* a checkpoint or a
+    /// final log sync, leaving the files as a killed process would. For crash tests.
+    pub fn simulate_crash(mut self) {
+        {
+            let mut g = self.inner.bg.lock();
+            g.shutdown = true;
+            self.inner.bg_cond.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.inner.closed.store(true, Ordering::Release);
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        {
+            let mut g = self.inner.bg.lock();
+            g.shutdown = true;
+            self.inner.bg_cond.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let r = self.inner.checkpoint().and_then(|()| self.inner.wal.sync());
+        self.inner.closed.store(true, Ordering::Release);
+        r
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "closing the environment failed");
+        }
+    }
+}
+
+impl EnvInner {
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if let Some(p) = &*self.poison.lock() {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        Ok(())
+    }
+
+    fn poison_with(&self, e: &Error) {
+        tracing::error!(error = %e, "background work failed; the environment refuses further writes");
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+    }
+
+    fn dict_list(&self) -> Vec<Arc<DictCore>> {
+        self.dicts.read().values().cloned().collect()
+    }
+
+    fn create_dict(self: &Arc<Self>, name: &str) -> Result<Dict> {
+        self.check_open()?;
+        let _g = self.ckpt_mutex.lock();
+        let mut cat = self.catalog.lock();
+        if cat.by_name.contains_key(name) {
+            return Err(Error::DictionaryExists(name.to_string()));
+        }
+        let id = DictId(cat.next_id);
+        let o = &self.opts;
+        let root = BlockNum(1);
+        let leaf = Node::new_leaf(root, vec![Basement::default()], Vec::new());
+        let (block, _) = encode_block(&image_of(&leaf), o.compression);
+        let header = FileHeader {
+            dict_id: id,
+            ckpt_count: 0,
+            ckpt_lsn: self.wal.last_lsn(),
+            btt_offset: 0,
+            btt_len: 0,
+            root,
+            next_block: 2,
+            max_msn: Msn(0),
+            node_bytes: o.node_bytes as u64,
+            basement_bytes: o.basement_bytes as u64,
+            fanout: o.fanout as u32,
+            compression: o.compression,
+            rows: 0,
+            data_bytes: 0,
+        };
+        let path = self.dir.join(dict_file_name(id));
+        let _ = fs::remove_file(&path);
+        let file = DictFile::create(&path, header, &block)?;
+        sync_dir(&self.dir)?;
+        let core = Arc::new(open_core(id, name.to_string(), file, &self.cache)?);
+        cat.next_id += 1;
+        cat.by_name.insert(name.to_string(), id);
+        if let Err(e) = cat.save(&self.dir) {
+            cat.by_name.remove(name);
+            return Err(e);
+        }
+        self.dicts.write().insert(id, core.clone());
+        Ok(Dict {
+            env: self.clone(),
+            core,
+        })
+    }
+
+    fn replay(&self, logs: Vec<wal::LogFile>) -> Result<u64> {
+        let dicts = self.dicts.read().clone();
+        let ckpt: BTreeMap<DictId, Lsn> = dicts
+            .iter()
+            .map(|(id, d)| (*id, d.file.state.lock().header.ckpt_lsn))
+            .collect();
+        let mut n = 0u64;
+        for lf in logs {
+            for (lsn, rec) in lf.records {
+                let id = rec.dict();
+                let (Some(d), Some(&cl)) = (dicts.get(&id), ckpt.get(&id)) else {
+                    continue;
+                };
+                if lsn <= cl {
+                    continue;
+                }
+                if let LogRecord::Update { func, .. } | LogRecord::UpdateAll { func, .. } = &rec {
+                    self.fns.check(*func)?;
+                }
+                apply_record(&mut d.tree.write(), self, rec);
+                n += 1;
+                if d.tree.read().root_pressure() > 2.0 {
+                    d.flush_until(self, 1.0)?;
+                }
+                self.relieve_memory(true)?;
+            }
+        }
+        Ok(n)
+    }
+
+    pub fn wake_flusher(&self, d: &DictCore) {
+        let mut g = self.bg.lock();
+        if g.flush.insert(d.id) {
+            self.bg_cond.notify_all();
+        }
+    }
+
+    /// Evict until under budget. `inline`: called by a writer, which only helps above the
+    /// hard limit; otherwise the background evictor is woken.
+    pub fn relieve_memory(&self, inline: bool) -> Result<()> {
+        if self.cache.excess_hard() > 0 || (!inline && self.cache.excess_soft() > 0) {
+            self.evict_until_soft()?;
+        } else if self.cache.excess_soft() > 0 {
+            self.bg_cond.notify_all();
+        }
+        Ok(())
+    }
+
+    fn evict_until_soft(&self) -> Result<()> {
+        let dicts = self.dict_list();
+        if dicts.is_empty() {
+            return Ok(());
+        }
+        let mut idle_rounds = 0;
+        while self.cache.excess_soft() > 0 && idle_rounds < 32 {
+            let i = self.evict_rr.fetch_add(1, Ordering::Relaxed) as usize % dicts.len();
+            let freed = dicts[i].evict_pass(self, self.cache.excess_soft())?;
+            if freed > 0 {
+                idle_rounds = 0;
+            } else {
+                idle_rounds += 1;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        let _one = self.ckpt_mutex.lock();
+        if let Some(p) = &*self.poison.lock() {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        let started = Instant::now();
+        let dicts = self.dict_list();
+        let mut plans = Vec::with_capacity(dicts.len());
+        let lsn;
+        {
+            let _w = self.ckpt_lock.write();
+            lsn = self.wal.last_lsn();
+            for d in &dicts {
+                let mut t = d.tree.write();
+                let mut pending = Vec::new();
+                for (b, n) in t.nodes.iter_mut() {
+                    if n.dirty {
+                        n.ckpt_pending = true;
+                        pending.push(*b);
+                    }
+                }
+                let mut st = d.file.state.lock();
+                let mut h = st.header.clone();
+                h.ckpt_lsn = lsn;
+                h.root = t.root;
+                h.next_block = t.next_block;
+                h.max_msn = Msn(t.next_msn);
+                h.rows = t.stats.rows;
+                h.data_bytes = t.stats.bytes;
+                st.inprogress = Some(st.current.clone());
+                plans.push((d.clone(), pending, h));
+            }
+        }
+        let pause = started.elapsed();
+        self.wal.sync()?;
+        for (d, pending, mut h) in plans {
+            for b in pending {
+                let img = {
+                    let mut t = d.tree.write();
+                    match t.nodes.get_mut(&b) {
+                        Some(n) if n.ckpt_pending => {
+                            n.ckpt_pending = false;
+                            Some(image_of(n))
+                        }
+                        _ => None,
+                    }
+                };
+                if let Some(img) = img {
+                    let (ext, locs) = d.write_image(self, &img)?;
+                    d.finish_write(&img, ext, locs, true, false);
+                }
+            }
+            loop {
+                let imgs = std::mem::take(&mut d.tree.write().ckpt_images);
+                if imgs.is_empty() {
+                    break;
+                }
+                for img in imgs {
+                    let (ext, locs) = d.write_image(self, &img)?;
+                    d.finish_write(&img, ext, locs, true, false);
+                }
+            }
+            let table = {
+                let st = d.file.state.lock();
+                btt::encode_table(st.inprogress.as_ref().expect("checkpoint in progress"))
+            };
+            let tx = d.file.write_block(&table)?;
+            d.file.sync()?;
+            {
+                let st = d.file.state.lock();
+                h.ckpt_count = st.header.ckpt_count + 1;
+            }
+            h.btt_offset = tx.offset;
+            h.btt_len = tx.len;
+            d.file.write_header(&h)?;
+            let mut st = d.file.state.lock();
+            let new = st.inprogress.take().expect("checkpoint in progress");
+            let old = std::mem::replace(&mut st.checkpointed, new);
+            for (b, x) in old {
+                if st.current.get(&b) != Some(&x) && st.checkpointed.get(&b) != Some(&x) {
+                    st.alloc.free(x);
+                }
+            }
+            if let Some(ob) = st.ckpt_btt.replace(tx) {
+                st.alloc.free(ob);
+            }
+            st.header = h;
+        }
+        self.wal.trim(lsn)?;
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            lsn = lsn.0,
+            pause_us = pause.as_micros() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "checkpoint complete"
+        );
+        Ok(())
+    }
+}
+
+fn spawn_workers(inner: &Arc<EnvInner>) -> Vec<JoinHandle<()>> {
+    let mut v = Vec::new();
+    // Flusher: drains root buffers that writers reported over budget.
+    for i in 0..inner.opts.flusher_threads.max(1) {
+        let env = inner.clone();
+        v.push(
+            std::thread::Builder::new()
+                .name(format!("silt-flush-{i}"))
+                .spawn(move || loop {
+                    let ids: Vec<DictId> = {
+                        let mut g = env.bg.lock();
+                        if g.shutdown {
+                            return;
+                        }
+                        if g.flush.is_empty() {
+                            env.bg_cond.wait_for(&mut g, Duration::from_millis(100));
+                        }
+                        if g.shutdown {
+                            return;
+                        }
+                        g.flush.drain().collect()
+                    };
+                    let dicts = env.dicts.read().clone();
+                    for id in ids {
+                        if let Some(d) = dicts.get(&id) {
+                            if let Err(e) = d.flush_until(&env, 0.75) {
+                                env.poison_with(&e);
+                            }
+                        }
+                    }
+                    if env.cache.excess_soft() > 0 {
+                        if let Err(e) = env.evict_until_soft() {
+                            env.poison_with(&e);
+                        }
+                    }
+                })
+                .expect("spawn flusher"),
+        );
+    }
+    // Checkpointer and log syncer share one thread: both are timers.
+    let env = inner.clone();
+    v.push(
+        std::thread::Builder::new()
+            .name("silt-timer".into())
+            .spawn(move || {
+                let mut last_ckpt = Instant::now();
+                let tick = match env.opts.sync {
+                    SyncPolicy::Periodic(d) => d,
+                    _ => Duration::from_millis(200),
+                };
+                loop {
+                    {
+                        let mut g = env.bg.lock();
+                        if g.shutdown {
+                            return;
+                        }
+                        env.bg_cond.wait_for(&mut g, tick);
+                        if g.shutdown {
+                            return;
+                        }
+                    }
+                    if let SyncPolicy::Periodic(_) = env.opts.sync {
+                        if let Err(e) = env.wal.sync() {
+                            env.poison_with(&e);
+                        }
+                    }
+                    if env.cache.excess_soft() > 0 {
+                        if let Err(e) = env.evict_until_soft() {
+                            env.poison_with(&e);
+                        }
+                    }
+                    if let Some(p) = env.opts.checkpoint_period {
+                        if last_ckpt.elapsed() >= p {
+                            if let Err(e) = env.checkpoint() {
+                                env.poison_with(&e);
+                            }
+                            last_ckpt = Instant::now();
+                        }
+                    }
+                }
+            })
+            .expect("spawn timer"),
+    );
+    v
+}

@@ -1,0 +1,209 @@
+//! One dictionary's file: header slots, block translation tables, allocation and block I/O.
+//!
+//! Locking: `state` is a leaf lock. It is taken after a tree lock when both are needed and is
+//! never held across I/O; reads and writes of blocks happen with no lock held.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+
+use crate::error::{corruption, IoContext, Result};
+use crate::format::btt::{self, Allocator, Extent, Table};
+use crate::format::header::{FileHeader, HEADER_SLOT_BYTES};
+use crate::ids::BlockNum;
+
+#[derive(Debug)]
+pub(crate) struct FileState {
+    pub current: Table,
+    pub inprogress: Option<Table>,
+    pub checkpointed: Table,
+    pub ckpt_btt: Option<Extent>,
+    pub alloc: Allocator,
+    pub header: FileHeader,
+}
+
+impl FileState {
+    fn referenced_elsewhere(&self, b: BlockNum, x: Extent, skip_current: bool) -> bool {
+        (!skip_current && self.current.get(&b) == Some(&x))
+            || self.inprogress.as_ref().and_then(|t| t.get(&b)) == Some(&x)
+            || self.checkpointed.get(&b) == Some(&x)
+    }
+
+    /// Point the current table at a new extent for `b`, freeing the old one if unreferenced.
+    pub fn set_current(&mut self, b: BlockNum, x: Extent) {
+        if let Some(old) = self.current.insert(b, x) {
+            if old != x && !self.referenced_elsewhere(b, old, true) {
+                self.alloc.free(old);
+            }
+        }
+    }
+
+    pub fn remove_current(&mut self, b: BlockNum) {
+        if let Some(old) = self.current.remove(&b) {
+            if !self.referenced_elsewhere(b, old, true) {
+                self.alloc.free(old);
+            }
+        }
+    }
+
+    pub fn set_inprogress(&mut self, b: BlockNum, x: Extent) {
+        let Some(ip) = self.inprogress.as_mut() else {
+            return;
+        };
+        if let Some(old) = ip.insert(b, x) {
+            if old != x
+                && self.current.get(&b) != Some(&old)
+                && self.checkpointed.get(&b) != Some(&old)
+            {
+                self.alloc.free(old);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct DictFile {
+    pub path: PathBuf,
+    file: File,
+    pub state: Mutex<FileState>,
+}
+
+impl DictFile {
+    /// Create a new file holding an empty tree described by `header` whose root block is
+    /// written from `root_block`. The file is durable when this returns.
+    pub fn create(path: &Path, mut header: FileHeader, root_block: &[u8]) -> Result<DictFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .ctx(path)?;
+        let mut alloc = Allocator::from_used([]);
+        let rx = alloc.alloc(root_block.len() as u64);
+        file.write_all_at(root_block, rx.offset).ctx(path)?;
+        let mut table = Table::new();
+        table.insert(header.root, rx);
+        let tb = btt::encode_table(&table);
+        let tx = alloc.alloc(tb.len() as u64);
+        file.write_all_at(&tb, tx.offset).ctx(path)?;
+        header.ckpt_count = 1;
+        header.btt_offset = tx.offset;
+        header.btt_len = tx.len;
+        file.write_all_at(&header.encode(), HEADER_SLOT_BYTES).ctx(path)?;
+        file.sync_all().ctx(path)?;
+        Ok(DictFile {
+            path: path.to_path_buf(),
+            file,
+            state: Mutex::new(FileState {
+                current: table.clone(),
+                inprogress: None,
+                checkpointed: table,
+                ckpt_btt: Some(tx),
+                alloc,
+                header,
+            }),
+        })
+    }
+
+    /// Open an existing file at its last complete checkpoint.
+    pub fn open(path: &Path) -> Result<DictFile> {
+        let file = OpenOptions::new().read(true).write(true).open(path).ctx(path)?;
+        let header = read_best_header(&file, path)?;
+        let table = read_table(&file, path, &header)?;
+        let tx = Extent {
+            offset: header.btt_offset,
+            len: header.btt_len,
+        };
+        let alloc = Allocator::from_used(table.values().copied().chain([tx]));
+        Ok(DictFile {
+            path: path.to_path_buf(),
+            file,
+            state: Mutex::new(FileState {
+                current: table.clone(),
+                inprogress: None,
+                checkpointed: table,
+                ckpt_btt: Some(tx),
+                alloc,
+                header,
+            }),
+        })
+    }
+
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset).ctx(&self.path)?;
+        Ok(buf)
+    }
+
+    /// Allocate an extent and write `bytes` there. The caller publishes it in a table or frees it.
+    pub fn write_block(&self, bytes: &[u8]) -> Result<Extent> {
+        let x = self.state.lock().alloc.alloc(bytes.len() as u64);
+        if let Err(e) = self.file.write_all_at(bytes, x.offset) {
+            self.state.lock().alloc.free(x);
+            return Err(e).ctx(&self.path);
+        }
+        Ok(x)
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().ctx(&self.path)
+    }
+
+    /// Write `header` into its slot (`ckpt_count % 2`) and sync.
+    pub fn write_header(&self, header: &FileHeader) -> Result<()> {
+        let slot = header.ckpt_count % 2;
+        self.file
+            .write_all_at(&header.encode(), slot * HEADER_SLOT_BYTES)
+            .ctx(&self.path)?;
+        self.sync()
+    }
+
+    /// Shrink the file to the end of the allocated area.
+    pub fn trim(&self) -> Result<()> {
+        let end = self.state.lock().alloc.end();
+        let len = self.file.metadata().ctx(&self.path)?.len();
+        if len > end {
+            self.file.set_len(end).ctx(&self.path)?;
+        }
+        Ok(())
+    }
+
+    pub fn len_on_disk(&self) -> u64 {
+        self.file.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// Read both header slots and return the valid one with the higher checkpoint count.
+pub(crate) fn read_best_header(file: &File, path: &Path) -> Result<FileHeader> {
+    let mut best: Option<FileHeader> = None;
+    let mut errors = Vec::new();
+    for slot in 0..2u64 {
+        let mut buf = vec![0u8; HEADER_SLOT_BYTES as usize];
+        match file.read_exact_at(&mut buf, slot * HEADER_SLOT_BYTES) {
+            Ok(()) => match FileHeader::decode(&buf) {
+                Ok(h) => {
+                    if best.as_ref().is_none_or(|b| h.ckpt_count > b.ckpt_count) {
+                        best = Some(h);
+                    }
+                }
+                Err(e) => errors.push(format!("slot {slot}: {e}")),
+            },
+            Err(e) => errors.push(format!("slot {slot}: {e}")),
+        }
+    }
+    best.ok_or_else(|| corruption(path, "header", format!("no valid header slot ({})", errors.join("; "))))
+}
+
+pub(crate) fn read_table(file: &File, path: &Path, h: &FileHeader) -> Result<Table> {
+    let mut buf = vec![0u8; h.btt_len as usize];
+    file.read_exact_at(&mut buf, h.btt_offset).ctx(path)?;
+    btt::decode_table(&buf).map_err(|e| {
+        corruption(
+            path,
+            format!("block table at offset {}", h.btt_offset),
+            e,
+        )
+    })
+}

@@ -1,0 +1,347 @@
+//! Node blocks: the byte layout of one node on disk (see `docs/format.md`).
+//!
+//! ```text
+//! fixed header (40 bytes)
+//!   magic "SILTNODE" | layout u16 | flags u16 | blocknum u64 | height u32 | n_parts u32
+//!   | max_msn u64 | info_len u32
+//! directory: n_parts x { disk_len u32 | raw_len u32 | crc32c u32 }
+//! header crc32c u32 (over fixed header and directory)
+//! info (info_len bytes): pivots (n_parts-1, each u32 length + bytes); internal nodes: child
+//!   block numbers (n_parts x u64)
+//! info crc32c u32
+//! partitions, back to back: [compression tag u8][compressed payload]
+//! ```
+//! A partition's crc32c covers its stored (compressed) bytes, so a partial read of one
+//! basement is verified on its own.
+
+use crate::format::bytes::{Dec, DecResult, Enc};
+use crate::format::compress;
+use crate::ids::{BlockNum, Msn, Xid};
+use crate::msg::{tag, Broadcast, MsgKind, Pending};
+use crate::options::Compression;
+use crate::tree::node::{Basement, ChildBuf, Key, Node, PartData, PartLoc};
+
+pub(crate) const NODE_MAGIC: &[u8; 8] = b"SILTNODE";
+pub(crate) const NODE_LAYOUT: u16 = 1;
+pub(crate) const FIXED_HEADER: usize = 40;
+pub(crate) const DIR_ENTRY: usize = 12;
+const BASEMENT_TAG: u8 = 0xAA;
+const BUFFER_TAG: u8 = 0xBB;
+/// Leaf-entry type: a plain committed value (MVCC records will add more types).
+const LE_CLEAN: u8 = 0;
+
+/// A node's contents captured under the tree lock, uncompressed. Compression and I/O happen
+/// later without the lock.
+#[derive(Debug)]
+pub(crate) struct NodeImage {
+    pub blocknum: BlockNum,
+    pub height: u32,
+    pub max_msn: Msn,
+    pub pivots: Vec<Key>,
+    pub children: Vec<BlockNum>,
+    pub parts: Vec<Vec<u8>>,
+    pub gen: u64,
+}
+
+pub(crate) fn encode_basement(b: &Basement) -> Vec<u8> {
+    let mut e = Enc::with_capacity(b.bytes + 8);
+    e.u8(BASEMENT_TAG);
+    e.u32(b.entries.len() as u32);
+    for (k, v) in &b.entries {
+        e.u32(k.len() as u32);
+        e.u32(v.len() as u32);
+        e.u8(LE_CLEAN);
+        e.bytes(k);
+        e.bytes(v);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_basement(raw: &[u8]) -> DecResult<Basement> {
+    let mut d = Dec::new(raw);
+    if d.u8()? != BASEMENT_TAG {
+        return Err("basement tag mismatch".into());
+    }
+    let n = d.u32()? as usize;
+    let mut entries = Vec::with_capacity(n.min(raw.len() / 9 + 1));
+    let mut prev: Option<&[u8]> = None;
+    for _ in 0..n {
+        let kl = d.u32()? as usize;
+        let vl = d.u32()? as usize;
+        let le = d.u8()?;
+        if le != LE_CLEAN {
+            return Err(format!("unknown leaf entry type {le}"));
+        }
+        let k = d.take(kl)?;
+        let v = d.take(vl)?;
+        if prev.is_some_and(|p| p >= k) {
+            return Err("basement keys out of order".into());
+        }
+        prev = Some(k);
+        entries.push((Key::from(k), Key::from(v)));
+    }
+    if d.remaining() != 0 {
+        return Err("trailing bytes in basement".into());
+    }
+    Ok(Basement::from_entries(entries))
+}
+
+pub(crate) fn encode_buffer(b: &ChildBuf) -> Vec<u8> {
+    let mut e = Enc::with_capacity(b.bytes + 16);
+    e.u8(BUFFER_TAG);
+    let keyed: usize = b.keyed.values().map(Vec::len).sum();
+    e.u32(keyed as u32);
+    e.u32(b.bcasts.len() as u32);
+    for (k, list) in &b.keyed {
+        for p in list {
+            e.u8(p.kind.tag());
+            e.u64(p.msn.0);
+            e.u64(p.xid.0);
+            e.lp(k);
+            p.kind.encode_payload(&mut e);
+        }
+    }
+    for bc in &b.bcasts {
+        e.u8(tag::UPDATE_BROADCAST);
+        e.u64(bc.msn.0);
+        e.u64(bc.xid.0);
+        e.u32(bc.func);
+        e.lp(&bc.arg);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_buffer(raw: &[u8]) -> DecResult<ChildBuf> {
+    let mut d = Dec::new(raw);
+    if d.u8()? != BUFFER_TAG {
+        return Err("buffer tag mismatch".into());
+    }
+    let nk = d.u32()? as usize;
+    let nb = d.u32()? as usize;
+    let mut b = ChildBuf::default();
+    for _ in 0..nk {
+        let t = d.u8()?;
+        let msn = Msn(d.u64()?);
+        let xid = Xid(d.u64()?);
+        let k = d.lp()?;
+        let kind = MsgKind::decode_payload(t, &mut d)?;
+        b.push(k, Pending { msn, xid, kind });
+    }
+    for _ in 0..nb {
+        let t = d.u8()?;
+        if t != tag::UPDATE_BROADCAST {
+            return Err(format!("unknown broadcast type {t}"));
+        }
+        let msn = Msn(d.u64()?);
+        let xid = Xid(d.u64()?);
+        let func = d.u32()?;
+        let arg = d.lp()?;
+        b.push_bcast(Broadcast {
+            msn,
+            xid,
+            func,
+            arg: arg.into(),
+        });
+    }
+    if d.remaining() != 0 {
+        return Err("trailing bytes in buffer".into());
+    }
+    for list in b.keyed.values() {
+        if list.windows(2).any(|w| w[0].msn >= w[1].msn) {
+            return Err("buffer messages out of MSN order".into());
+        }
+    }
+    Ok(b)
+}
+
+/// Capture a fully resident node.
+pub(crate) fn image_of(n: &Node) -> NodeImage {
+    let parts = n
+        .parts
+        .iter()
+        .map(|p| match &p.data {
+            Some(PartData::Leaf(b)) => encode_basement(b),
+            Some(PartData::Buf(b)) => encode_buffer(b),
+            None => unreachable!("image_of requires a fully resident node"),
+        })
+        .collect();
+    NodeImage {
+        blocknum: n.blocknum,
+        height: n.height,
+        max_msn: n.max_msn,
+        pivots: n.pivots.clone(),
+        children: if n.is_leaf() {
+            Vec::new()
+        } else {
+            n.parts.iter().map(|p| p.child).collect()
+        },
+        parts,
+        gen: n.gen,
+    }
+}
+
+/// Compress and lay out a block. Returns the block bytes and, per partition, its location
+/// relative to the block start.
+pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<PartLoc>) {
+    let stored: Vec<Vec<u8>> = img.parts.iter().map(|r| compress::compress(c, r)).collect();
+    let mut info = Enc::default();
+    for p in &img.pivots {
+        info.lp(p);
+    }
+    for ch in &img.children {
+        info.u64(ch.0);
+    }
+    let mut e = Enc::with_capacity(
+        FIXED_HEADER + 8 + img.parts.len() * DIR_ENTRY + info.buf.len() + stored.iter().map(Vec::len).sum::<usize>(),
+    );
+    e.bytes(NODE_MAGIC);
+    e.u16(NODE_LAYOUT);
+    e.u16(0);
+    e.u64(img.blocknum.0);
+    e.u32(img.height);
+    e.u32(img.parts.len() as u32);
+    e.u64(img.max_msn.0);
+    e.u32(info.buf.len() as u32);
+    let mut crcs = Vec::with_capacity(stored.len());
+    for (s, r) in stored.iter().zip(&img.parts) {
+        let crc = crc32c::crc32c(s);
+        crcs.push(crc);
+        e.u32(s.len() as u32);
+        e.u32(r.len() as u32);
+        e.u32(crc);
+    }
+    let hcrc = crc32c::crc32c(&e.buf);
+    e.u32(hcrc);
+    let icrc = crc32c::crc32c(&info.buf);
+    e.bytes(&info.buf);
+    e.u32(icrc);
+    let mut locs = Vec::with_capacity(stored.len());
+    for ((s, r), crc) in stored.iter().zip(&img.parts).zip(crcs) {
+        locs.push(PartLoc {
+            offset: e.buf.len() as u64,
+            disk_len: s.len() as u32,
+            raw_len: r.len() as u32,
+            crc,
+        });
+        e.bytes(s);
+    }
+    (e.buf, locs)
+}
+
+/// The decoded header and info of a node block.
+#[derive(Debug, Clone)]
+pub(crate) struct BlockHeader {
+    pub blocknum: BlockNum,
+    pub height: u32,
+    pub max_msn: Msn,
+    pub pivots: Vec<Key>,
+    pub children: Vec<BlockNum>,
+    /// Partition locations relative to the block start.
+    pub parts: Vec<PartLoc>,
+    /// Bytes from the block start to the first partition.
+    pub header_len: usize,
+}
+
+/// Bytes of the block needed before the info can be parsed, from the fixed header alone.
+pub(crate) fn header_len_from_fixed(fixed: &[u8]) -> DecResult<usize> {
+    let mut d = Dec::new(fixed);
+    if d.take(8)? != NODE_MAGIC {
+        return Err("bad node magic".into());
+    }
+    d.take(12)?;
+    d.u32()?;
+    let n = d.u32()? as usize;
+    d.u64()?;
+    let info_len = d.u32()? as usize;
+    if n == 0 || n > 1 << 20 {
+        return Err(format!("implausible partition count {n}"));
+    }
+    Ok(FIXED_HEADER + n * DIR_ENTRY + 4 + info_len + 4)
+}
+
+/// Parse the header, directory and info from the first `header_len` bytes of a block.
+pub(crate) fn decode_header(buf: &[u8]) -> DecResult<BlockHeader> {
+    let header_len = header_len_from_fixed(buf)?;
+    if buf.len() < header_len {
+        return Err("block shorter than its header".into());
+    }
+    let mut d = Dec::new(buf);
+    d.take(8)?;
+    let layout = d.u16()?;
+    if layout != NODE_LAYOUT {
+        return Err(format!("unsupported node layout {layout}"));
+    }
+    let _flags = d.u16()?;
+    let blocknum = BlockNum(d.u64()?);
+    let height = d.u32()?;
+    let n = d.u32()? as usize;
+    let max_msn = Msn(d.u64()?);
+    let info_len = d.u32()? as usize;
+    let mut dir = Vec::with_capacity(n);
+    for _ in 0..n {
+        dir.push((d.u32()?, d.u32()?, d.u32()?));
+    }
+    let hpos = d.pos();
+    let hcrc = d.u32()?;
+    if crc32c::crc32c(&buf[..hpos]) != hcrc {
+        return Err("node header checksum mismatch".into());
+    }
+    let info = d.take(info_len)?;
+    let icrc = d.u32()?;
+    if crc32c::crc32c(info) != icrc {
+        return Err("node info checksum mismatch".into());
+    }
+    let mut id = Dec::new(info);
+    let mut pivots = Vec::with_capacity(n.saturating_sub(1));
+    for _ in 1..n {
+        pivots.push(Key::from(id.lp()?));
+    }
+    let mut children = Vec::new();
+    if height > 0 {
+        for _ in 0..n {
+            children.push(BlockNum(id.u64()?));
+        }
+    }
+    if id.remaining() != 0 {
+        return Err("trailing bytes in node info".into());
+    }
+    let mut off = header_len as u64;
+    let parts = dir
+        .into_iter()
+        .map(|(disk_len, raw_len, crc)| {
+            let l = PartLoc {
+                offset: off,
+                disk_len,
+                raw_len,
+                crc,
+            };
+            off += u64::from(disk_len);
+            l
+        })
+        .collect();
+    Ok(BlockHeader {
+        blocknum,
+        height,
+        max_msn,
+        pivots,
+        children,
+        parts,
+        header_len,
+    })
+}
+
+/// Verify and decode one stored partition.
+pub(crate) fn decode_part(stored: &[u8], loc: &PartLoc, leaf: bool) -> DecResult<PartData> {
+    if stored.len() != loc.disk_len as usize {
+        return Err("partition truncated".into());
+    }
+    if crc32c::crc32c(stored) != loc.crc {
+        return Err("partition checksum mismatch".into());
+    }
+    let raw = compress::decompress(stored, loc.raw_len as usize)?;
+    if leaf {
+        decode_basement(&raw).map(PartData::Leaf)
+    } else {
+        decode_buffer(&raw).map(PartData::Buf)
+    }
+}

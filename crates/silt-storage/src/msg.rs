@@ -1,0 +1,192 @@
+//! Messages: what a write becomes. A message is injected at the root, waits in buffers and is
+//! applied to a leaf entry in MSN order. Reads apply pending messages to what they return.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::bytes::{Dec, DecResult, Enc};
+use crate::ids::{Msn, Xid};
+
+/// What an update function decides for one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// Store this value.
+    Set(Vec<u8>),
+    /// Remove the key.
+    Delete,
+    /// Leave the key as it is (absent stays absent).
+    NoChange,
+}
+
+/// A deterministic update function: `(key, current value or None, argument) -> outcome`.
+/// It is re-run during recovery and may run long after the write was acknowledged, so it must
+/// depend on nothing but its inputs.
+pub type UpdateFn = Arc<dyn Fn(&[u8], Option<&[u8]>, &[u8]) -> UpdateOutcome + Send + Sync>;
+
+/// The update functions an environment knows, by stable numeric id. Ids are stored in
+/// messages and log records, so an id must keep its meaning across releases.
+#[derive(Clone, Default)]
+pub struct UpdateRegistry {
+    fns: HashMap<u32, UpdateFn>,
+}
+
+impl std::fmt::Debug for UpdateRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<_> = self.fns.keys().collect();
+        ids.sort();
+        f.debug_struct("UpdateRegistry").field("ids", &ids).finish()
+    }
+}
+
+impl UpdateRegistry {
+    /// An empty registry.
+    pub fn new() -> UpdateRegistry {
+        UpdateRegistry::default()
+    }
+
+    /// Register `f` under `id`, replacing any earlier function with that id.
+    pub fn register(
+        &mut self,
+        id: u32,
+        f: impl Fn(&[u8], Option<&[u8]>, &[u8]) -> UpdateOutcome + Send + Sync + 'static,
+    ) {
+        self.fns.insert(id, Arc::new(f));
+    }
+
+    pub(crate) fn check(&self, id: u32) -> Result<()> {
+        if self.fns.contains_key(&id) {
+            Ok(())
+        } else {
+            Err(Error::UnknownUpdateFn(id))
+        }
+    }
+
+    /// Run function `id`. An unregistered id cannot reach here for messages created in this
+    /// process (checked at injection); for recovered messages it is checked at open.
+    pub(crate) fn run(&self, id: u32, key: &[u8], old: Option<&[u8]>, arg: &[u8]) -> UpdateOutcome {
+        match self.fns.get(&id) {
+            Some(f) => f(key, old, arg),
+            None => UpdateOutcome::NoChange,
+        }
+    }
+}
+
+/// The effect of a keyed message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum MsgKind {
+    /// Set the value.
+    Insert(Box<[u8]>),
+    /// Set the value only if the key is absent.
+    InsertNoOverwrite(Box<[u8]>),
+    /// Remove the key.
+    Delete,
+    /// Run an update function.
+    Update { func: u32, arg: Box<[u8]> },
+}
+
+/// Type tags of messages, on disk and in the log.
+pub(crate) mod tag {
+    pub const INSERT: u8 = 1;
+    pub const DELETE: u8 = 2;
+    pub const INSERT_NO_OVERWRITE: u8 = 11;
+    pub const UPDATE: u8 = 14;
+    pub const UPDATE_BROADCAST: u8 = 15;
+}
+
+impl MsgKind {
+    pub fn tag(&self) -> u8 {
+        match self {
+            MsgKind::Insert(_) => tag::INSERT,
+            MsgKind::Delete => tag::DELETE,
+            MsgKind::InsertNoOverwrite(_) => tag::INSERT_NO_OVERWRITE,
+            MsgKind::Update { .. } => tag::UPDATE,
+        }
+    }
+
+    /// The payload that follows the key: the value, or function id and argument.
+    pub fn encode_payload(&self, e: &mut Enc) {
+        match self {
+            MsgKind::Insert(v) | MsgKind::InsertNoOverwrite(v) => e.lp(v),
+            MsgKind::Delete => e.u32(0),
+            MsgKind::Update { func, arg } => {
+                e.u32(arg.len() as u32 + 4);
+                e.u32(*func);
+                e.bytes(arg);
+            }
+        }
+    }
+
+    pub fn decode_payload(t: u8, d: &mut Dec<'_>) -> DecResult<MsgKind> {
+        let body = d.lp()?;
+        Ok(match t {
+            tag::INSERT => MsgKind::Insert(body.into()),
+            tag::INSERT_NO_OVERWRITE => MsgKind::InsertNoOverwrite(body.into()),
+            tag::DELETE => MsgKind::Delete,
+            tag::UPDATE => {
+                let mut b = Dec::new(body);
+                let func = b.u32()?;
+                let arg = b.take(b.remaining())?;
+                MsgKind::Update {
+                    func,
+                    arg: arg.into(),
+                }
+            }
+            t => return Err(format!("unknown message type {t}")),
+        })
+    }
+
+    /// Bytes this message adds to a serialized buffer (besides its key).
+    pub fn payload_len(&self) -> usize {
+        match self {
+            MsgKind::Insert(v) | MsgKind::InsertNoOverwrite(v) => v.len() + 4,
+            MsgKind::Delete => 4,
+            MsgKind::Update { arg, .. } => arg.len() + 8,
+        }
+    }
+
+    /// Apply to the current value of `key`. Returns the new value (None = absent).
+    pub fn apply(&self, fns: &UpdateRegistry, key: &[u8], old: Option<Box<[u8]>>) -> Option<Box<[u8]>> {
+        match self {
+            MsgKind::Insert(v) => Some(v.clone()),
+            MsgKind::InsertNoOverwrite(v) => old.or_else(|| Some(v.clone())),
+            MsgKind::Delete => None,
+            MsgKind::Update { func, arg } => run_update(fns, *func, key, old, arg),
+        }
+    }
+}
+
+pub(crate) fn run_update(
+    fns: &UpdateRegistry,
+    func: u32,
+    key: &[u8],
+    old: Option<Box<[u8]>>,
+    arg: &[u8],
+) -> Option<Box<[u8]>> {
+    match fns.run(func, key, old.as_deref(), arg) {
+        UpdateOutcome::Set(v) => Some(v.into_boxed_slice()),
+        UpdateOutcome::Delete => None,
+        UpdateOutcome::NoChange => old,
+    }
+}
+
+/// A keyed message waiting in a buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub msn: Msn,
+    pub xid: Xid,
+    pub kind: MsgKind,
+}
+
+/// A broadcast update waiting in a buffer: applies `func` to every key below.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Broadcast {
+    pub msn: Msn,
+    pub xid: Xid,
+    pub func: u32,
+    pub arg: Box<[u8]>,
+}
+
+/// Fixed bytes a message costs in a serialized buffer besides key and payload:
+/// type (1) + msn (8) + xid (8) + key length (4).
+pub(crate) const MSG_HEADER_BYTES: usize = 21;

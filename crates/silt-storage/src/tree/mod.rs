@@ -1,0 +1,860 @@
+//! The B^ε-tree of one dictionary, in memory. Everything here runs under the dictionary's tree
+//! lock and never does I/O: when an operation needs a node or partition that is not resident it
+//! returns [`Need`], the caller drops the lock, reads, installs and retries (see `dict.rs`).
+//!
+//! Invariants:
+//! - Child `i` of a node holds keys `k` with `pivots[i-1] <= k < pivots[i]`.
+//! - Messages for a key in a buffer are in MSN order, and every message in a child's buffer is
+//!   older than every message in its parent's buffer for it. A message lives in exactly one
+//!   place on a root-to-leaf path (a broadcast is copied into every child buffer when it moves
+//!   down, one copy per path), so each is applied to a leaf exactly once.
+//! - The root is always resident with every partition; a dirty node has every partition.
+
+pub(crate) mod apply;
+pub(crate) mod node;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::cache::CacheCtl;
+use crate::file::DictFile;
+use crate::format::node::{image_of, NodeImage};
+use crate::ids::{BlockNum, Msn, Xid};
+use crate::msg::{Broadcast, MsgKind, Pending, UpdateRegistry};
+use apply::{apply_to_entries, injected_delta, merge_walk, resolve, Delta};
+use node::{entry_bytes, Basement, ChildBuf, Key, Node, PartData, PartLoc, Val};
+
+/// Shape parameters of a tree.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TreeCfg {
+    pub node_bytes: usize,
+    pub basement_bytes: usize,
+    pub fanout: usize,
+}
+
+/// I/O an operation needs before it can proceed.
+#[derive(Debug, Clone)]
+pub(crate) enum Need {
+    /// The node is not resident.
+    Node(BlockNum),
+    /// These partitions of a resident node are not resident.
+    Parts(BlockNum, Vec<(usize, PartLoc)>),
+}
+
+/// Result of one flush step.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Nothing is over budget.
+    Idle,
+    /// One buffer was flushed.
+    Progress,
+    /// Must read first.
+    Need(Need),
+}
+
+/// Where a read landed.
+#[derive(Debug)]
+pub(crate) struct Located {
+    pub leaf: BlockNum,
+    pub bi: usize,
+    /// Inclusive lower bound of the basement's key range.
+    pub lo: Option<Key>,
+    /// Exclusive upper bound of the basement's key range.
+    pub hi: Option<Key>,
+    pub path: Vec<(BlockNum, usize)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Target<'k> {
+    At(&'k [u8]),
+    Before(&'k [u8]),
+    First,
+    Last,
+}
+
+pub(crate) struct Tree {
+    pub cfg: TreeCfg,
+    pub root: BlockNum,
+    pub nodes: HashMap<BlockNum, Node>,
+    pub next_block: u64,
+    pub next_msn: u64,
+    pub stats: Delta,
+    /// Images captured for the running checkpoint before a pending node was modified.
+    pub ckpt_images: Vec<NodeImage>,
+    pub file: Arc<DictFile>,
+    pub cache: Arc<CacheCtl>,
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let charged: usize = self.nodes.values().map(|n| n.charged).sum();
+        self.cache.used.fetch_sub(charged as i64, Ordering::Relaxed);
+    }
+}
+
+fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Cut sorted entries into basements of about `target` bytes.
+pub(crate) fn cut_basements(entries: Vec<(Key, Val)>, target: usize) -> (Vec<Basement>, Vec<Key>) {
+    let mut basements = Vec::new();
+    let mut pivots = Vec::new();
+    let mut cur = Vec::new();
+    let mut bytes = 0;
+    for (k, v) in entries {
+        let eb = entry_bytes(&k, &v);
+        if bytes + eb > target && !cur.is_empty() {
+            basements.push(Basement {
+                entries: std::mem::take(&mut cur),
+                bytes,
+            });
+            pivots.push(k.clone());
+            bytes = 0;
+        }
+        bytes += eb;
+        cur.push((k, v));
+    }
+    basements.push(Basement {
+        entries: cur,
+        bytes,
+    });
+    (basements, pivots)
+}
+
+impl Tree {
+    pub fn node(&self, b: BlockNum) -> &Node {
+        &self.nodes[&b]
+    }
+
+    fn alloc_block(&mut self) -> BlockNum {
+        let b = BlockNum(self.next_block);
+        self.next_block += 1;
+        b
+    }
+
+    /// Recompute what node `b` charges to the cache.
+    pub fn recharge(&mut self, b: BlockNum) {
+        if let Some(n) = self.nodes.get_mut(&b) {
+            let m = n.mem();
+            let d = m as i64 - n.charged as i64;
+            n.charged = m;
+            self.cache.used.fetch_add(d, Ordering::Relaxed);
+        }
+    }
+
+    /// Prepare node `b` for modification: if a checkpoint is waiting to capture it, capture
+    /// it first (copy-before-write), then mark it dirty.
+    fn modify(&mut self, b: BlockNum) {
+        let n = self.nodes.get_mut(&b).expect("modify of a resident node");
+        debug_assert!(n.fully_loaded());
+        if n.ckpt_pending {
+            n.ckpt_pending = false;
+            let img = image_of(n);
+            self.ckpt_images.push(img);
+        }
+        n.mark_dirty();
+    }
+
+    pub fn insert_node(&mut self, n: Node) {
+        let b = n.blocknum;
+        self.nodes.insert(b, n);
+        self.recharge(b);
+    }
+
+    fn remove_node(&mut self, b: BlockNum) {
+        if let Some(n) = self.nodes.get(&b) {
+            if n.ckpt_pending {
+                self.modify(b);
+            }
+        }
+        if let Some(n) = self.nodes.remove(&b) {
+            self.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
+        }
+        self.file.state.lock().remove_current(b);
+    }
+
+    fn gorged(&self, n: &Node) -> bool {
+        !n.is_leaf()
+            && n.parts
+                .iter()
+                .map(|p| p.data.as_ref().map(PartData::bytes).unwrap_or(0))
+                .sum::<usize>()
+                > self.cfg.node_bytes
+    }
+
+    /// Size of the root's buffers relative to the node size (for write throttling).
+    pub fn root_pressure(&self) -> f64 {
+        let r = self.node(self.root);
+        if r.is_leaf() {
+            return 0.0;
+        }
+        let s: usize = r
+            .parts
+            .iter()
+            .map(|p| p.data.as_ref().map(PartData::bytes).unwrap_or(0))
+            .sum();
+        s as f64 / self.cfg.node_bytes as f64
+    }
+
+    // ----- writes -------------------------------------------------------------------------
+
+    /// Inject a keyed message at the root.
+    pub fn inject(&mut self, fns: &UpdateRegistry, key: &[u8], kind: MsgKind, xid: Xid) -> Msn {
+        self.next_msn += 1;
+        let msn = Msn(self.next_msn);
+        self.stats.add(injected_delta(key, &kind));
+        let root = self.root;
+        self.modify(root);
+        let r = self.nodes.get_mut(&root).expect("root is resident");
+        r.max_msn = msn;
+        let i = r.child_for(key);
+        let p = Pending { msn, xid, kind };
+        if r.is_leaf() {
+            let mut fix = Delta::default();
+            let Some(PartData::Leaf(bm)) = &mut r.parts[i].data else {
+                unreachable!("root leaf is fully resident")
+            };
+            leaf_apply_one(fns, bm, key, &p, &mut fix);
+            self.stats.add(fix);
+            self.after_root_leaf_change(i);
+        } else {
+            r.buf_mut(i).push(key, p);
+        }
+        self.recharge(root);
+        msn
+    }
+
+    /// Inject a broadcast update at the root.
+    pub fn inject_broadcast(&mut self, fns: &UpdateRegistry, func: u32, arg: &[u8], xid: Xid) -> Msn {
+        self.next_msn += 1;
+        let msn = Msn(self.next_msn);
+        let root = self.root;
+        self.modify(root);
+        let r = self.nodes.get_mut(&root).expect("root is resident");
+        r.max_msn = msn;
+        let bc = Broadcast {
+            msn,
+            xid,
+            func,
+            arg: arg.into(),
+        };
+        if r.is_leaf() {
+            let mut fix = Delta::default();
+            for part in &mut r.parts {
+                let Some(PartData::Leaf(bm)) = &mut part.data else {
+                    unreachable!("root leaf is fully resident")
+                };
+                let old = std::mem::take(&mut bm.entries);
+                let new = apply_to_entries(fns, old, BTreeMap::new(), std::slice::from_ref(&bc), &mut fix);
+                *bm = Basement::from_entries(new);
+            }
+            self.stats.add(fix);
+            self.after_root_leaf_change(0);
+        } else {
+            for i in 0..r.parts.len() {
+                r.buf_mut(i).push_bcast(bc.clone());
+            }
+        }
+        self.recharge(root);
+        msn
+    }
+
+    fn after_root_leaf_change(&mut self, bi: usize) {
+        let root = self.root;
+        let cfg = self.cfg;
+        let r = self.nodes.get_mut(&root).expect("root is resident");
+        if r.basement(bi).is_some_and(|b| b.bytes > 2 * cfg.basement_bytes) {
+            recut_leaf(r, cfg.basement_bytes);
+        }
+        if r.bytes() > cfg.node_bytes && leaf_entries(r) > 1 {
+            self.split_root();
+        }
+    }
+
+    /// Flush one buffer one level down, along the heaviest path from the root.
+    pub fn flush_step(&mut self, fns: &UpdateRegistry) -> Step {
+        let root = self.root;
+        if !self.gorged(self.node(root)) {
+            return self.fix_root();
+        }
+        let mut path = vec![root];
+        loop {
+            let pb = *path.last().expect("path is never empty");
+            let n = self.node(pb);
+            let c = heaviest_child(n);
+            let cb = n.parts[c].child;
+            let Some(child) = self.nodes.get(&cb) else {
+                return Step::Need(Need::Node(cb));
+            };
+            if !child.fully_loaded() {
+                return Step::Need(missing(child));
+            }
+            if self.gorged(child) {
+                path.push(cb);
+                continue;
+            }
+            self.flush_into(fns, pb, c);
+            self.fix_after_flush(fns, &path, c);
+            return Step::Progress;
+        }
+    }
+
+    /// Move the buffer of child `c` of `pb` into the child.
+    fn flush_into(&mut self, fns: &UpdateRegistry, pb: BlockNum, c: usize) {
+        let cb = self.node(pb).parts[c].child;
+        self.modify(pb);
+        self.modify(cb);
+        let buf = std::mem::take(self.nodes.get_mut(&pb).expect("parent").buf_mut(c));
+        let msn = buf.max_msn();
+        let cfg = self.cfg;
+        let child = self.nodes.get_mut(&cb).expect("child");
+        child.max_msn = child.max_msn.max(msn);
+        if child.is_leaf() {
+            let mut fix = Delta::default();
+            let old = take_leaf_entries(child);
+            let new = apply_to_entries(fns, old, buf.keyed, &buf.bcasts, &mut fix);
+            set_leaf_entries(child, new, cfg.basement_bytes);
+            self.stats.add(fix);
+        } else {
+            for (k, list) in buf.keyed {
+                let i = child.child_for(&k);
+                for p in list {
+                    child.buf_mut(i).push(&k, p);
+                }
+            }
+            for bc in buf.bcasts {
+                for i in 0..child.parts.len() {
+                    child.buf_mut(i).push_bcast(bc.clone());
+                }
+            }
+        }
+        self.recharge(pb);
+        self.recharge(cb);
+    }
+
+    fn fix_after_flush(&mut self, fns: &UpdateRegistry, path: &[BlockNum], c: usize) {
+        let pb = *path.last().expect("path");
+        let cb = self.node(pb).parts[c].child;
+        let child = self.node(cb);
+        if child.is_leaf() {
+            if child.bytes() > self.cfg.node_bytes && leaf_entries(child) > 1 {
+                self.split_leaf(pb, c);
+            } else if child.bytes() * 4 < self.cfg.node_bytes {
+                self.try_merge(fns, pb, c);
+            }
+        } else if child.parts.len() > self.cfg.fanout {
+            self.split_internal(pb, c);
+        } else if child.parts.len() * 4 < self.cfg.fanout {
+            self.try_merge(fns, pb, c);
+        }
+        for w in path.windows(2).rev() {
+            let (parent, nb) = (w[0], w[1]);
+            if self.node(nb).parts.len() > self.cfg.fanout {
+                if let Some(i) = self.node(parent).parts.iter().position(|p| p.child == nb) {
+                    self.split_internal(parent, i);
+                }
+            }
+        }
+        self.fix_root();
+    }
+
+    /// Split an over-full root, or drop a root that has a single child and nothing buffered.
+    fn fix_root(&mut self) -> Step {
+        let root = self.root;
+        let r = self.node(root);
+        if !r.is_leaf() && r.parts.len() > self.cfg.fanout {
+            self.split_root();
+            return Step::Progress;
+        }
+        if !r.is_leaf() && r.parts.len() == 1 && r.buf(0).is_some_and(ChildBuf::is_empty) {
+            let cb = r.parts[0].child;
+            if self.nodes.get(&cb).is_some_and(Node::fully_loaded) {
+                self.root = cb;
+                self.remove_node(root);
+                return Step::Progress;
+            }
+        }
+        Step::Idle
+    }
+
+    fn split_root(&mut self) {
+        let old = self.root;
+        let nb = self.alloc_block();
+        let h = self.node(old).height + 1;
+        let nr = Node::new_internal(nb, h, vec![(old, ChildBuf::default())], Vec::new());
+        self.insert_node(nr);
+        self.root = nb;
+        if self.node(old).is_leaf() {
+            self.split_leaf(nb, 0);
+        } else {
+            self.split_internal(nb, 0);
+        }
+    }
+
+    /// Split leaf child `c` of `pb` into as many leaves as its size needs.
+    fn split_leaf(&mut self, pb: BlockNum, c: usize) {
+        let cb = self.node(pb).parts[c].child;
+        self.modify(pb);
+        self.modify(cb);
+        let cfg = self.cfg;
+        let entries = take_leaf_entries(self.nodes.get_mut(&cb).expect("child"));
+        let total: usize = entries.iter().map(|(k, v)| entry_bytes(k, v)).sum();
+        let pieces = total.div_ceil(cfg.node_bytes).max(2).min(entries.len());
+        let per = total.div_ceil(pieces);
+        let mut groups: Vec<Vec<(Key, Val)>> = vec![Vec::new()];
+        let mut acc = 0;
+        for (k, v) in entries {
+            let eb = entry_bytes(&k, &v);
+            if acc + eb > per && !groups.last().expect("group").is_empty() && groups.len() < pieces {
+                groups.push(Vec::new());
+                acc = 0;
+            }
+            acc += eb;
+            groups.last_mut().expect("group").push((k, v));
+        }
+        let max_msn = self.node(cb).max_msn;
+        let mut groups = groups.into_iter();
+        let first = groups.next().expect("one group");
+        set_leaf_entries(self.nodes.get_mut(&cb).expect("child"), first, cfg.basement_bytes);
+        let mut new_children = Vec::new();
+        for g in groups {
+            let pivot = g[0].0.clone();
+            let nb = self.alloc_block();
+            let (bms, pv) = cut_basements(g, cfg.basement_bytes);
+            let mut n = Node::new_leaf(nb, bms, pv);
+            n.max_msn = max_msn;
+            self.insert_node(n);
+            new_children.push((pivot, nb));
+        }
+        self.recharge(cb);
+        self.attach_children(pb, c, new_children);
+    }
+
+    /// Insert new right siblings of child `c` into `pb`, splitting `c`'s buffer among them.
+    fn attach_children(&mut self, pb: BlockNum, c: usize, new_children: Vec<(Key, BlockNum)>) {
+        let p = self.nodes.get_mut(&pb).expect("parent");
+        let mut rest = std::mem::take(p.buf_mut(c));
+        let mut bufs = Vec::with_capacity(new_children.len());
+        for (pivot, _) in new_children.iter().rev() {
+            bufs.push(rest.split_off(pivot));
+        }
+        bufs.reverse();
+        *p.buf_mut(c) = rest;
+        for (j, ((pivot, nb), buf)) in new_children.into_iter().zip(bufs).enumerate() {
+            p.pivots.insert(c + j, pivot);
+            p.parts.insert(c + 1 + j, node::Part::new(nb, PartData::Buf(buf)));
+        }
+        self.recharge(pb);
+    }
+
+    fn split_internal(&mut self, pb: BlockNum, c: usize) {
+        let cb = self.node(pb).parts[c].child;
+        self.modify(pb);
+        self.modify(cb);
+        let nb = self.alloc_block();
+        let child = self.nodes.get_mut(&cb).expect("child");
+        let half = child.parts.len() / 2;
+        let right_parts: Vec<node::Part> = child.parts.drain(half..).collect();
+        let mut right_pivots: Vec<Key> = child.pivots.drain(half - 1..).collect();
+        let mid = right_pivots.remove(0);
+        let height = child.height;
+        let max_msn = child.max_msn;
+        let mut right = Node::new_internal(nb, height, Vec::new(), right_pivots);
+        right.parts = right_parts;
+        right.max_msn = max_msn;
+        self.insert_node(right);
+        self.recharge(cb);
+        self.attach_children(pb, c, vec![(mid, nb)]);
+    }
+
+    /// Merge child `c` of `pb` with a neighbour if both are resident; otherwise leave it.
+    fn try_merge(&mut self, fns: &UpdateRegistry, pb: BlockNum, c: usize) {
+        let p = self.node(pb);
+        if p.parts.len() < 2 {
+            return;
+        }
+        let (l, r) = if c + 1 < p.parts.len() { (c, c + 1) } else { (c - 1, c) };
+        let (lb, rb) = (p.parts[l].child, p.parts[r].child);
+        let resident = |b: BlockNum| self.nodes.get(&b).is_some_and(Node::fully_loaded);
+        if !resident(lb) || !resident(rb) {
+            return;
+        }
+        for i in [l, r] {
+            if !self.node(pb).buf(i).is_some_and(ChildBuf::is_empty) {
+                self.flush_into(fns, pb, i);
+            }
+        }
+        let cfg = self.cfg;
+        let (ln, rn) = (self.node(lb), self.node(rb));
+        if ln.is_leaf() {
+            let total = ln.bytes() + rn.bytes();
+            if total <= cfg.node_bytes * 3 / 4 {
+                self.modify(lb);
+                self.modify(rb);
+                let mut e = take_leaf_entries(self.nodes.get_mut(&lb).expect("l"));
+                e.extend(take_leaf_entries(self.nodes.get_mut(&rb).expect("r")));
+                set_leaf_entries(self.nodes.get_mut(&lb).expect("l"), e, cfg.basement_bytes);
+                self.detach_child(pb, r);
+                self.remove_node(rb);
+                self.recharge(lb);
+            }
+        } else if ln.parts.len() + rn.parts.len() <= cfg.fanout {
+            self.modify(lb);
+            self.modify(rb);
+            let sep = self.node(pb).pivots[l].clone();
+            let mut rnode = self.nodes.remove(&rb).expect("r");
+            self.cache.used.fetch_sub(rnode.charged as i64, Ordering::Relaxed);
+            let ln = self.nodes.get_mut(&lb).expect("l");
+            ln.pivots.push(sep);
+            ln.pivots.append(&mut rnode.pivots);
+            ln.parts.append(&mut rnode.parts);
+            ln.max_msn = ln.max_msn.max(rnode.max_msn);
+            self.file.state.lock().remove_current(rb);
+            self.detach_child(pb, r);
+            self.recharge(lb);
+        }
+    }
+
+    /// Remove child `r` (whose buffer is empty) and the pivot before it from `pb`.
+    fn detach_child(&mut self, pb: BlockNum, r: usize) {
+        self.modify(pb);
+        let p = self.nodes.get_mut(&pb).expect("parent");
+        p.parts.remove(r);
+        p.pivots.remove(r - 1);
+        self.recharge(pb);
+    }
+
+    // ----- reads --------------------------------------------------------------------------
+
+    /// Descend to the basement for `t`, touching clock bits on the way.
+    pub fn locate(&self, t: Target<'_>) -> Result<Located, Need> {
+        let mut b = self.root;
+        let mut lo: Option<Key> = None;
+        let mut hi: Option<Key> = None;
+        let mut path = Vec::new();
+        loop {
+            let n = self.nodes.get(&b).ok_or(Need::Node(b))?;
+            n.touch();
+            let i = match t {
+                Target::At(k) => n.child_for(k),
+                Target::Before(k) => n.child_before(k),
+                Target::First => 0,
+                Target::Last => n.parts.len() - 1,
+            };
+            let part = &n.parts[i];
+            if part.data.is_none() {
+                let loc = part.loc.expect("a non-resident partition has a location");
+                return Err(Need::Parts(b, vec![(i, loc)]));
+            }
+            part.touched.store(true, Ordering::Relaxed);
+            if i > 0 {
+                lo = Some(n.pivots[i - 1].clone());
+            }
+            if i < n.pivots.len() {
+                hi = Some(n.pivots[i].clone());
+            }
+            if n.is_leaf() {
+                return Ok(Located {
+                    leaf: b,
+                    bi: i,
+                    lo,
+                    hi,
+                    path,
+                });
+            }
+            path.push((b, i));
+            b = part.child;
+        }
+    }
+
+    /// Pending messages on the path for keys in `range`, each list and the broadcasts in MSN order.
+    fn pending_in(
+        &self,
+        path: &[(BlockNum, usize)],
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+    ) -> (BTreeMap<Key, Vec<Pending>>, Vec<Broadcast>) {
+        let mut msgs: BTreeMap<Key, Vec<Pending>> = BTreeMap::new();
+        let mut bcasts = Vec::new();
+        for &(b, i) in path {
+            let Some(buf) = self.node(b).buf(i) else { continue };
+            for (k, list) in buf.keyed.range::<[u8], _>(range) {
+                msgs.entry(k.clone()).or_default().extend(list.iter().cloned());
+            }
+            bcasts.extend(buf.bcasts.iter().cloned());
+        }
+        if path.len() > 1 {
+            for l in msgs.values_mut() {
+                l.sort_by_key(|p| p.msn);
+            }
+            bcasts.sort_by_key(|b: &Broadcast| b.msn);
+        }
+        (msgs, bcasts)
+    }
+
+    pub fn get(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Option<Val>, Need> {
+        let loc = self.locate(Target::At(key))?;
+        let bm = self.node(loc.leaf).basement(loc.bi).expect("located basement is resident");
+        let base = bm.get(key);
+        let (msgs, bcasts) = self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
+        let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        if list.is_empty() && bcasts.is_empty() {
+            return Ok(base.cloned());
+        }
+        Ok(resolve(fns, key, base.cloned(), list, &bcasts, None))
+    }
+
+    /// Visit the live entries of one basement that fall in `[lo, hi]`, starting from `from`
+    /// (in the direction of travel). Returns where the next basement starts, or `None` at the
+    /// end of the range.
+    pub fn scan_basement(
+        &self,
+        fns: &UpdateRegistry,
+        from: &Bound<Key>,
+        lo: &Bound<Key>,
+        hi: &Bound<Key>,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<Option<Bound<Key>>, Need> {
+        let t = match (reverse, from) {
+            (false, Bound::Unbounded) => Target::First,
+            (false, Bound::Included(k) | Bound::Excluded(k)) => Target::At(k),
+            (true, Bound::Unbounded) => Target::Last,
+            (true, Bound::Included(k)) => Target::At(k),
+            (true, Bound::Excluded(k)) => Target::Before(k),
+        };
+        let loc = self.locate(t)?;
+        // The effective range: user range, narrowed by `from`, narrowed by the basement bounds.
+        let (mut a, mut z) = (bound_ref(lo), bound_ref(hi));
+        if reverse {
+            z = tighter_hi(z, bound_ref(from));
+        } else {
+            a = tighter_lo(a, bound_ref(from));
+        }
+        if let Some(l) = &loc.lo {
+            a = tighter_lo(a, Bound::Included(l));
+        }
+        if let Some(h) = &loc.hi {
+            z = tighter_hi(z, Bound::Excluded(h));
+        }
+        let mut stopped = false;
+        if !empty_range(a, z) {
+            let bm = self.node(loc.leaf).basement(loc.bi).expect("located basement is resident");
+            let s = match a {
+                Bound::Unbounded => 0,
+                Bound::Included(k) => bm.entries.partition_point(|(x, _)| x.as_ref() < k),
+                Bound::Excluded(k) => bm.entries.partition_point(|(x, _)| x.as_ref() <= k),
+            };
+            let e = match z {
+                Bound::Unbounded => bm.entries.len(),
+                Bound::Included(k) => bm.entries.partition_point(|(x, _)| x.as_ref() <= k),
+                Bound::Excluded(k) => bm.entries.partition_point(|(x, _)| x.as_ref() < k),
+            };
+            let (msgs, bcasts) = self.pending_in(&loc.path, (a, z));
+            merge_walk(fns, &bm.entries[s..e.max(s)], &msgs, &bcasts, reverse, |k, v| {
+                let go = f(k, &v);
+                stopped |= !go;
+                go
+            });
+        }
+        if stopped {
+            return Ok(None);
+        }
+        // Next basement, unless the range ends inside this one.
+        Ok(if reverse {
+            match loc.lo {
+                Some(l) if !below_lo(&l, lo) => Some(Bound::Excluded(l)),
+                _ => None,
+            }
+        } else {
+            match loc.hi {
+                Some(h) if !above_hi(&h, hi) => Some(Bound::Included(h)),
+                _ => None,
+            }
+        })
+    }
+}
+
+fn tighter_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    use Bound::*;
+    match (a, b) {
+        (Unbounded, x) | (x, Unbounded) => x,
+        (Included(x), Included(y)) => Included(x.max(y)),
+        (Excluded(x), Excluded(y)) => Excluded(x.max(y)),
+        (Included(x), Excluded(y)) | (Excluded(y), Included(x)) => {
+            if x > y {
+                Included(x)
+            } else {
+                Excluded(y)
+            }
+        }
+    }
+}
+
+fn tighter_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    use Bound::*;
+    match (a, b) {
+        (Unbounded, x) | (x, Unbounded) => x,
+        (Included(x), Included(y)) => Included(x.min(y)),
+        (Excluded(x), Excluded(y)) => Excluded(x.min(y)),
+        (Included(x), Excluded(y)) | (Excluded(y), Included(x)) => {
+            if x < y {
+                Included(x)
+            } else {
+                Excluded(y)
+            }
+        }
+    }
+}
+
+fn empty_range(a: Bound<&[u8]>, z: Bound<&[u8]>) -> bool {
+    use Bound::*;
+    match (a, z) {
+        (Unbounded, _) | (_, Unbounded) => false,
+        (Included(x), Included(y)) => x > y,
+        (Included(x), Excluded(y)) | (Excluded(x), Included(y)) | (Excluded(x), Excluded(y)) => x >= y,
+    }
+}
+
+/// Is every key `>= h` above the range's upper bound?
+fn above_hi(h: &[u8], hi: &Bound<Key>) -> bool {
+    match hi {
+        Bound::Unbounded => false,
+        Bound::Included(x) => h > x.as_ref(),
+        Bound::Excluded(x) => h >= x.as_ref(),
+    }
+}
+
+/// Is every key `< l` below the range's lower bound?
+fn below_lo(l: &[u8], lo: &Bound<Key>) -> bool {
+    match lo {
+        Bound::Unbounded => false,
+        Bound::Included(x) | Bound::Excluded(x) => l <= x.as_ref(),
+    }
+}
+
+fn heaviest_child(n: &Node) -> usize {
+    (0..n.parts.len())
+        .max_by_key(|&i| n.buf(i).map(|b| b.bytes).unwrap_or(0))
+        .unwrap_or(0)
+}
+
+pub(crate) fn missing(n: &Node) -> Need {
+    Need::Parts(
+        n.blocknum,
+        n.missing_parts()
+            .into_iter()
+            .map(|i| (i, n.parts[i].loc.expect("non-resident partition has a location")))
+            .collect(),
+    )
+}
+
+fn leaf_entries(n: &Node) -> usize {
+    n.parts
+        .iter()
+        .map(|p| match &p.data {
+            Some(PartData::Leaf(b)) => b.entries.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+fn take_leaf_entries(n: &mut Node) -> Vec<(Key, Val)> {
+    let mut out = Vec::new();
+    for p in &mut n.parts {
+        if let Some(PartData::Leaf(b)) = &mut p.data {
+            out.append(&mut b.entries);
+        }
+    }
+    out
+}
+
+fn set_leaf_entries(n: &mut Node, entries: Vec<(Key, Val)>, basement_bytes: usize) {
+    let (bms, pivots) = cut_basements(entries, basement_bytes);
+    n.pivots = pivots;
+    n.parts = bms
+        .into_iter()
+        .map(|b| node::Part::new(BlockNum(0), PartData::Leaf(b)))
+        .collect();
+}
+
+fn recut_leaf(n: &mut Node, basement_bytes: usize) {
+    let e = take_leaf_entries(n);
+    set_leaf_entries(n, e, basement_bytes);
+}
+
+/// Apply one message to a resident basement.
+fn leaf_apply_one(fns: &UpdateRegistry, bm: &mut Basement, key: &[u8], p: &Pending, fix: &mut Delta) {
+    let pos = bm.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key));
+    let base = pos.ok().map(|i| bm.entries[i].1.clone());
+    let nv = resolve(fns, key, base, std::slice::from_ref(p), &[], Some(fix));
+    match (pos, nv) {
+        (Ok(i), Some(v)) => {
+            bm.bytes = bm.bytes - bm.entries[i].1.len() + v.len();
+            bm.entries[i].1 = v;
+        }
+        (Ok(i), None) => {
+            let (k, v) = bm.entries.remove(i);
+            bm.bytes -= entry_bytes(&k, &v);
+        }
+        (Err(i), Some(v)) => {
+            bm.bytes += entry_bytes(key, &v);
+            bm.entries.insert(i, (key.into(), v));
+        }
+        (Err(_), None) => {}
+    }
+}
+
+impl Tree {
+    /// Flush some non-empty buffer anywhere in the tree, depth first. `Idle` when every buffer
+    /// is empty.
+    pub fn flush_any(&mut self, fns: &UpdateRegistry) -> Step {
+        let mut stack = vec![vec![self.root]];
+        while let Some(path) = stack.pop() {
+            let b = *path.last().expect("path");
+            let n = self.node(b);
+            if n.is_leaf() {
+                continue;
+            }
+            if !n.fully_loaded() {
+                return Step::Need(missing(n));
+            }
+            if let Some(c) = (0..n.parts.len()).find(|&i| n.buf(i).is_some_and(|x| !x.is_empty())) {
+                let cb = n.parts[c].child;
+                match self.nodes.get(&cb) {
+                    None => return Step::Need(Need::Node(cb)),
+                    Some(ch) if !ch.fully_loaded() => return Step::Need(missing(ch)),
+                    Some(_) => {}
+                }
+                self.flush_into(fns, b, c);
+                self.fix_after_flush(fns, &path, c);
+                return Step::Progress;
+            }
+            if n.height == 1 {
+                continue;
+            }
+            for p in n.parts.iter().rev() {
+                if !self.nodes.contains_key(&p.child) {
+                    return Step::Need(Need::Node(p.child));
+                }
+                let mut np = path.clone();
+                np.push(p.child);
+                stack.push(np);
+            }
+        }
+        Step::Idle
+    }
+}
+
+impl Tree {
+    /// Remove a node and its block-table entry (used by the bulk loader for the old root).
+    pub fn remove_node_pub(&mut self, b: BlockNum) {
+        self.remove_node(b);
+    }
+}

@@ -1,0 +1,423 @@
+//! Write-ahead log of logical operations, with group commit.
+//!
+//! File `wal-NNNNNNNNNN.log`: header `magic "SILTWAL1" | seq u64 | first_lsn u64 | crc32c u32`,
+//! then records `len u32 | crc32c u32 | lsn u64 | body` where `len` is the body length and the
+//! crc covers `lsn` and body. Body: `type u8 | dict u64 | fields`, fields being
+//! length-prefixed keys, values and arguments and `u32` update-function ids.
+//!
+//! A record is copied into the shared buffer under the log mutex (while the caller holds its
+//! tree lock, so log order equals message order per dictionary); the first waiter to find no
+//! writer in progress becomes the leader and writes everything buffered with one `write(2)`
+//! (and one fsync when asked), so concurrent commits share the cost.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{corruption, Error, IoContext, Result};
+use crate::format::bytes::{Dec, DecResult, Enc};
+use crate::ids::{DictId, Lsn};
+
+const WAL_MAGIC: &[u8; 8] = b"SILTWAL1";
+const WAL_HEADER: usize = 28;
+
+/// Every record type the log holds. Fields: the dictionary, the key, the value, the update
+/// function id and its argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum LogRecord {
+    /// `put(key, val)`.
+    Put { dict: DictId, key: Vec<u8>, val: Vec<u8> },
+    /// `put_if_absent(key, val)`.
+    PutIfAbsent { dict: DictId, key: Vec<u8>, val: Vec<u8> },
+    /// `delete(key)`.
+    Delete { dict: DictId, key: Vec<u8> },
+    /// `update(key, func, arg)`.
+    Update { dict: DictId, key: Vec<u8>, func: u32, arg: Vec<u8> },
+    /// `update_all(func, arg)`.
+    UpdateAll { dict: DictId, func: u32, arg: Vec<u8> },
+}
+
+impl LogRecord {
+    /// The dictionary the record belongs to.
+    pub fn dict(&self) -> DictId {
+        match self {
+            LogRecord::Put { dict, .. }
+            | LogRecord::PutIfAbsent { dict, .. }
+            | LogRecord::Delete { dict, .. }
+            | LogRecord::Update { dict, .. }
+            | LogRecord::UpdateAll { dict, .. } => *dict,
+        }
+    }
+
+    fn encode_body(&self, e: &mut Enc) {
+        match self {
+            LogRecord::Put { dict, key, val } => {
+                e.u8(1);
+                e.u64(dict.0);
+                e.lp(key);
+                e.lp(val);
+            }
+            LogRecord::PutIfAbsent { dict, key, val } => {
+                e.u8(2);
+                e.u64(dict.0);
+                e.lp(key);
+                e.lp(val);
+            }
+            LogRecord::Delete { dict, key } => {
+                e.u8(3);
+                e.u64(dict.0);
+                e.lp(key);
+            }
+            LogRecord::Update { dict, key, func, arg } => {
+                e.u8(4);
+                e.u64(dict.0);
+                e.lp(key);
+                e.u32(*func);
+                e.lp(arg);
+            }
+            LogRecord::UpdateAll { dict, func, arg } => {
+                e.u8(5);
+                e.u64(dict.0);
+                e.u32(*func);
+                e.lp(arg);
+            }
+        }
+    }
+
+    fn decode_body(b: &[u8]) -> DecResult<LogRecord> {
+        let mut d = Dec::new(b);
+        let t = d.u8()?;
+        let dict = DictId(d.u64()?);
+        let r = match t {
+            1 => LogRecord::Put {
+                dict,
+                key: d.lp()?.to_vec(),
+                val: d.lp()?.to_vec(),
+            },
+            2 => LogRecord::PutIfAbsent {
+                dict,
+                key: d.lp()?.to_vec(),
+                val: d.lp()?.to_vec(),
+            },
+            3 => LogRecord::Delete {
+                dict,
+                key: d.lp()?.to_vec(),
+            },
+            4 => LogRecord::Update {
+                dict,
+                key: d.lp()?.to_vec(),
+                func: d.u32()?,
+                arg: d.lp()?.to_vec(),
+            },
+            5 => LogRecord::UpdateAll {
+                dict,
+                func: d.u32()?,
+                arg: d.lp()?.to_vec(),
+            },
+            t => return Err(format!("unknown log record type {t}")),
+        };
+        if d.remaining() != 0 {
+            return Err("trailing bytes in log record".into());
+        }
+        Ok(r)
+    }
+}
+
+fn file_name(seq: u64) -> String {
+    format!("wal-{seq:010}.log")
+}
+
+fn parse_seq(name: &str) -> Option<u64> {
+    name.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
+}
+
+/// Log files in `dir`, oldest first.
+pub(crate) fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(dir).ctx(dir)? {
+        let e = e.ctx(dir)?;
+        if let Some(seq) = e.file_name().to_str().and_then(parse_seq) {
+            v.push((seq, e.path()));
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// One log file read back.
+#[derive(Debug)]
+pub struct LogFile {
+    /// Sequence number from the file name.
+    pub seq: u64,
+    /// First LSN the file was opened with.
+    pub first_lsn: Lsn,
+    /// Records that passed their checksum, in order.
+    pub records: Vec<(Lsn, LogRecord)>,
+    /// Offset of the first byte that is not a valid record (the file length if none).
+    pub valid_len: u64,
+    /// Why reading stopped early, if it did.
+    pub torn: Option<String>,
+}
+
+/// Read one log file, stopping at the first record that is incomplete or fails its checksum.
+pub fn read_file(path: &Path) -> Result<LogFile> {
+    let data = fs::read(path).ctx(path)?;
+    let seq = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_seq)
+        .unwrap_or(0);
+    if data.len() < WAL_HEADER
+        || &data[..8] != WAL_MAGIC
+        || crc32c::crc32c(&data[..24]) != u32::from_le_bytes([data[24], data[25], data[26], data[27]])
+    {
+        return Ok(LogFile {
+            seq,
+            first_lsn: Lsn(0),
+            records: Vec::new(),
+            valid_len: 0,
+            torn: Some("missing or damaged file header".into()),
+        });
+    }
+    let mut h = Dec::new(&data[8..24]);
+    let _seq = h.u64().map_err(|e| corruption(path, "log header", e))?;
+    let first_lsn = Lsn(h.u64().map_err(|e| corruption(path, "log header", e))?);
+    let mut pos = WAL_HEADER;
+    let mut records = Vec::new();
+    let mut torn = None;
+    let mut prev = first_lsn.0.saturating_sub(1);
+    while pos < data.len() {
+        let rest = &data[pos..];
+        if rest.len() < 16 {
+            torn = Some(format!("partial record header at offset {pos}"));
+            break;
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if rest.len() < 16 + len {
+            torn = Some(format!("partial record at offset {pos}"));
+            break;
+        }
+        let covered = &rest[8..16 + len];
+        if crc32c::crc32c(covered) != crc {
+            torn = Some(format!("record checksum mismatch at offset {pos}"));
+            break;
+        }
+        let lsn = u64::from_le_bytes(covered[..8].try_into().expect("8 bytes"));
+        if lsn <= prev {
+            torn = Some(format!("LSN {lsn} out of order at offset {pos}"));
+            break;
+        }
+        match LogRecord::decode_body(&covered[8..]) {
+            Ok(r) => records.push((Lsn(lsn), r)),
+            Err(e) => {
+                torn = Some(format!("undecodable record at offset {pos}: {e}"));
+                break;
+            }
+        }
+        prev = lsn;
+        pos += 16 + len;
+    }
+    Ok(LogFile {
+        seq,
+        first_lsn,
+        records,
+        valid_len: pos as u64,
+        torn,
+    })
+}
+
+struct Inner {
+    buf: Vec<u8>,
+    next_lsn: u64,
+    buffered_last: u64,
+    written: u64,
+    synced: u64,
+    writing: bool,
+    file: Arc<File>,
+    seq: u64,
+    file_bytes: u64,
+    /// (seq, first lsn) of every live file, oldest first.
+    files: Vec<(u64, u64)>,
+    error: Option<String>,
+}
+
+/// The log writer.
+pub(crate) struct Wal {
+    dir: PathBuf,
+    rotate_bytes: u64,
+    inner: Mutex<Inner>,
+    cond: Condvar,
+}
+
+fn create_file(dir: &Path, seq: u64, first_lsn: u64) -> Result<File> {
+    let path = dir.join(file_name(seq));
+    let mut f = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(&path)
+        .ctx(&path)?;
+    let mut e = Enc::default();
+    e.bytes(WAL_MAGIC);
+    e.u64(seq);
+    e.u64(first_lsn);
+    let crc = crc32c::crc32c(&e.buf);
+    e.u32(crc);
+    f.write_all(&e.buf).ctx(&path)?;
+    f.sync_all().ctx(&path)?;
+    crate::env::sync_dir(dir)?;
+    Ok(f)
+}
+
+impl Wal {
+    /// Start a new log file after the existing ones. `last_lsn` is the highest LSN in use.
+    pub fn open(dir: &Path, rotate_bytes: u64, last_lsn: Lsn, existing: &[(u64, u64)]) -> Result<Wal> {
+        let seq = existing.last().map(|f| f.0 + 1).unwrap_or(1);
+        let next = last_lsn.0 + 1;
+        let file = create_file(dir, seq, next)?;
+        let mut files = existing.to_vec();
+        files.push((seq, next));
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            rotate_bytes,
+            inner: Mutex::new(Inner {
+                buf: Vec::with_capacity(1 << 20),
+                next_lsn: next,
+                buffered_last: last_lsn.0,
+                written: last_lsn.0,
+                synced: last_lsn.0,
+                writing: false,
+                file: Arc::new(file),
+                seq,
+                file_bytes: WAL_HEADER as u64,
+                files,
+                error: None,
+            }),
+            cond: Condvar::new(),
+        })
+    }
+
+    /// Buffer a record and return its LSN. Does no I/O.
+    pub fn append(&self, r: &LogRecord) -> Lsn {
+        let mut g = self.inner.lock();
+        let lsn = g.next_lsn;
+        g.next_lsn += 1;
+        let start = g.buf.len();
+        g.buf.extend_from_slice(&[0u8; 8]);
+        g.buf.extend_from_slice(&lsn.to_le_bytes());
+        let mut e = Enc { buf: std::mem::take(&mut g.buf) };
+        r.encode_body(&mut e);
+        g.buf = e.buf;
+        let len = (g.buf.len() - start - 16) as u32;
+        let crc = crc32c::crc32c(&g.buf[start + 8..]);
+        g.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        g.buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        g.buffered_last = lsn;
+        Lsn(lsn)
+    }
+
+    /// Highest LSN handed out.
+    pub fn last_lsn(&self) -> Lsn {
+        Lsn(self.inner.lock().next_lsn - 1)
+    }
+
+    /// Return once the record at `lsn` is in the file (and on stable storage if `sync`).
+    pub fn wait(&self, lsn: Lsn, sync: bool) -> Result<()> {
+        let mut g = self.inner.lock();
+        loop {
+            if let Some(e) = &g.error {
+                return Err(Error::Poisoned(e.clone()));
+            }
+            if g.written >= lsn.0 && (!sync || g.synced >= lsn.0) {
+                return Ok(());
+            }
+            if g.writing {
+                self.cond.wait(&mut g);
+                continue;
+            }
+            g.writing = true;
+            let data = std::mem::take(&mut g.buf);
+            let upto = g.buffered_last;
+            let file = g.file.clone();
+            let seq = g.seq;
+            drop(g);
+            let path = self.dir.join(file_name(seq));
+            let mut res = (&*file).write_all(&data).ctx(&path);
+            if res.is_ok() && sync {
+                res = file.sync_data().ctx(&path);
+            }
+            g = self.inner.lock();
+            g.writing = false;
+            match res {
+                Ok(()) => {
+                    g.written = upto;
+                    if sync {
+                        g.synced = upto;
+                    }
+                    g.file_bytes += data.len() as u64;
+                    if g.file_bytes >= self.rotate_bytes {
+                        if let Err(e) = self.rotate(&mut g) {
+                            g.error = Some(e.to_string());
+                        }
+                    }
+                }
+                Err(e) => g.error = Some(e.to_string()),
+            }
+            let mut data = data;
+            data.clear();
+            if g.buf.is_empty() && data.capacity() <= 4 << 20 {
+                g.buf = data;
+            }
+            self.cond.notify_all();
+        }
+    }
+
+    fn rotate(&self, g: &mut Inner) -> Result<()> {
+        let old = self.dir.join(file_name(g.seq));
+        g.file.sync_data().ctx(&old)?;
+        g.synced = g.written;
+        let seq = g.seq + 1;
+        let first = g.written + 1;
+        g.file = Arc::new(create_file(&self.dir, seq, first)?);
+        g.seq = seq;
+        g.file_bytes = WAL_HEADER as u64;
+        g.files.push((seq, first));
+        Ok(())
+    }
+
+    /// Write everything buffered and fsync it.
+    pub fn sync(&self) -> Result<()> {
+        let last = self.last_lsn();
+        self.wait(last, true)
+    }
+
+    /// Delete log files whose every record is at or below `ckpt_lsn`.
+    pub fn trim(&self, ckpt_lsn: Lsn) -> Result<()> {
+        let doomed: Vec<u64> = {
+            let mut g = self.inner.lock();
+            let mut doomed = Vec::new();
+            while g.files.len() > 1 && g.files[1].1 <= ckpt_lsn.0 + 1 {
+                doomed.push(g.files.remove(0).0);
+            }
+            doomed
+        };
+        for seq in doomed {
+            let p = self.dir.join(file_name(seq));
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).ctx(&p),
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of live log files.
+    pub fn file_count(&self) -> usize {
+        self.inner.lock().files.len()
+    }
+}
