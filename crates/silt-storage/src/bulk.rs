@@ -27,12 +27,17 @@ where
     let core = &d.core;
     let is_empty = |t: &crate::tree::Tree| {
         let r = t.node(t.root);
-        r.is_leaf() && r.parts.iter().all(|p| p.data.as_ref().is_some_and(|x| x.bytes() == 0))
+        r.is_leaf()
+            && r.parts
+                .iter()
+                .all(|p| p.data.as_ref().is_some_and(|x| x.bytes() == 0))
     };
     let cfg = {
         let t = core.tree.read();
         if !is_empty(&t) {
-            return Err(Error::InvalidOptions("bulk load needs an empty dictionary".into()));
+            return Err(Error::InvalidOptions(
+                "bulk load needs an empty dictionary".into(),
+            ));
         }
         t.cfg
     };
@@ -55,7 +60,10 @@ where
     let mut cur: Vec<(Key, Val)> = Vec::new();
     let mut cur_bytes = 0usize;
     let (mut rows, mut bytes) = (0u64, 0u64);
-    let mut flush_leaf = |cur: &mut Vec<(Key, Val)>, level: &mut Vec<Built>, written: &mut Vec<(BlockNum, Extent)>| -> Result<()> {
+    let flush_leaf = |cur: &mut Vec<(Key, Val)>,
+                      level: &mut Vec<Built>,
+                      written: &mut Vec<(BlockNum, Extent)>|
+     -> Result<()> {
         if cur.is_empty() {
             return Ok(());
         }
@@ -96,7 +104,11 @@ where
         prev = Some(k.into());
         cur.push((k.into(), v.into()));
         if rows % 1_000_000 == 0 {
-            tracing::info!(rows, elapsed_s = started.elapsed().as_secs_f64(), "bulk load progress");
+            tracing::info!(
+                rows,
+                elapsed_s = started.elapsed().as_secs_f64(),
+                "bulk load progress"
+            );
         }
     }
     flush_leaf(&mut cur, &mut level, &mut written)?;
@@ -115,7 +127,10 @@ where
                 max_msn: Msn(0),
                 pivots: group[1..].iter().map(|b| b.first.clone()).collect(),
                 children: group.iter().map(|b| b.block).collect(),
-                parts: group.iter().map(|_| encode_buffer(&ChildBuf::default())).collect(),
+                parts: group
+                    .iter()
+                    .map(|_| encode_buffer(&ChildBuf::default()))
+                    .collect(),
                 gen: 0,
             };
             let ext = write(&img, &mut written)?;
@@ -133,8 +148,9 @@ where
         for (i, loc) in list {
             let buf = core.file.read_at(loc.offset, loc.disk_len as usize)?;
             node.parts[i].data = Some(
-                crate::format::node::decode_part(&buf, &loc, node.is_leaf())
-                    .map_err(|e| crate::error::corruption(&core.file.path, "bulk-loaded root", e))?,
+                crate::format::node::decode_part(&buf, &loc, node.is_leaf()).map_err(|e| {
+                    crate::error::corruption(&core.file.path, "bulk-loaded root", e)
+                })?,
             );
         }
     }
@@ -144,7 +160,9 @@ where
         if !is_empty(&t) {
             drop(t);
             free_all(d, &written);
-            return Err(Error::InvalidOptions("dictionary was written to during the bulk load".into()));
+            return Err(Error::InvalidOptions(
+                "dictionary was written to during the bulk load".into(),
+            ));
         }
         {
             let mut st = core.file.state.lock();
@@ -159,7 +177,11 @@ where
         t.stats.rows += rows as i64;
         t.stats.bytes += bytes as i64;
     }
-    tracing::info!(rows, elapsed_s = started.elapsed().as_secs_f64(), "bulk load written; checkpointing");
+    tracing::info!(
+        rows,
+        elapsed_s = started.elapsed().as_secs_f64(),
+        "bulk load written; checkpointing"
+    );
     env.checkpoint()?;
     Ok(rows)
 }

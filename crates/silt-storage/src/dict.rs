@@ -17,7 +17,9 @@ use crate::env::EnvInner;
 use crate::error::{corruption, Error, Result};
 use crate::file::DictFile;
 use crate::format::btt::Extent;
-use crate::format::node::{self as fnode, decode_header, decode_part, encode_block, image_of, NodeImage};
+use crate::format::node::{
+    self as fnode, decode_header, decode_part, encode_block, image_of, NodeImage,
+};
 use crate::ids::{BlockNum, DictId, Xid};
 use crate::msg::MsgKind;
 use crate::options::{SyncPolicy, MAX_KEY_BYTES, MAX_VALUE_BYTES};
@@ -42,16 +44,22 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
     if hlen > ext.len as usize {
         return Err(corruption(&file.path, what(), "header longer than block"));
     }
-    let h0 = buf.get(24..28).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
     let height_nonzero = buf.get(20..24).is_some_and(|s| s != [0, 0, 0, 0]);
-    let _ = h0;
-    let want = if height_nonzero { ext.len as usize } else { hlen };
+    let want = if height_nonzero {
+        ext.len as usize
+    } else {
+        hlen
+    };
     if want > buf.len() {
         buf = file.read_at(ext.offset, want)?;
     }
     let h = decode_header(&buf).map_err(|e| corruption(&file.path, what(), e))?;
     if h.blocknum != b {
-        return Err(corruption(&file.path, what(), format!("holds block {}", h.blocknum)));
+        return Err(corruption(
+            &file.path,
+            what(),
+            format!("holds block {}", h.blocknum),
+        ));
     }
     let leaf = h.height == 0;
     let mut parts = Vec::with_capacity(h.parts.len());
@@ -67,7 +75,10 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
             None
         } else {
             let s = &buf[rel.offset as usize..(rel.offset + u64::from(rel.disk_len)) as usize];
-            Some(decode_part(s, rel, false).map_err(|e| corruption(&file.path, format!("{} partition {i}", what()), e))?)
+            Some(
+                decode_part(s, rel, false)
+                    .map_err(|e| corruption(&file.path, format!("{} partition {i}", what()), e))?,
+            )
         };
         parts.push(Part {
             child: h.children.get(i).copied().unwrap_or_default(),
@@ -88,16 +99,32 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
 }
 
 /// Read the given partitions (one `pread` covering all of them).
-fn load_parts(file: &DictFile, b: BlockNum, leaf: bool, list: &[(usize, PartLoc)]) -> Result<Vec<(usize, PartLoc, PartData)>> {
+fn load_parts(
+    file: &DictFile,
+    b: BlockNum,
+    leaf: bool,
+    list: &[(usize, PartLoc)],
+) -> Result<Vec<(usize, PartLoc, PartData)>> {
     let start = list.iter().map(|(_, l)| l.offset).min().unwrap_or(0);
-    let end = list.iter().map(|(_, l)| l.offset + u64::from(l.disk_len)).max().unwrap_or(0);
+    let end = list
+        .iter()
+        .map(|(_, l)| l.offset + u64::from(l.disk_len))
+        .max()
+        .unwrap_or(0);
     let buf = file.read_at(start, (end - start) as usize)?;
     list.iter()
         .map(|&(i, loc)| {
-            let s = &buf[(loc.offset - start) as usize..(loc.offset - start + u64::from(loc.disk_len)) as usize];
+            let s = &buf[(loc.offset - start) as usize
+                ..(loc.offset - start + u64::from(loc.disk_len)) as usize];
             decode_part(s, &loc, leaf)
                 .map(|d| (i, loc, d))
-                .map_err(|e| corruption(&file.path, format!("block {b} partition {i} at offset {}", loc.offset), e))
+                .map_err(|e| {
+                    corruption(
+                        &file.path,
+                        format!("block {b} partition {i} at offset {}", loc.offset),
+                        e,
+                    )
+                })
         })
         .collect()
 }
@@ -121,7 +148,8 @@ impl DictCore {
                     }
                 };
                 let mut t = self.tree.write();
-                if !t.nodes.contains_key(&b) && self.file.state.lock().current.get(&b) == Some(&ext) {
+                if !t.nodes.contains_key(&b) && self.file.state.lock().current.get(&b) == Some(&ext)
+                {
                     t.insert_node(node);
                 }
             }
@@ -135,7 +163,8 @@ impl DictCore {
                     Err(e) => {
                         let t = self.tree.read();
                         let still = t.nodes.get(&b).is_some_and(|n| {
-                            list.iter().all(|(i, l)| n.parts.get(*i).is_some_and(|p| p.loc == Some(*l)))
+                            list.iter()
+                                .all(|(i, l)| n.parts.get(*i).is_some_and(|p| p.loc == Some(*l)))
                         });
                         if still {
                             return Err(e);
@@ -177,7 +206,14 @@ impl DictCore {
 
     /// Publish a written image. `for_ckpt`: the image is the node as of the running
     /// checkpoint's start. `evict`: drop the node from memory if the image is still current.
-    pub fn finish_write(&self, img: &NodeImage, ext: Extent, locs: Vec<PartLoc>, for_ckpt: bool, evict: bool) {
+    pub fn finish_write(
+        &self,
+        img: &NodeImage,
+        ext: Extent,
+        locs: Vec<PartLoc>,
+        for_ckpt: bool,
+        evict: bool,
+    ) {
         let b = img.blocknum;
         let mut t = self.tree.write();
         let root = t.root;
@@ -227,7 +263,10 @@ impl DictCore {
                     if !n.dirty {
                         let mut dropped = 0;
                         for p in &mut n.parts {
-                            if p.data.is_some() && p.loc.is_some() && !p.touched.swap(false, Ordering::Relaxed) {
+                            if p.data.is_some()
+                                && p.loc.is_some()
+                                && !p.touched.swap(false, Ordering::Relaxed)
+                            {
                                 p.data = None;
                                 dropped += 1;
                             }
@@ -236,7 +275,9 @@ impl DictCore {
                             let before = n.charged as i64;
                             t.recharge(b);
                             freed += before - t.nodes[&b].charged as i64;
-                            env.cache.partial_evictions.fetch_add(dropped, Ordering::Relaxed);
+                            env.cache
+                                .partial_evictions
+                                .fetch_add(dropped, Ordering::Relaxed);
                         }
                     } else {
                         for p in &n.parts {
@@ -581,7 +622,15 @@ pub(crate) fn apply_record(t: &mut Tree, env: &EnvInner, rec: LogRecord) {
             t.inject(fns, &key, MsgKind::Delete, xid);
         }
         LogRecord::Update { key, func, arg, .. } => {
-            t.inject(fns, &key, MsgKind::Update { func, arg: arg.into() }, xid);
+            t.inject(
+                fns,
+                &key,
+                MsgKind::Update {
+                    func,
+                    arg: arg.into(),
+                },
+                xid,
+            );
         }
         LogRecord::UpdateAll { func, arg, .. } => {
             t.inject_broadcast(fns, func, &arg, xid);

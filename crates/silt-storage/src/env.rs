@@ -127,9 +127,14 @@ fn load_full(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
                 .unwrap_or(0);
             let buf = file.read_at(start, (end - start) as usize)?;
             for (i, loc) in list {
-                let s = &buf[(loc.offset - start) as usize..(loc.offset - start) as usize + loc.disk_len as usize];
+                let s = &buf[(loc.offset - start) as usize
+                    ..(loc.offset - start) as usize + loc.disk_len as usize];
                 let d = crate::format::node::decode_part(s, &loc, n.is_leaf()).map_err(|e| {
-                    corruption(&file.path, format!("block {b} partition {i} at offset {}", loc.offset), e)
+                    corruption(
+                        &file.path,
+                        format!("block {b} partition {i} at offset {}", loc.offset),
+                        e,
+                    )
                 })?;
                 n.parts[i].data = Some(d);
             }
@@ -146,7 +151,13 @@ fn open_core(id: DictId, name: String, file: DictFile, cache: &Arc<CacheCtl>) ->
         .current
         .get(&header.root)
         .copied()
-        .ok_or_else(|| corruption(&file.path, "block table", format!("root block {} missing", header.root)))?;
+        .ok_or_else(|| {
+            corruption(
+                &file.path,
+                "block table",
+                format!("root block {} missing", header.root),
+            )
+        })?;
     let root = load_full(&file, header.root, root_ext)?;
     let file = Arc::new(file);
     let mut tree = Tree {
@@ -206,7 +217,9 @@ impl Env {
         for e in fs::read_dir(&dir).ctx(&dir)? {
             let e = e.ctx(&dir)?;
             let name = e.file_name().to_string_lossy().into_owned();
-            if parse_dict_file(&name).is_some_and(|id| !known.contains(&id)) || name == "catalog.tmp" {
+            if parse_dict_file(&name).is_some_and(|id| !known.contains(&id))
+                || name == "catalog.tmp"
+            {
                 fs::remove_file(e.path()).ctx(&e.path())?;
             }
         }
@@ -684,6 +697,8 @@ impl EnvInner {
                 st.alloc.free(ob);
             }
             st.header = h;
+            drop(st);
+            d.file.trim()?;
         }
         self.wal.trim(lsn)?;
         self.checkpoints.fetch_add(1, Ordering::Relaxed);

@@ -76,7 +76,11 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
-pub(crate) fn corruption(path: &std::path::Path, what: impl Into<String>, detail: impl Into<String>) -> Error {
+pub(crate) fn corruption(
+    path: &std::path::Path,
+    what: impl Into<String>,
+    detail: impl Into<String>,
+) -> Error {
     Error::Corruption {
         path: path.to_path_buf(),
         what: what.into(),

@@ -91,7 +91,8 @@ impl DictFile {
         header.ckpt_count = 1;
         header.btt_offset = tx.offset;
         header.btt_len = tx.len;
-        file.write_all_at(&header.encode(), HEADER_SLOT_BYTES).ctx(path)?;
+        file.write_all_at(&header.encode(), HEADER_SLOT_BYTES)
+            .ctx(path)?;
         file.sync_all().ctx(path)?;
         Ok(DictFile {
             path: path.to_path_buf(),
@@ -109,7 +110,11 @@ impl DictFile {
 
     /// Open an existing file at its last complete checkpoint.
     pub fn open(path: &Path) -> Result<DictFile> {
-        let file = OpenOptions::new().read(true).write(true).open(path).ctx(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .ctx(path)?;
         let header = read_best_header(&file, path)?;
         let table = read_table(&file, path, &header)?;
         let tx = Extent {
@@ -193,17 +198,18 @@ pub(crate) fn read_best_header(file: &File, path: &Path) -> Result<FileHeader> {
             Err(e) => errors.push(format!("slot {slot}: {e}")),
         }
     }
-    best.ok_or_else(|| corruption(path, "header", format!("no valid header slot ({})", errors.join("; "))))
+    best.ok_or_else(|| {
+        corruption(
+            path,
+            "header",
+            format!("no valid header slot ({})", errors.join("; ")),
+        )
+    })
 }
 
 pub(crate) fn read_table(file: &File, path: &Path, h: &FileHeader) -> Result<Table> {
     let mut buf = vec![0u8; h.btt_len as usize];
     file.read_exact_at(&mut buf, h.btt_offset).ctx(path)?;
-    btt::decode_table(&buf).map_err(|e| {
-        corruption(
-            path,
-            format!("block table at offset {}", h.btt_offset),
-            e,
-        )
-    })
+    btt::decode_table(&buf)
+        .map_err(|e| corruption(path, format!("block table at offset {}", h.btt_offset), e))
 }

@@ -77,9 +77,14 @@ fn hexs(k: &[u8]) -> String {
 
 fn read_node(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<(BlockHeader, Vec<u8>)> {
     let buf = read_at(f, path, x.offset, x.len as usize)?;
-    let h = decode_header(&buf).map_err(|e| corruption(path, format!("block {b} at offset {}", x.offset), e))?;
+    let h = decode_header(&buf)
+        .map_err(|e| corruption(path, format!("block {b} at offset {}", x.offset), e))?;
     if h.blocknum != b {
-        return Err(corruption(path, format!("block {b}"), format!("holds block {}", h.blocknum)));
+        return Err(corruption(
+            path,
+            format!("block {b}"),
+            format!("holds block {}", h.blocknum),
+        ));
     }
     Ok((h, buf))
 }
@@ -111,9 +116,9 @@ fn node_at(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<NodeReport> 
     let (mut raw, mut disk, mut items) = (0u64, 0u64, 0u64);
     for (i, loc) in h.parts.iter().enumerate() {
         let end = (loc.offset + u64::from(loc.disk_len)) as usize;
-        let s = buf
-            .get(loc.offset as usize..end)
-            .ok_or_else(|| corruption(path, format!("block {b} partition {i}"), "beyond block end"))?;
+        let s = buf.get(loc.offset as usize..end).ok_or_else(|| {
+            corruption(path, format!("block {b} partition {i}"), "beyond block end")
+        })?;
         let d = decode_part(s, loc, h.height == 0)
             .map_err(|e| corruption(path, format!("block {b} partition {i}"), e))?;
         let method = match s.first() {
@@ -163,9 +168,13 @@ pub fn shape(path: &Path) -> Result<String> {
     let mut levels: Vec<(u64, u64, u64, u64)> = Vec::new();
     let mut q = VecDeque::from([h.root]);
     while let Some(b) = q.pop_front() {
-        let x = *t
-            .get(&b)
-            .ok_or_else(|| corruption(path, "tree", format!("block {b} is referenced but not in the table")))?;
+        let x = *t.get(&b).ok_or_else(|| {
+            corruption(
+                path,
+                "tree",
+                format!("block {b} is referenced but not in the table"),
+            )
+        })?;
         let r = node_at(&f, path, b, x)?;
         let lvl = r.height as usize;
         if levels.len() <= lvl {
@@ -216,7 +225,9 @@ pub fn verify_file(path: &Path, report: &mut VerifyReport) {
         Ok(hs) => {
             for (i, h) in hs.iter().enumerate() {
                 if let Err(e) = h {
-                    report.warnings.push(format!("{}: header slot {i}: {e}", path.display()));
+                    report
+                        .warnings
+                        .push(format!("{}: header slot {i}: {e}", path.display()));
                 }
             }
         }
@@ -243,11 +254,16 @@ pub fn verify_file(path: &Path, report: &mut VerifyReport) {
     let mut q = VecDeque::from([h.root]);
     while let Some(b) = q.pop_front() {
         if !seen.insert(b) {
-            report.errors.push(format!("{}: block {b} reachable twice", path.display()));
+            report
+                .errors
+                .push(format!("{}: block {b} reachable twice", path.display()));
             continue;
         }
         let Some(&x) = t.get(&b) else {
-            report.errors.push(format!("{}: block {b} referenced but not in the table", path.display()));
+            report.errors.push(format!(
+                "{}: block {b} referenced but not in the table",
+                path.display()
+            ));
             continue;
         };
         report.blocks += 1;
@@ -258,7 +274,10 @@ pub fn verify_file(path: &Path, report: &mut VerifyReport) {
     }
     for b in t.keys() {
         if !seen.contains(b) {
-            report.warnings.push(format!("{}: block {b} in the table but unreachable", path.display()));
+            report.warnings.push(format!(
+                "{}: block {b} in the table but unreachable",
+                path.display()
+            ));
         }
     }
 }
@@ -270,7 +289,8 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
     for (name, id) in &cat.by_name {
         let p: PathBuf = dir.join(dict_file_name(*id));
         if !p.exists() {
-            r.errors.push(format!("dictionary {name}: file {} missing", p.display()));
+            r.errors
+                .push(format!("dictionary {name}: file {} missing", p.display()));
             continue;
         }
         verify_file(&p, &mut r);

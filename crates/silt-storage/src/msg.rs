@@ -146,7 +146,12 @@ impl MsgKind {
     }
 
     /// Apply to the current value of `key`. Returns the new value (None = absent).
-    pub fn apply(&self, fns: &UpdateRegistry, key: &[u8], old: Option<Box<[u8]>>) -> Option<Box<[u8]>> {
+    pub fn apply(
+        &self,
+        fns: &UpdateRegistry,
+        key: &[u8],
+        old: Option<Box<[u8]>>,
+    ) -> Option<Box<[u8]>> {
         match self {
             MsgKind::Insert(v) => Some(v.clone()),
             MsgKind::InsertNoOverwrite(v) => old.or_else(|| Some(v.clone())),

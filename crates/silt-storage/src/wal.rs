@@ -30,15 +30,32 @@ const WAL_HEADER: usize = 28;
 #[allow(missing_docs)]
 pub enum LogRecord {
     /// `put(key, val)`.
-    Put { dict: DictId, key: Vec<u8>, val: Vec<u8> },
+    Put {
+        dict: DictId,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    },
     /// `put_if_absent(key, val)`.
-    PutIfAbsent { dict: DictId, key: Vec<u8>, val: Vec<u8> },
+    PutIfAbsent {
+        dict: DictId,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    },
     /// `delete(key)`.
     Delete { dict: DictId, key: Vec<u8> },
     /// `update(key, func, arg)`.
-    Update { dict: DictId, key: Vec<u8>, func: u32, arg: Vec<u8> },
+    Update {
+        dict: DictId,
+        key: Vec<u8>,
+        func: u32,
+        arg: Vec<u8>,
+    },
     /// `update_all(func, arg)`.
-    UpdateAll { dict: DictId, func: u32, arg: Vec<u8> },
+    UpdateAll {
+        dict: DictId,
+        func: u32,
+        arg: Vec<u8>,
+    },
 }
 
 impl LogRecord {
@@ -72,7 +89,12 @@ impl LogRecord {
                 e.u64(dict.0);
                 e.lp(key);
             }
-            LogRecord::Update { dict, key, func, arg } => {
+            LogRecord::Update {
+                dict,
+                key,
+                func,
+                arg,
+            } => {
                 e.u8(4);
                 e.u64(dict.0);
                 e.lp(key);
@@ -132,7 +154,10 @@ fn file_name(seq: u64) -> String {
 }
 
 fn parse_seq(name: &str) -> Option<u64> {
-    name.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
+    name.strip_prefix("wal-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
 }
 
 /// Log files in `dir`, oldest first.
@@ -173,7 +198,8 @@ pub fn read_file(path: &Path) -> Result<LogFile> {
         .unwrap_or(0);
     if data.len() < WAL_HEADER
         || &data[..8] != WAL_MAGIC
-        || crc32c::crc32c(&data[..24]) != u32::from_le_bytes([data[24], data[25], data[26], data[27]])
+        || crc32c::crc32c(&data[..24])
+            != u32::from_le_bytes([data[24], data[25], data[26], data[27]])
     {
         return Ok(LogFile {
             seq,
@@ -275,7 +301,12 @@ fn create_file(dir: &Path, seq: u64, first_lsn: u64) -> Result<File> {
 
 impl Wal {
     /// Start a new log file after the existing ones. `last_lsn` is the highest LSN in use.
-    pub fn open(dir: &Path, rotate_bytes: u64, last_lsn: Lsn, existing: &[(u64, u64)]) -> Result<Wal> {
+    pub fn open(
+        dir: &Path,
+        rotate_bytes: u64,
+        last_lsn: Lsn,
+        existing: &[(u64, u64)],
+    ) -> Result<Wal> {
         let seq = existing.last().map(|f| f.0 + 1).unwrap_or(1);
         let next = last_lsn.0 + 1;
         let file = create_file(dir, seq, next)?;
@@ -309,7 +340,9 @@ impl Wal {
         let start = g.buf.len();
         g.buf.extend_from_slice(&[0u8; 8]);
         g.buf.extend_from_slice(&lsn.to_le_bytes());
-        let mut e = Enc { buf: std::mem::take(&mut g.buf) };
+        let mut e = Enc {
+            buf: std::mem::take(&mut g.buf),
+        };
         r.encode_body(&mut e);
         g.buf = e.buf;
         let len = (g.buf.len() - start - 16) as u32;

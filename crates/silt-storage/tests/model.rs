@@ -169,13 +169,19 @@ fn run(ops: Vec<Op>, compression: Compression) {
                     .collect();
                 let got = d.range(bound(Included(&lo)), bound(Excluded(&hi))).unwrap();
                 assert_eq!(got, want, "range {a}..{b}");
-                let n = d.count_range(bound(Included(&lo)), bound(Excluded(&hi))).unwrap();
+                let n = d
+                    .count_range(bound(Included(&lo)), bound(Excluded(&hi)))
+                    .unwrap();
                 assert_eq!(n as usize, want.len(), "count {a}..{b}");
             }
             Op::Cursor(k) => {
                 let mut c = d.cursor(Unbounded, Unbounded);
                 c.seek(&key(k));
-                let fwd: Vec<_> = m.range(key(k)..).take(5).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let fwd: Vec<_> = m
+                    .range(key(k)..)
+                    .take(5)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 let mut got = Vec::new();
                 for _ in 0..5 {
                     if let Some(e) = c.next().unwrap() {
@@ -190,7 +196,12 @@ fn run(ops: Vec<Op>, compression: Compression) {
                 }
                 let mut c = d.cursor(Unbounded, Unbounded);
                 c.seek_last();
-                let last: Vec<_> = m.iter().rev().take(3).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let last: Vec<_> = m
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 let mut got = Vec::new();
                 for _ in 0..3 {
                     if let Some(e) = c.prev().unwrap() {
@@ -217,9 +228,16 @@ fn run(ops: Vec<Op>, compression: Compression) {
     let all = d.range(Unbounded, Unbounded).unwrap();
     let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(all, want, "final contents");
-    assert_eq!(d.count_range(Unbounded, Unbounded).unwrap() as usize, m.len());
+    assert_eq!(
+        d.count_range(Unbounded, Unbounded).unwrap() as usize,
+        m.len()
+    );
     d.optimize().unwrap();
-    assert_eq!(d.stats().rows as usize, m.len(), "row estimate after optimize");
+    assert_eq!(
+        d.stats().rows as usize,
+        m.len(),
+        "row estimate after optimize"
+    );
     let all = d.range(Unbounded, Unbounded).unwrap();
     assert_eq!(all, want, "contents after optimize");
     drop(d);

@@ -19,7 +19,9 @@ fn small_opts() -> EnvOptions {
 fn fns() -> UpdateRegistry {
     let mut r = UpdateRegistry::new();
     r.register(1, |_k, old, arg| {
-        let cur = old.map(|v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))).unwrap_or(0);
+        let cur = old
+            .map(|v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8])))
+            .unwrap_or(0);
         let add = u64::from_le_bytes(arg.try_into().unwrap_or([0; 8]));
         UpdateOutcome::Set((cur + add).to_le_bytes().to_vec())
     });
@@ -33,7 +35,8 @@ fn put_get_reopen() {
         let env = Env::open_with(dir.path(), small_opts(), fns()).unwrap();
         let d = env.create_dict("a").unwrap();
         for i in 0..20000u32 {
-            d.put(&i.to_be_bytes(), format!("value-{i}").as_bytes()).unwrap();
+            d.put(&i.to_be_bytes(), format!("value-{i}").as_bytes())
+                .unwrap();
         }
         for i in (0..20000u32).step_by(3) {
             d.delete(&i.to_be_bytes()).unwrap();
@@ -55,7 +58,12 @@ fn put_get_reopen() {
     assert_eq!(d.get(&202u32.to_be_bytes()).unwrap().unwrap(), b"value-202");
     let n = d.count_range(Unbounded, Unbounded).unwrap();
     assert_eq!(n, 20000 - 6667 + 34);
-    let all = d.range(Included(&10u32.to_be_bytes()[..]), Excluded(&20u32.to_be_bytes()[..])).unwrap();
+    let all = d
+        .range(
+            Included(&10u32.to_be_bytes()[..]),
+            Excluded(&20u32.to_be_bytes()[..]),
+        )
+        .unwrap();
     assert_eq!(all.len(), 10);
     eprintln!("{:?} {:?}", d.stats(), env.stats());
 }

@@ -157,6 +157,7 @@ impl Allocator {
     }
 
     /// Free bytes inside the allocated area.
+    #[cfg(test)]
     pub fn free_bytes(&self) -> u64 {
         self.free.values().sum()
     }
@@ -188,7 +189,13 @@ mod tests {
     #[test]
     fn table_roundtrip_and_checksum() {
         let mut t = Table::new();
-        t.insert(BlockNum(3), Extent { offset: 8192, len: 77 });
+        t.insert(
+            BlockNum(3),
+            Extent {
+                offset: 8192,
+                len: 77,
+            },
+        );
         let mut b = encode_table(&t);
         assert_eq!(decode_table(&b).unwrap(), t);
         b[20] ^= 1;

@@ -192,7 +192,11 @@ pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<Par
         info.u64(ch.0);
     }
     let mut e = Enc::with_capacity(
-        FIXED_HEADER + 8 + img.parts.len() * DIR_ENTRY + info.buf.len() + stored.iter().map(Vec::len).sum::<usize>(),
+        FIXED_HEADER
+            + 8
+            + img.parts.len() * DIR_ENTRY
+            + info.buf.len()
+            + stored.iter().map(Vec::len).sum::<usize>(),
     );
     e.bytes(NODE_MAGIC);
     e.u16(NODE_LAYOUT);
@@ -238,8 +242,6 @@ pub(crate) struct BlockHeader {
     pub children: Vec<BlockNum>,
     /// Partition locations relative to the block start.
     pub parts: Vec<PartLoc>,
-    /// Bytes from the block start to the first partition.
-    pub header_len: usize,
 }
 
 /// Bytes of the block needed before the info can be parsed, from the fixed header alone.
@@ -326,7 +328,6 @@ pub(crate) fn decode_header(buf: &[u8]) -> DecResult<BlockHeader> {
         pivots,
         children,
         parts,
-        header_len,
     })
 }
 

@@ -92,7 +92,7 @@ pub(crate) fn apply_to_entries(
 ) -> Vec<(Key, Val)> {
     let mut out = Vec::with_capacity(old.len() + keyed.len());
     let mut oi = old.into_iter().peekable();
-    let mut plain = |out: &mut Vec<(Key, Val)>, k: Key, v: Val, fix: &mut Delta| {
+    let plain = |out: &mut Vec<(Key, Val)>, k: Key, v: Val, fix: &mut Delta| {
         if bcasts.is_empty() {
             out.push((k, v));
         } else if let Some(nv) = resolve(fns, &k, Some(v), &[], bcasts, Some(fix)) {

@@ -175,7 +175,9 @@ impl Tree {
             }
         }
         if let Some(n) = self.nodes.remove(&b) {
-            self.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
+            self.cache
+                .used
+                .fetch_sub(n.charged as i64, Ordering::Relaxed);
         }
         self.file.state.lock().remove_current(b);
     }
@@ -232,7 +234,13 @@ impl Tree {
     }
 
     /// Inject a broadcast update at the root.
-    pub fn inject_broadcast(&mut self, fns: &UpdateRegistry, func: u32, arg: &[u8], xid: Xid) -> Msn {
+    pub fn inject_broadcast(
+        &mut self,
+        fns: &UpdateRegistry,
+        func: u32,
+        arg: &[u8],
+        xid: Xid,
+    ) -> Msn {
         self.next_msn += 1;
         let msn = Msn(self.next_msn);
         let root = self.root;
@@ -252,7 +260,13 @@ impl Tree {
                     unreachable!("root leaf is fully resident")
                 };
                 let old = std::mem::take(&mut bm.entries);
-                let new = apply_to_entries(fns, old, BTreeMap::new(), std::slice::from_ref(&bc), &mut fix);
+                let new = apply_to_entries(
+                    fns,
+                    old,
+                    BTreeMap::new(),
+                    std::slice::from_ref(&bc),
+                    &mut fix,
+                );
                 *bm = Basement::from_entries(new);
             }
             self.stats.add(fix);
@@ -270,7 +284,9 @@ impl Tree {
         let root = self.root;
         let cfg = self.cfg;
         let r = self.nodes.get_mut(&root).expect("root is resident");
-        if r.basement(bi).is_some_and(|b| b.bytes > 2 * cfg.basement_bytes) {
+        if r.basement(bi)
+            .is_some_and(|b| b.bytes > 2 * cfg.basement_bytes)
+        {
             recut_leaf(r, cfg.basement_bytes);
         }
         if r.bytes() > cfg.node_bytes && leaf_entries(r) > 1 {
@@ -412,7 +428,8 @@ impl Tree {
         let mut acc = 0;
         for (k, v) in entries {
             let eb = entry_bytes(&k, &v);
-            if acc + eb > per && !groups.last().expect("group").is_empty() && groups.len() < pieces {
+            if acc + eb > per && !groups.last().expect("group").is_empty() && groups.len() < pieces
+            {
                 groups.push(Vec::new());
                 acc = 0;
             }
@@ -422,7 +439,11 @@ impl Tree {
         let max_msn = self.node(cb).max_msn;
         let mut groups = groups.into_iter();
         let first = groups.next().expect("one group");
-        set_leaf_entries(self.nodes.get_mut(&cb).expect("child"), first, cfg.basement_bytes);
+        set_leaf_entries(
+            self.nodes.get_mut(&cb).expect("child"),
+            first,
+            cfg.basement_bytes,
+        );
         let mut new_children = Vec::new();
         for g in groups {
             let pivot = g[0].0.clone();
@@ -449,7 +470,8 @@ impl Tree {
         *p.buf_mut(c) = rest;
         for (j, ((pivot, nb), buf)) in new_children.into_iter().zip(bufs).enumerate() {
             p.pivots.insert(c + j, pivot);
-            p.parts.insert(c + 1 + j, node::Part::new(nb, PartData::Buf(buf)));
+            p.parts
+                .insert(c + 1 + j, node::Part::new(nb, PartData::Buf(buf)));
         }
         self.recharge(pb);
     }
@@ -480,7 +502,11 @@ impl Tree {
         if p.parts.len() < 2 {
             return;
         }
-        let (l, r) = if c + 1 < p.parts.len() { (c, c + 1) } else { (c - 1, c) };
+        let (l, r) = if c + 1 < p.parts.len() {
+            (c, c + 1)
+        } else {
+            (c - 1, c)
+        };
         let (lb, rb) = (p.parts[l].child, p.parts[r].child);
         let resident = |b: BlockNum| self.nodes.get(&b).is_some_and(Node::fully_loaded);
         if !resident(lb) || !resident(rb) {
@@ -510,7 +536,9 @@ impl Tree {
             self.modify(rb);
             let sep = self.node(pb).pivots[l].clone();
             let mut rnode = self.nodes.remove(&rb).expect("r");
-            self.cache.used.fetch_sub(rnode.charged as i64, Ordering::Relaxed);
+            self.cache
+                .used
+                .fetch_sub(rnode.charged as i64, Ordering::Relaxed);
             let ln = self.nodes.get_mut(&lb).expect("l");
             ln.pivots.push(sep);
             ln.pivots.append(&mut rnode.pivots);
@@ -583,9 +611,13 @@ impl Tree {
         let mut msgs: BTreeMap<Key, Vec<Pending>> = BTreeMap::new();
         let mut bcasts = Vec::new();
         for &(b, i) in path {
-            let Some(buf) = self.node(b).buf(i) else { continue };
+            let Some(buf) = self.node(b).buf(i) else {
+                continue;
+            };
             for (k, list) in buf.keyed.range::<[u8], _>(range) {
-                msgs.entry(k.clone()).or_default().extend(list.iter().cloned());
+                msgs.entry(k.clone())
+                    .or_default()
+                    .extend(list.iter().cloned());
             }
             bcasts.extend(buf.bcasts.iter().cloned());
         }
@@ -600,9 +632,13 @@ impl Tree {
 
     pub fn get(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Option<Val>, Need> {
         let loc = self.locate(Target::At(key))?;
-        let bm = self.node(loc.leaf).basement(loc.bi).expect("located basement is resident");
+        let bm = self
+            .node(loc.leaf)
+            .basement(loc.bi)
+            .expect("located basement is resident");
         let base = bm.get(key);
-        let (msgs, bcasts) = self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
+        let (msgs, bcasts) =
+            self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
         let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
         if list.is_empty() && bcasts.is_empty() {
             return Ok(base.cloned());
@@ -645,7 +681,10 @@ impl Tree {
         }
         let mut stopped = false;
         if !empty_range(a, z) {
-            let bm = self.node(loc.leaf).basement(loc.bi).expect("located basement is resident");
+            let bm = self
+                .node(loc.leaf)
+                .basement(loc.bi)
+                .expect("located basement is resident");
             let s = match a {
                 Bound::Unbounded => 0,
                 Bound::Included(k) => bm.entries.partition_point(|(x, _)| x.as_ref() < k),
@@ -657,11 +696,18 @@ impl Tree {
                 Bound::Excluded(k) => bm.entries.partition_point(|(x, _)| x.as_ref() < k),
             };
             let (msgs, bcasts) = self.pending_in(&loc.path, (a, z));
-            merge_walk(fns, &bm.entries[s..e.max(s)], &msgs, &bcasts, reverse, |k, v| {
-                let go = f(k, &v);
-                stopped |= !go;
-                go
-            });
+            merge_walk(
+                fns,
+                &bm.entries[s..e.max(s)],
+                &msgs,
+                &bcasts,
+                reverse,
+                |k, v| {
+                    let go = f(k, &v);
+                    stopped |= !go;
+                    go
+                },
+            );
         }
         if stopped {
             return Ok(None);
@@ -718,7 +764,9 @@ fn empty_range(a: Bound<&[u8]>, z: Bound<&[u8]>) -> bool {
     match (a, z) {
         (Unbounded, _) | (_, Unbounded) => false,
         (Included(x), Included(y)) => x > y,
-        (Included(x), Excluded(y)) | (Excluded(x), Included(y)) | (Excluded(x), Excluded(y)) => x >= y,
+        (Included(x), Excluded(y)) | (Excluded(x), Included(y)) | (Excluded(x), Excluded(y)) => {
+            x >= y
+        }
     }
 }
 
@@ -750,7 +798,14 @@ pub(crate) fn missing(n: &Node) -> Need {
         n.blocknum,
         n.missing_parts()
             .into_iter()
-            .map(|i| (i, n.parts[i].loc.expect("non-resident partition has a location")))
+            .map(|i| {
+                (
+                    i,
+                    n.parts[i]
+                        .loc
+                        .expect("non-resident partition has a location"),
+                )
+            })
             .collect(),
     )
 }
@@ -790,7 +845,13 @@ fn recut_leaf(n: &mut Node, basement_bytes: usize) {
 }
 
 /// Apply one message to a resident basement.
-fn leaf_apply_one(fns: &UpdateRegistry, bm: &mut Basement, key: &[u8], p: &Pending, fix: &mut Delta) {
+fn leaf_apply_one(
+    fns: &UpdateRegistry,
+    bm: &mut Basement,
+    key: &[u8],
+    p: &Pending,
+    fix: &mut Delta,
+) {
     let pos = bm.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key));
     let base = pos.ok().map(|i| bm.entries[i].1.clone());
     let nv = resolve(fns, key, base, std::slice::from_ref(p), &[], Some(fix));

@@ -83,11 +83,6 @@ impl ChildBuf {
             }
         }
     }
-    pub fn push_owned(&mut self, key: Key, p: Pending) {
-        self.bytes += msg_bytes(&key, &p);
-        self.count += 1;
-        self.keyed.entry(key).or_default().push(p);
-    }
     pub fn push_bcast(&mut self, b: Broadcast) {
         self.bytes += bcast_bytes(&b);
         self.count += 1;
@@ -113,18 +108,6 @@ impl ChildBuf {
         right.recount();
         self.recount();
         right
-    }
-    /// Concatenate the buffer of the right neighbour (disjoint keys) into this one. A
-    /// broadcast held by both is kept once.
-    pub fn absorb(&mut self, right: ChildBuf) {
-        self.keyed.extend(right.keyed);
-        for b in right.bcasts {
-            if !self.bcasts.iter().any(|x| x.msn == b.msn) {
-                self.bcasts.push(b);
-            }
-        }
-        self.bcasts.sort_by_key(|b| b.msn);
-        self.recount();
     }
     pub fn max_msn(&self) -> Msn {
         let k = self
@@ -232,7 +215,12 @@ impl Node {
         }
     }
 
-    pub fn new_internal(blocknum: BlockNum, height: u32, children: Vec<(BlockNum, ChildBuf)>, pivots: Vec<Key>) -> Node {
+    pub fn new_internal(
+        blocknum: BlockNum,
+        height: u32,
+        children: Vec<(BlockNum, ChildBuf)>,
+        pivots: Vec<Key>,
+    ) -> Node {
         Node {
             blocknum,
             height,
