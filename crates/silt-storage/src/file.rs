@@ -167,11 +167,15 @@ impl DictFile {
 
     /// Shrink the file to the end of the allocated area.
     pub fn trim(&self) -> Result<()> {
-        let end = self.state.lock().alloc.end();
+        // Held across the truncation so that no extent can be allocated past `end` (and
+        // written) between reading it and cutting the file.
+        let st = self.state.lock();
+        let end = st.alloc.end();
         let len = self.file.metadata().ctx(&self.path)?.len();
         if len > end {
             self.file.set_len(end).ctx(&self.path)?;
         }
+        drop(st);
         Ok(())
     }
 

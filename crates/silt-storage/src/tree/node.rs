@@ -174,6 +174,14 @@ impl Part {
     }
 }
 
+/// Generations are unique across the process, not per node: a node evicted and read back
+/// must never reuse a generation that an in-flight write-back captured before the eviction.
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+pub(crate) fn next_gen() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A node as held in the cache.
 #[derive(Debug)]
 pub(crate) struct Node {
@@ -208,7 +216,7 @@ impl Node {
                 .collect(),
             max_msn: Msn(0),
             dirty: true,
-            gen: 0,
+            gen: next_gen(),
             ckpt_pending: false,
             clock: AtomicU8::new(3),
             charged: 0,
@@ -231,7 +239,7 @@ impl Node {
                 .collect(),
             max_msn: Msn(0),
             dirty: true,
-            gen: 0,
+            gen: next_gen(),
             ckpt_pending: false,
             clock: AtomicU8::new(3),
             charged: 0,
@@ -316,7 +324,7 @@ impl Node {
     /// Mark as modified: dirty, newer generation, on-disk copies of partitions stale.
     pub fn mark_dirty(&mut self) {
         self.dirty = true;
-        self.gen += 1;
+        self.gen = next_gen();
         for p in &mut self.parts {
             p.loc = None;
         }
