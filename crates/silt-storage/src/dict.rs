@@ -186,7 +186,9 @@ impl DictCore {
                 }
             }
         }
-        env.relieve_memory(true)
+        // No eviction here: the caller is about to use what was just read. Memory is
+        // relieved when the operation completes.
+        Ok(())
     }
 
     /// Compress and write an image to a fresh extent.
@@ -491,7 +493,10 @@ impl Dict {
         loop {
             let r = self.core.tree.read().get(&self.env.fns, key);
             match r {
-                Ok(v) => return Ok(v.map(|v| v.into_vec())),
+                Ok(v) => {
+                    self.env.relieve_memory(true)?;
+                    return Ok(v.map(|v| v.into_vec()));
+                }
                 Err(n) => self.core.do_io(&self.env, n)?,
             }
         }
@@ -519,11 +524,11 @@ impl Dict {
             match r {
                 Ok(Some(next)) => {
                     if until(seen) {
-                        return Ok(());
+                        return self.env.relieve_memory(true);
                     }
                     from = next;
                 }
-                Ok(None) => return Ok(()),
+                Ok(None) => return self.env.relieve_memory(true),
                 Err(n) => self.core.do_io(&self.env, n)?,
             }
         }

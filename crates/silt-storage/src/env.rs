@@ -598,7 +598,11 @@ impl EnvInner {
             return Ok(());
         }
         let mut idle_rounds = 0;
-        while self.cache.excess_soft() > 0 && idle_rounds < 32 {
+        let mut rounds = 0;
+        // Bounded: when everything resident is pinned or hot, the caller goes on over the
+        // soft limit rather than spinning.
+        while self.cache.excess_soft() > 0 && idle_rounds < 32 && rounds < 64 * dicts.len() {
+            rounds += 1;
             let i = self.evict_rr.fetch_add(1, Ordering::Relaxed) as usize % dicts.len();
             let freed = dicts[i].evict_pass(self, self.cache.excess_soft())?;
             if freed > 0 {

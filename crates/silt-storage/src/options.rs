@@ -108,8 +108,8 @@ impl EnvOptions {
         if self.basement_bytes == 0 || self.basement_bytes > self.node_bytes {
             return bad("basement size must be between 1 byte and the node size");
         }
-        if self.cache_bytes < 2 * self.node_bytes.min(1 << 20) {
-            return bad("cache must hold at least two nodes");
+        if self.cache_bytes < 8 * self.node_bytes {
+            return bad("cache must hold at least eight nodes");
         }
         if let Compression::Zstd(l) = self.compression {
             if !(-7..=22).contains(&l) {
