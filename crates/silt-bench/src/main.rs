@@ -1,1 +1,38 @@
-fn main() {}
+//! `silt-bench`: SiltDB's benchmark harness. One subcommand per workload; each prints a table
+//! and, with `--json FILE`, writes every figure it printed plus its parameters. Benchmarks are
+//! programs, not timed tests: nothing here asserts on speed.
+
+mod engine;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "silt-bench", about = "SiltDB benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Storage-engine micro-workloads on data larger than the cache.
+    Engine(engine::Args),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Engine(a) => engine::run(a),
+    };
+    if let Err(e) = r {
+        eprintln!("silt-bench: {e}");
+        std::process::exit(1);
+    }
+}

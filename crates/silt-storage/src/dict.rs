@@ -35,7 +35,8 @@ pub(crate) struct DictCore {
     pub dropped: AtomicBool,
 }
 
-/// Read a node's header (and, for internal nodes, every partition) from `ext`.
+/// Read a node's header from `ext`. Partitions (basements, buffers) are read on demand, so a
+/// point read of a cold path costs one header and one partition per level.
 pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
     let what = || format!("block {b} at offset {}", ext.offset);
     let first = (ext.len as usize).min(64 << 10);
@@ -44,14 +45,8 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
     if hlen > ext.len as usize {
         return Err(corruption(&file.path, what(), "header longer than block"));
     }
-    let height_nonzero = buf.get(20..24).is_some_and(|s| s != [0, 0, 0, 0]);
-    let want = if height_nonzero {
-        ext.len as usize
-    } else {
-        hlen
-    };
-    if want > buf.len() {
-        buf = file.read_at(ext.offset, want)?;
+    if hlen > buf.len() {
+        buf = file.read_at(ext.offset, hlen)?;
     }
     let h = decode_header(&buf).map_err(|e| corruption(&file.path, what(), e))?;
     if h.blocknum != b {
@@ -71,18 +66,9 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
         if rel.offset + u64::from(rel.disk_len) > ext.len {
             return Err(corruption(&file.path, what(), "partition beyond block end"));
         }
-        let data = if leaf {
-            None
-        } else {
-            let s = &buf[rel.offset as usize..(rel.offset + u64::from(rel.disk_len)) as usize];
-            Some(
-                decode_part(s, rel, false)
-                    .map_err(|e| corruption(&file.path, format!("{} partition {i}", what()), e))?,
-            )
-        };
         parts.push(Part {
             child: h.children.get(i).copied().unwrap_or_default(),
-            data,
+            data: None,
             loc: Some(loc),
             touched: AtomicBool::new(false),
         });
@@ -253,7 +239,16 @@ impl DictCore {
         {
             let mut t = self.tree.write();
             let root = t.root;
-            let ids: Vec<BlockNum> = t.nodes.keys().copied().filter(|&b| b != root).collect();
+            // Leaves first: internal nodes are on every path and hold the buffers that make
+            // writes cheap, so they go only when leaves alone cannot meet the target.
+            let mut ids: Vec<(u32, BlockNum)> = t
+                .nodes
+                .iter()
+                .filter(|(&b, _)| b != root)
+                .map(|(&b, n)| (n.height, b))
+                .collect();
+            ids.sort_unstable();
+            let ids: Vec<BlockNum> = ids.into_iter().map(|(_, b)| b).collect();
             for b in ids {
                 if freed >= want {
                     break;
