@@ -331,7 +331,7 @@ pub fn run(a: Args) -> silt_storage::Result<()> {
             ),
         ),
     ];
-    println!("{:<30} {:>14}  {}", "workload", "result", "note");
+    println!("{:<30} {:>14}  note", "workload", "result");
     for (w, r, n) in rows {
         println!("{w:<30} {r:>14}  {n}");
     }
