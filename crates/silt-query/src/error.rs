@@ -1,0 +1,81 @@
+//! Errors in MongoDB's vocabulary: every failure carries the numeric code and code name a
+//! driver expects (`ok: 0, errmsg, code, codeName`).
+
+use std::fmt;
+
+/// A MongoDB-style error: code, code name and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryError {
+    pub code: i32,
+    pub code_name: &'static str,
+    pub msg: String,
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code_name, self.code, self.msg)
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+pub type QResult<T> = std::result::Result<T, QueryError>;
+
+macro_rules! codes {
+    ($($fn:ident => $code:expr, $name:expr;)*) => {
+        impl QueryError {
+            $(
+                #[doc = concat!("`", $name, "` (", stringify!($code), ")")]
+                pub fn $fn(msg: impl Into<String>) -> QueryError {
+                    QueryError { code: $code, code_name: $name, msg: msg.into() }
+                }
+            )*
+        }
+    };
+}
+
+codes! {
+    internal => 1, "InternalError";
+    bad_value => 2, "BadValue";
+    no_such_key => 4, "NoSuchKey";
+    failed_to_parse => 9, "FailedToParse";
+    type_mismatch => 14, "TypeMismatch";
+    overflow => 15, "Overflow";
+    invalid_length => 16, "InvalidLength";
+    illegal_operation => 20, "IllegalOperation";
+    namespace_not_found => 26, "NamespaceNotFound";
+    path_not_viable => 28, "PathNotViable";
+    conflicting_update_operators => 40, "ConflictingUpdateOperators";
+    cursor_not_found => 43, "CursorNotFound";
+    namespace_exists => 48, "NamespaceExists";
+    max_time_ms_expired => 50, "MaxTimeMSExpired";
+    dollar_prefixed_field_name => 52, "DollarPrefixedFieldName";
+    invalid_id_field => 53, "InvalidIdField";
+    not_single_value_field => 54, "NotSingleValueField";
+    empty_field_name => 56, "EmptyFieldName";
+    dotted_field_name => 57, "DottedFieldName";
+    command_not_found => 59, "CommandNotFound";
+    immutable_field => 66, "ImmutableField";
+    invalid_options => 72, "InvalidOptions";
+    invalid_namespace => 73, "InvalidNamespace";
+    index_not_found => 27, "IndexNotFound";
+    operation_failed => 96, "OperationFailed";
+    document_validation_failure => 121, "DocumentValidationFailure";
+    not_implemented => 238, "NotImplemented";
+    location => 17, "Location";
+    duplicate_key => 11000, "DuplicateKey";
+    invalid_pipeline_operator => 168, "InvalidPipelineOperator";
+    bson_object_too_large => 10334, "BSONObjectTooLarge";
+}
+
+impl QueryError {
+    /// An error MongoDB reports with a numbered "Location" code (e.g. `Location16020`):
+    /// the code is the number and the code name is `Location<N>`.
+    pub fn located(code: i32, msg: impl Into<String>) -> QueryError {
+        QueryError {
+            code,
+            code_name: "Location",
+            msg: msg.into(),
+        }
+    }
+}

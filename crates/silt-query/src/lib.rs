@@ -1,0 +1,7 @@
+//! MQL for SiltDB: filters (`matcher`), update operators (`update`), projections
+//! (`projection`), aggregation (`agg`, `expr`). It works on `bson::Document`s and knows
+//! nothing of storage, the network or the wire format.
+
+pub mod error;
+
+pub use error::{QResult, QueryError};

@@ -1,0 +1,1 @@
+//! The MongoDB wire protocol, without I/O.
