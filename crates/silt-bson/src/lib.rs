@@ -2,3 +2,7 @@
 //! (`compare`), the order-preserving byte encoding of values used for every dictionary key
 //! (`keyenc`), and dotted-path access with MongoDB's array semantics (`path`). It knows nothing
 //! of storage, queries or the network.
+
+pub mod compare;
+
+pub use compare::{cmp_values, type_rank, values_equal};

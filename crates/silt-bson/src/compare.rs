@@ -1,0 +1,285 @@
+//! MongoDB's comparison order for BSON values.
+//!
+//! Values of different types compare by their *canonical type* (MinKey < null < numbers <
+//! strings < objects < arrays < binary < ObjectId < bool < date < timestamp < regex < code <
+//! MaxKey); numbers of every width compare by value; strings compare bytewise (the simple
+//! collation). This is the order of `sort`, of range predicates, and of every index key.
+
+use std::cmp::Ordering;
+
+use bson::{Bson, Document};
+
+/// The canonical type rank MongoDB uses before comparing values (`canonicalizeBSONType`).
+pub fn type_rank(v: &Bson) -> u8 {
+    match v {
+        Bson::MinKey => 0,
+        Bson::Undefined => 1,
+        Bson::Null => 2,
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => 10,
+        Bson::String(_) | Bson::Symbol(_) => 15,
+        Bson::Document(_) => 20,
+        Bson::Array(_) => 25,
+        Bson::Binary(_) => 30,
+        Bson::ObjectId(_) => 35,
+        Bson::Boolean(_) => 40,
+        Bson::DateTime(_) => 45,
+        Bson::Timestamp(_) => 47,
+        Bson::RegularExpression(_) => 50,
+        Bson::DbPointer(_) => 55,
+        Bson::JavaScriptCode(_) => 60,
+        Bson::JavaScriptCodeWithScope(_) => 65,
+        Bson::MaxKey => 127,
+    }
+}
+
+/// A number as the comparator sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+/// The numeric value of `v`, if it is a number. Decimal128 goes through its string form
+/// (exact for every value an f64 holds; wider decimals are rounded).
+pub fn as_num(v: &Bson) -> Option<Num> {
+    match v {
+        Bson::Int32(i) => Some(Num::Int(i64::from(*i))),
+        Bson::Int64(i) => Some(Num::Int(*i)),
+        Bson::Double(d) => Some(Num::Float(*d)),
+        Bson::Decimal128(d) => Some(Num::Float(decimal_to_f64(d))),
+        _ => None,
+    }
+}
+
+/// A Decimal128 as the nearest f64 (NaN for NaN, ±inf for infinities).
+pub fn decimal_to_f64(d: &bson::Decimal128) -> f64 {
+    let s = d.to_string();
+    match s.as_str() {
+        "NaN" | "-NaN" => f64::NAN,
+        "Infinity" => f64::INFINITY,
+        "-Infinity" => f64::NEG_INFINITY,
+        _ => s.parse::<f64>().unwrap_or(f64::NAN),
+    }
+}
+
+/// Compare two numbers exactly; NaN is below every other number and equal to itself.
+pub fn cmp_num(a: Num, b: Num) -> Ordering {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => x.cmp(&y),
+        (Num::Float(x), Num::Float(y)) => cmp_f64(x, y),
+        (Num::Int(x), Num::Float(y)) => cmp_int_float(x, y),
+        (Num::Float(x), Num::Int(y)) => cmp_int_float(y, x).reverse(),
+    }
+}
+
+fn cmp_f64(x: f64, y: f64) -> Ordering {
+    match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        // -0.0 == 0.0, as MongoDB compares them.
+        _ => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+    }
+}
+
+fn cmp_int_float(x: i64, y: f64) -> Ordering {
+    if y.is_nan() {
+        return Ordering::Greater;
+    }
+    // 2^63 as f64 is exact; every i64 is below it and at or above -2^63.
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
+    if y >= TWO63 {
+        return Ordering::Less;
+    }
+    if y < -TWO63 {
+        return Ordering::Greater;
+    }
+    let t = y.trunc();
+    let ti = t as i64; // exact: |t| < 2^63
+    match x.cmp(&ti) {
+        Ordering::Equal => {
+            if y > t {
+                Ordering::Less
+            } else if y < t {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        }
+        o => o,
+    }
+}
+
+/// Compare two values in MongoDB's order.
+pub fn cmp_values(a: &Bson, b: &Bson) -> Ordering {
+    let (ra, rb) = (type_rank(a), type_rank(b));
+    if ra != rb {
+        return ra.cmp(&rb);
+    }
+    match (a, b) {
+        _ if ra == 10 => match (as_num(a), as_num(b)) {
+            (Some(x), Some(y)) => cmp_num(x, y),
+            _ => Ordering::Equal,
+        },
+        _ if ra == 15 => str_of(a).as_bytes().cmp(str_of(b).as_bytes()),
+        (Bson::Document(x), Bson::Document(y)) => cmp_documents(x, y),
+        (Bson::Array(x), Bson::Array(y)) => cmp_arrays(x, y),
+        (Bson::Binary(x), Bson::Binary(y)) => x
+            .bytes
+            .len()
+            .cmp(&y.bytes.len())
+            .then_with(|| u8::from(x.subtype).cmp(&u8::from(y.subtype)))
+            .then_with(|| x.bytes.cmp(&y.bytes)),
+        (Bson::ObjectId(x), Bson::ObjectId(y)) => x.bytes().cmp(&y.bytes()),
+        (Bson::Boolean(x), Bson::Boolean(y)) => x.cmp(y),
+        (Bson::DateTime(x), Bson::DateTime(y)) => x.timestamp_millis().cmp(&y.timestamp_millis()),
+        (Bson::Timestamp(x), Bson::Timestamp(y)) => {
+            (x.time, x.increment).cmp(&(y.time, y.increment))
+        }
+        (Bson::RegularExpression(x), Bson::RegularExpression(y)) => x
+            .pattern
+            .cmp(&y.pattern)
+            .then_with(|| x.options.cmp(&y.options)),
+        (Bson::JavaScriptCode(x), Bson::JavaScriptCode(y)) => x.cmp(y),
+        (Bson::JavaScriptCodeWithScope(x), Bson::JavaScriptCodeWithScope(y)) => x
+            .code
+            .cmp(&y.code)
+            .then_with(|| cmp_documents(&x.scope, &y.scope)),
+        (Bson::DbPointer(_), Bson::DbPointer(_)) => {
+            // The bson crate keeps DbPointer's fields private; compare the extended JSON form.
+            format!("{a:?}").cmp(&format!("{b:?}"))
+        }
+        // MinKey, MaxKey, null, undefined: one value each.
+        _ => Ordering::Equal,
+    }
+}
+
+fn str_of(v: &Bson) -> &str {
+    match v {
+        Bson::String(s) | Bson::Symbol(s) => s,
+        _ => "",
+    }
+}
+
+/// Compare two documents: element by element (type rank, then field name, then value), a
+/// prefix before the longer document.
+pub fn cmp_documents(a: &Document, b: &Document) -> Ordering {
+    let mut ia = a.iter();
+    let mut ib = b.iter();
+    loop {
+        match (ia.next(), ib.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some((ka, va)), Some((kb, vb))) => {
+                let o = type_rank(va)
+                    .cmp(&type_rank(vb))
+                    .then_with(|| ka.as_bytes().cmp(kb.as_bytes()))
+                    .then_with(|| cmp_values(va, vb));
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+        }
+    }
+}
+
+/// Compare two arrays element by element, a prefix first.
+pub fn cmp_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
+    for (x, y) in a.iter().zip(b.iter()) {
+        let o = type_rank(x)
+            .cmp(&type_rank(y))
+            .then_with(|| cmp_values(x, y));
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// Equality in MongoDB's sense: `1`, `1.0` and `NumberLong(1)` are equal; field order in
+/// embedded documents matters.
+pub fn values_equal(a: &Bson, b: &Bson) -> bool {
+    cmp_values(a, b) == Ordering::Equal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{bson, doc, oid::ObjectId};
+
+    #[test]
+    fn cross_type_order() {
+        let ordered = vec![
+            Bson::MinKey,
+            Bson::Null,
+            Bson::Double(f64::NAN),
+            Bson::Int32(-5),
+            Bson::Double(1.5),
+            Bson::Int64(2),
+            Bson::String("a".into()),
+            Bson::String("b".into()),
+            bson!({ "a": 1 }),
+            bson!([1, 2]),
+            Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: vec![1],
+            }),
+            Bson::ObjectId(ObjectId::from_bytes([0; 12])),
+            Bson::Boolean(false),
+            Bson::Boolean(true),
+            Bson::DateTime(bson::DateTime::from_millis(-1)),
+            Bson::Timestamp(bson::Timestamp {
+                time: 1,
+                increment: 0,
+            }),
+            Bson::MaxKey,
+        ];
+        for i in 0..ordered.len() {
+            for j in 0..ordered.len() {
+                assert_eq!(
+                    cmp_values(&ordered[i], &ordered[j]),
+                    i.cmp(&j),
+                    "{:?} vs {:?}",
+                    ordered[i],
+                    ordered[j]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn numbers_compare_by_value() {
+        assert!(values_equal(&Bson::Int32(1), &Bson::Double(1.0)));
+        assert!(values_equal(&Bson::Int64(1), &Bson::Int32(1)));
+        assert_eq!(
+            cmp_values(&Bson::Int64(i64::MAX), &Bson::Double(9.3e18)),
+            Ordering::Less
+        );
+        assert_eq!(
+            cmp_values(&Bson::Int64(3), &Bson::Double(2.5)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            cmp_values(&Bson::Int64(-3), &Bson::Double(-2.5)),
+            Ordering::Less
+        );
+        assert!(values_equal(&Bson::Double(0.0), &Bson::Double(-0.0)));
+    }
+
+    #[test]
+    fn documents_compare_fieldwise() {
+        assert_eq!(
+            cmp_documents(&doc! {"a": 1}, &doc! {"a": 1, "b": 0}),
+            Ordering::Less
+        );
+        assert_eq!(
+            cmp_documents(&doc! {"a": 2}, &doc! {"b": 1}),
+            Ordering::Less
+        );
+        assert_eq!(
+            cmp_documents(&doc! {"a": "x"}, &doc! {"a": 5}),
+            Ordering::Greater
+        );
+    }
+}
