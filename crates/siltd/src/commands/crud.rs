@@ -1,0 +1,920 @@
+//! Reads and writes: insert, find, getMore, killCursors, update, delete, findAndModify,
+//! count, distinct, aggregate.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, oid::ObjectId, Bson, Document};
+use silt_bson::compare::values_equal;
+use silt_collection::{id_key, CollError, Collection};
+use silt_query::matcher::Matcher;
+use silt_query::projection::Projection;
+use silt_query::update::{UpdateCtx, UpdateSpec};
+use silt_query::{QResult, QueryError};
+
+use super::plan::{MatchSource, Shaped, SortSpec};
+use super::{bool_arg, coll_arg, cursor_reply, doc_arg, int_arg, type_name};
+use crate::cursors::{DocSource, VecSource};
+use crate::state::{coll_err, CmdResult, Server};
+
+/// Largest document accepted (MongoDB's 16 MiB).
+const MAX_DOC: usize = 16 * 1024 * 1024;
+
+fn deadline(cmd: &Document) -> QResult<Option<Instant>> {
+    Ok(match int_arg(cmd, "maxTimeMS")? {
+        Some(ms) if ms < 0 => return Err(QueryError::bad_value("maxTimeMS must be non-negative")),
+        Some(0) | None => None,
+        Some(ms) => Some(Instant::now() + Duration::from_millis(ms as u64)),
+    })
+}
+
+/// After writes: honour `writeConcern: {j: true}` (and `fsync: true`) by syncing the log.
+fn write_concern(s: &Server, cmd: &Document) -> QResult<()> {
+    if let Some(wc) = doc_arg(cmd, "writeConcern")? {
+        let j = bool_arg(wc, "j")?.unwrap_or(false) || bool_arg(wc, "fsync")?.unwrap_or(false);
+        if j {
+            s.store
+                .env()
+                .sync_log()
+                .map_err(|e| QueryError::internal(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+fn write_error(index: usize, e: &QueryError) -> Document {
+    doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() }
+}
+
+fn dup_key_error(ns: &str, id: &Bson) -> QueryError {
+    QueryError::duplicate_key(format!(
+        "E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}"
+    ))
+}
+
+fn dup_write_error(index: usize, ns: &str, id: &Bson) -> Document {
+    let e = dup_key_error(ns, id);
+    let mut d = write_error(index, &e);
+    d.insert("keyPattern", doc! { "_id": 1 });
+    d.insert("keyValue", doc! { "_id": id.clone() });
+    d
+}
+
+fn doc_size(d: &Document) -> usize {
+    let mut v = Vec::new();
+    let _ = d.to_writer(&mut v);
+    v.len()
+}
+
+/// Check a document for storage and give it an `_id` (first) if it has none.
+pub fn prepare_insert(mut d: Document) -> QResult<Document> {
+    for k in d.keys() {
+        if k.starts_with('$') {
+            return Err(QueryError::dollar_prefixed_field_name(format!(
+                "Document can't have $ prefixed field names: {k}"
+            )));
+        }
+    }
+    match d.get("_id") {
+        None => {
+            let mut nd = Document::new();
+            nd.insert("_id", ObjectId::new());
+            nd.extend(d);
+            d = nd;
+        }
+        Some(Bson::Array(_)) => {
+            return Err(QueryError::bad_value("can't use an array for _id"))
+        }
+        Some(Bson::RegularExpression(_)) => {
+            return Err(QueryError::bad_value("can't use a regex for _id"))
+        }
+        Some(Bson::Undefined) => {
+            return Err(QueryError::bad_value("can't use a undefined for _id"))
+        }
+        Some(Bson::Document(sub)) if sub.keys().any(|k| k.starts_with('$')) => {
+            return Err(QueryError::dollar_prefixed_field_name(
+                "_id fields may not contain '$'-prefixed fields",
+            ))
+        }
+        Some(_) => {
+            if d.keys().next().map(String::as_str) != Some("_id") {
+                // MongoDB stores _id first.
+                let id = d.remove("_id").unwrap_or(Bson::Null);
+                let mut nd = doc! { "_id": id };
+                nd.extend(d);
+                d = nd;
+            }
+        }
+    }
+    let n = doc_size(&d);
+    if n > MAX_DOC {
+        return Err(QueryError::bson_object_too_large(format!(
+            "object to insert too large. size in bytes: {n}, max size: {MAX_DOC}"
+        )));
+    }
+    Ok(d)
+}
+
+/// A failed write of one document: a duplicate `_id` (reported with the key) or another error.
+enum WriteFail {
+    Dup(Bson),
+    Other(QueryError),
+}
+
+impl From<QueryError> for WriteFail {
+    fn from(e: QueryError) -> Self {
+        WriteFail::Other(e)
+    }
+}
+
+impl WriteFail {
+    fn into_write_error(self, index: usize, ns: &str) -> Document {
+        match self {
+            WriteFail::Dup(id) => dup_write_error(index, ns, &id),
+            WriteFail::Other(e) => write_error(index, &e),
+        }
+    }
+    fn into_error(self, ns: &str) -> QueryError {
+        match self {
+            WriteFail::Dup(id) => dup_key_error(ns, &id),
+            WriteFail::Other(e) => e,
+        }
+    }
+}
+
+fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
+    coll.insert(d).map_err(|e| match e {
+        CollError::DuplicateKey { .. } => WriteFail::Dup(d.get("_id").cloned().unwrap_or(Bson::Null)),
+        other => WriteFail::Other(coll_err(other)),
+    })
+}
+
+fn docs_arg(cmd: &Document, name: &str) -> QResult<Vec<Document>> {
+    let arr = match cmd.get(name) {
+        Some(Bson::Array(a)) => a,
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}' is the wrong type '{}', expected type 'array'",
+                type_name(other)
+            )))
+        }
+        None => {
+            return Err(QueryError::failed_to_parse(format!(
+                "BSON field '{name}' is missing but a required field"
+            )))
+        }
+    };
+    if arr.is_empty() || arr.len() > silt_wire::MAX_WRITE_BATCH {
+        return Err(QueryError::invalid_length(format!(
+            "Write batch sizes must be between 1 and {}. Got {} operations.",
+            silt_wire::MAX_WRITE_BATCH,
+            arr.len()
+        )));
+    }
+    arr.iter()
+        .map(|v| match v {
+            Bson::Document(d) => Ok(d.clone()),
+            other => Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}' items must be objects, not '{}'",
+                type_name(other)
+            ))),
+        })
+        .collect()
+}
+
+pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "insert")?;
+    let docs = docs_arg(cmd, "documents")?;
+    let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
+    let ns = format!("{db}.{coll}");
+    let c = s.store.get_or_create(&ns).map_err(coll_err)?;
+    let mut n = 0i32;
+    let mut errors = Vec::new();
+    for (i, d) in docs.into_iter().enumerate() {
+        s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
+        let r = prepare_insert(d)
+            .map_err(WriteFail::Other)
+            .and_then(|d| insert_one(&c, &d));
+        match r {
+            Ok(()) => n += 1,
+            Err(f) => {
+                errors.push(f.into_write_error(i, &ns));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    write_concern(s, cmd)?;
+    let mut r = doc! { "n": n };
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    Ok(r)
+}
+
+/// The parts of a query that shape its result.
+struct Query {
+    filter: Document,
+    matcher: Arc<Matcher>,
+    sort: Option<SortSpec>,
+    skip: u64,
+    limit: Option<u64>,
+    projection: Option<Projection>,
+    deadline: Option<Instant>,
+}
+
+fn check_hint(cmd: &Document) -> QResult<()> {
+    let ok = match cmd.get("hint") {
+        None | Some(Bson::Null) => true,
+        Some(Bson::String(n)) => n == "_id_" || n.is_empty(),
+        Some(Bson::Document(k)) => {
+            k.is_empty()
+                || k.contains_key("$natural")
+                || (k.len() == 1 && k.contains_key("_id"))
+        }
+        Some(_) => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(QueryError::bad_value(
+            "hint provided does not correspond to an existing index",
+        ))
+    }
+}
+
+fn non_negative(cmd: &Document, name: &str) -> QResult<Option<u64>> {
+    match int_arg(cmd, name)? {
+        Some(v) if v < 0 => Err(QueryError::located(
+            51024,
+            format!("BSON field '{name}' value must be >= 0, actual value '{v}'"),
+        )),
+        Some(v) => Ok(Some(v as u64)),
+        None => Ok(None),
+    }
+}
+
+fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
+    let filter = doc_arg(cmd, filter_field)?.cloned().unwrap_or_default();
+    let matcher = Arc::new(Matcher::new(&filter)?);
+    let sort = match doc_arg(cmd, "sort")? {
+        Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),
+        _ => None,
+    };
+    let projection = match doc_arg(cmd, "projection")? {
+        Some(p) if !p.is_empty() => Some(Projection::new(p)?),
+        _ => None,
+    };
+    check_hint(cmd)?;
+    Ok(Query {
+        filter,
+        matcher,
+        sort,
+        skip: non_negative(cmd, "skip")?.unwrap_or(0),
+        limit: non_negative(cmd, "limit")?.filter(|l| *l > 0),
+        projection,
+        deadline: deadline(cmd)?,
+    })
+}
+
+/// A stream of the query's results over `coll` (none if it does not exist).
+fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSource>> {
+    let Some(coll) = coll else {
+        return Ok(Box::new(VecSource(VecDeque::new())));
+    };
+    let mut src = MatchSource::new(coll, &q.filter, Some(q.matcher.clone()), q.deadline);
+    let inner: Box<dyn DocSource> = match &q.sort {
+        Some(sort) => {
+            let mut all = Vec::new();
+            while let Some(d) = src.next_doc()? {
+                all.push(d);
+            }
+            Box::new(VecSource(sort.sort(all).into()))
+        }
+        None => Box::new(src),
+    };
+    Ok(Box::new(Shaped {
+        inner,
+        skip: q.skip,
+        limit: q.limit,
+        returned: 0,
+        projection: q.projection,
+        matcher: Some(q.matcher),
+    }))
+}
+
+fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
+    Ok(non_negative(cmd, "batchSize")?.map(|b| b as usize))
+}
+
+pub fn find(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "find")?;
+    let ns = format!("{db}.{coll}");
+    s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
+    if bool_arg(cmd, "tailable")?.unwrap_or(false) {
+        return Err(QueryError::bad_value(
+            "tailable cursors need a capped collection, which siltd does not support",
+        ));
+    }
+    let q = parse_query(cmd, "filter")?;
+    let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
+    let batch = batch_size_arg(cmd)?;
+    let src = run_query(s.store.get(&ns), q)?;
+    let (docs, id) = s.cursors.first_batch(&ns, src, batch, single)?;
+    Ok(cursor_reply(&ns, docs, id, true))
+}
+
+pub fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let id = match cmd.get("getMore") {
+        Some(Bson::Int64(i)) => *i,
+        Some(Bson::Int32(i)) => i64::from(*i),
+        _ => {
+            return Err(QueryError::type_mismatch(
+                "BSON field 'getMore.getMore' is the wrong type, expected type 'long'",
+            ))
+        }
+    };
+    let coll = cmd
+        .get_str("collection")
+        .map_err(|_| QueryError::type_mismatch("BSON field 'getMore.collection' must be a string"))?;
+    s.ops.getmore.fetch_add(1, AtomicOrdering::Relaxed);
+    let ns = format!("{db}.{coll}");
+    let (docs, id) = s.cursors.get_more(id, &ns, batch_size_arg(cmd)?)?;
+    Ok(cursor_reply(&ns, docs, id, false))
+}
+
+pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let _ = coll_arg(db, cmd, "killCursors")?;
+    let ids = cmd
+        .get_array("cursors")
+        .map_err(|_| QueryError::type_mismatch("BSON field 'killCursors.cursors' must be an array"))?;
+    let (mut killed, mut missing) = (Vec::new(), Vec::new());
+    for v in ids {
+        let id = match v {
+            Bson::Int64(i) => *i,
+            Bson::Int32(i) => i64::from(*i),
+            _ => return Err(QueryError::type_mismatch("cursor ids must be longs")),
+        };
+        if s.cursors.kill(id) {
+            killed.push(id);
+        } else {
+            missing.push(id);
+        }
+    }
+    Ok(doc! {
+        "cursorsKilled": killed,
+        "cursorsNotFound": missing,
+        "cursorsAlive": [],
+        "cursorsUnknown": [],
+    })
+}
+
+// ---- updates ----
+
+/// The index of the first element of array `field` that satisfies the filter's predicates on
+/// that field (for the positional `$` operator).
+fn positional_index(filter: &Document, doc: &Document, field: &str) -> QResult<Option<usize>> {
+    let Some(Bson::Array(arr)) = silt_bson::path::get_path(doc, field) else {
+        return Ok(None);
+    };
+    let prefix = format!("{field}.");
+    let mut conds = Vec::new();
+    for (k, v) in filter {
+        if k == field {
+            conds.push(Matcher::new(&doc! { "x": v.clone() })?);
+        } else if let Some(rest) = k.strip_prefix(&prefix) {
+            conds.push(Matcher::new(&doc! { format!("x.{rest}"): v.clone() })?);
+        }
+    }
+    if conds.is_empty() {
+        return Ok(None);
+    }
+    for (i, el) in arr.iter().enumerate() {
+        let wrapped = doc! { "x": el.clone() };
+        if conds.iter().all(|m| m.matches(&wrapped)) {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
+/// The array field a positional `$` in the update refers to (`a.b.$.c` -> `a.b`).
+fn positional_field(spec: &UpdateSpec) -> Option<String> {
+    spec.touched_paths().into_iter().find_map(|p| {
+        let parts: Vec<&str> = p.split('.').collect();
+        parts
+            .iter()
+            .position(|c| *c == "$")
+            .map(|i| parts[..i].join("."))
+    })
+}
+
+/// The document an upsert starts from: the filter's equality predicates (`_id` among them).
+fn upsert_seed(filter: &Document) -> QResult<Document> {
+    fn add(seed: &mut Document, path: &str, v: &Bson) -> QResult<()> {
+        let mut parts = path.split('.').peekable();
+        let mut cur = seed;
+        while let Some(p) = parts.next() {
+            if parts.peek().is_none() {
+                cur.insert(p, v.clone());
+                return Ok(());
+            }
+            if !matches!(cur.get(p), Some(Bson::Document(_))) {
+                cur.insert(p, Document::new());
+            }
+            cur = match cur.get_mut(p) {
+                Some(Bson::Document(d)) => d,
+                _ => return Err(QueryError::internal("upsert seed")),
+            };
+        }
+        Ok(())
+    }
+    fn walk(seed: &mut Document, filter: &Document) -> QResult<()> {
+        for (k, v) in filter {
+            if k == "$and" {
+                if let Bson::Array(a) = v {
+                    for x in a {
+                        if let Bson::Document(d) = x {
+                            walk(seed, d)?;
+                        }
+                    }
+                }
+                continue;
+            }
+            if k.starts_with('$') {
+                continue;
+            }
+            match v {
+                Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                    if let Some(eq) = d.get("$eq") {
+                        add(seed, k, eq)?;
+                    } else if let Some(Bson::Array(a)) = d.get("$in") {
+                        if a.len() == 1 {
+                            add(seed, k, &a[0])?;
+                        }
+                    }
+                }
+                Bson::RegularExpression(_) => {}
+                other => add(seed, k, other)?,
+            }
+        }
+        Ok(())
+    }
+    let mut seed = Document::new();
+    walk(&mut seed, filter)?;
+    Ok(seed)
+}
+
+/// Outcome of one update statement.
+#[derive(Default)]
+struct UpdateResult {
+    matched: u64,
+    modified: u64,
+    upserted: Option<Bson>,
+    /// The document before and after the last change (for findAndModify).
+    before: Option<Document>,
+    after: Option<Document>,
+}
+
+/// Apply `spec` to the documents `q` selects (one unless `multi`).
+#[allow(clippy::too_many_arguments)]
+fn update_docs(
+    s: &Server,
+    ns: &str,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    spec: &UpdateSpec,
+    multi: bool,
+    upsert: bool,
+) -> Result<UpdateResult, WriteFail> {
+    if multi && spec.is_replacement() {
+        return Err(WriteFail::Other(QueryError::failed_to_parse(
+            "multi update is not supported for replacement-style update",
+        )));
+    }
+    let matcher = Arc::new(Matcher::new(filter)?);
+    let pos_field = positional_field(spec);
+    let mut res = UpdateResult::default();
+    let now = bson::DateTime::now();
+    if let Some(coll) = s.store.get(ns) {
+        // The keys to update, chosen first so that updated documents are not seen again.
+        let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
+        let mut keys = Vec::new();
+        match sort {
+            Some(sort) if !multi => {
+                let mut all = Vec::new();
+                while let Some((k, d)) = src.next_match()? {
+                    all.push((k, d));
+                }
+                all.sort_by(|a, b| sort.compare(&a.1, &b.1));
+                keys.extend(all.into_iter().take(1).map(|(k, _)| k));
+            }
+            _ => {
+                while let Some((k, _)) = src.next_match()? {
+                    keys.push(k);
+                    if !multi {
+                        break;
+                    }
+                }
+            }
+        }
+        for key in keys {
+            let _g = coll.lock_key(&key);
+            // Re-read under the lock: another writer may have changed or removed it.
+            let Some(old) = coll.get_by_key(&key).map_err(|e| WriteFail::Other(coll_err(e)))? else {
+                continue;
+            };
+            if !matcher.matches(&old) {
+                continue;
+            }
+            res.matched += 1;
+            let positional = match &pos_field {
+                Some(f) => positional_index(filter, &old, f)?,
+                None => None,
+            };
+            if pos_field.is_some() && positional.is_none() {
+                return Err(WriteFail::Other(QueryError::bad_value(
+                    "The positional operator did not find the match needed from the query.",
+                )));
+            }
+            let ctx = UpdateCtx {
+                is_insert: false,
+                positional,
+                now,
+                ..UpdateCtx::default()
+            };
+            let (new, changed) = spec.apply(&old, &ctx)?;
+            if changed {
+                if doc_size(&new) > MAX_DOC {
+                    return Err(WriteFail::Other(QueryError::bson_object_too_large(
+                        "Resulting document after update is larger than 16777216",
+                    )));
+                }
+                coll.put_locked(&key, &new)
+                    .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                res.modified += 1;
+            }
+            res.before = Some(old);
+            res.after = Some(new);
+        }
+    }
+    if res.matched == 0 && upsert {
+        let seed = upsert_seed(filter)?;
+        let ctx = UpdateCtx {
+            is_insert: true,
+            positional: None,
+            now,
+            ..UpdateCtx::default()
+        };
+        let new = if spec.is_replacement() {
+            let (mut d, _) = spec.apply(&seed, &ctx)?;
+            if let (Some(id), false) = (seed.get("_id"), d.contains_key("_id")) {
+                d.insert("_id", id.clone());
+            }
+            d
+        } else {
+            spec.apply_to_new(seed, &ctx)?
+        };
+        let new = prepare_insert(new)?;
+        let coll = s.store.get_or_create(ns).map_err(|e| WriteFail::Other(coll_err(e)))?;
+        insert_one(&coll, &new)?;
+        res.upserted = new.get("_id").cloned();
+        res.after = Some(new);
+    }
+    Ok(res)
+}
+
+fn update_spec(u: &Bson, array_filters: Option<&[Document]>) -> QResult<UpdateSpec> {
+    match u {
+        Bson::Document(d) => UpdateSpec::parse(d, array_filters),
+        Bson::Array(_) => Err(QueryError::not_implemented(
+            "pipeline-style updates are not supported yet",
+        )),
+        other => Err(QueryError::failed_to_parse(format!(
+            "Update argument must be either an object or an array, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+fn array_filters_arg(d: &Document) -> QResult<Option<Vec<Document>>> {
+    match d.get("arrayFilters") {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Bson::Document(f) => Ok(f.clone()),
+                _ => Err(QueryError::type_mismatch("arrayFilters must be objects")),
+            })
+            .collect::<QResult<Vec<_>>>()
+            .map(Some),
+        Some(_) => Err(QueryError::type_mismatch("arrayFilters must be an array")),
+    }
+}
+
+pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "update")?;
+    let stmts = docs_arg(cmd, "updates")?;
+    let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
+    let ns = format!("{db}.{coll}");
+    let (mut n, mut modified) = (0i64, 0i64);
+    let mut upserted = Vec::new();
+    let mut errors = Vec::new();
+    for (i, st) in stmts.iter().enumerate() {
+        s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
+        let r = (|| -> Result<UpdateResult, WriteFail> {
+            let q = doc_arg(st, "q")?.cloned().unwrap_or_default();
+            let u = st
+                .get("u")
+                .ok_or_else(|| QueryError::failed_to_parse("BSON field 'u' is missing"))?;
+            let af = array_filters_arg(st)?;
+            check_hint(st)?;
+            let spec = update_spec(u, af.as_deref())?;
+            let multi = bool_arg(st, "multi")?.unwrap_or(false);
+            let upsert = bool_arg(st, "upsert")?.unwrap_or(false);
+            update_docs(s, &ns, &q, None, &spec, multi, upsert)
+        })();
+        match r {
+            Ok(r) => {
+                if let Some(id) = r.upserted {
+                    n += 1;
+                    upserted.push(doc! { "index": i as i32, "_id": id });
+                } else {
+                    n += r.matched as i64;
+                    modified += r.modified as i64;
+                }
+            }
+            Err(f) => {
+                errors.push(f.into_write_error(i, &ns));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    write_concern(s, cmd)?;
+    let mut r = doc! { "n": n as i32, "nModified": modified as i32 };
+    if !upserted.is_empty() {
+        r.insert("upserted", upserted);
+    }
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    Ok(r)
+}
+
+/// Delete what `filter` selects (at most one unless `multi`); returns the deleted documents.
+fn delete_docs(
+    s: &Server,
+    ns: &str,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    multi: bool,
+) -> QResult<Vec<Document>> {
+    let Some(coll) = s.store.get(ns) else {
+        return Ok(Vec::new());
+    };
+    let matcher = Arc::new(Matcher::new(filter)?);
+    let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
+    let mut keys = Vec::new();
+    match sort {
+        Some(sort) if !multi => {
+            let mut all = Vec::new();
+            while let Some((k, d)) = src.next_match()? {
+                all.push((k, d));
+            }
+            all.sort_by(|a, b| sort.compare(&a.1, &b.1));
+            keys.extend(all.into_iter().take(1).map(|(k, _)| k));
+        }
+        _ => {
+            while let Some((k, _)) = src.next_match()? {
+                keys.push(k);
+                if !multi {
+                    break;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for key in keys {
+        let _g = coll.lock_key(&key);
+        let Some(old) = coll.get_by_key(&key).map_err(coll_err)? else {
+            continue;
+        };
+        if !matcher.matches(&old) {
+            continue;
+        }
+        coll.delete_locked(&key).map_err(coll_err)?;
+        out.push(old);
+    }
+    Ok(out)
+}
+
+pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "delete")?;
+    let stmts = docs_arg(cmd, "deletes")?;
+    let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
+    let ns = format!("{db}.{coll}");
+    let mut n = 0i64;
+    let mut errors = Vec::new();
+    for (i, st) in stmts.iter().enumerate() {
+        s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
+        let r = (|| -> QResult<usize> {
+            let q = doc_arg(st, "q")?.cloned().unwrap_or_default();
+            let limit = int_arg(st, "limit")?.ok_or_else(|| {
+                QueryError::failed_to_parse("BSON field 'delete.deletes.limit' is missing")
+            })?;
+            if limit != 0 && limit != 1 {
+                return Err(QueryError::failed_to_parse(format!(
+                    "The limit field in delete objects must be 0 or 1. Got {limit}"
+                )));
+            }
+            check_hint(st)?;
+            Ok(delete_docs(s, &ns, &q, None, limit == 0)?.len())
+        })();
+        match r {
+            Ok(k) => n += k as i64,
+            Err(e) => {
+                errors.push(write_error(i, &e));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    write_concern(s, cmd)?;
+    let mut r = doc! { "n": n as i32 };
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    Ok(r)
+}
+
+pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let name = if cmd.contains_key("findAndModify") {
+        "findAndModify"
+    } else {
+        "findandmodify"
+    };
+    let coll = coll_arg(db, cmd, name)?;
+    let ns = format!("{db}.{coll}");
+    let query = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let sort = match doc_arg(cmd, "sort")? {
+        Some(sd) if !sd.is_empty() => Some(SortSpec::parse(sd)?),
+        _ => None,
+    };
+    let remove = bool_arg(cmd, "remove")?.unwrap_or(false);
+    let return_new = bool_arg(cmd, "new")?.unwrap_or(false);
+    let upsert = bool_arg(cmd, "upsert")?.unwrap_or(false);
+    let fields = match doc_arg(cmd, "fields")? {
+        Some(f) if !f.is_empty() => Some(Projection::new(f)?),
+        _ => None,
+    };
+    let update = cmd.get("update");
+    let shape = |d: Option<Document>| -> QResult<Bson> {
+        Ok(match (d, &fields) {
+            (Some(d), Some(p)) => Bson::Document(p.apply(&d, None)?),
+            (Some(d), None) => Bson::Document(d),
+            (None, _) => Bson::Null,
+        })
+    };
+    let reply = if remove {
+        if update.is_some() {
+            return Err(QueryError::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ));
+        }
+        if upsert || return_new {
+            return Err(QueryError::failed_to_parse(
+                "Cannot specify either new=true or upsert=true with remove=true",
+            ));
+        }
+        s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
+        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false)?;
+        let n = gone.len() as i32;
+        doc! {
+            "lastErrorObject": { "n": n },
+            "value": shape(gone.into_iter().next())?,
+        }
+    } else {
+        let Some(u) = update else {
+            return Err(QueryError::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ));
+        };
+        s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
+        let af = array_filters_arg(cmd)?;
+        let spec = update_spec(u, af.as_deref())?;
+        let r = update_docs(s, &ns, &query, sort.as_ref(), &spec, false, upsert)
+            .map_err(|f| f.into_error(&ns))?;
+        let mut leo = doc! {
+            "n": if r.matched > 0 || r.upserted.is_some() { 1 } else { 0 },
+            "updatedExisting": r.matched > 0,
+        };
+        if let Some(id) = &r.upserted {
+            leo.insert("upserted", id.clone());
+        }
+        let value = if return_new {
+            r.after
+        } else if r.upserted.is_some() {
+            None
+        } else {
+            r.before
+        };
+        doc! { "lastErrorObject": leo, "value": shape(value)? }
+    };
+    write_concern(s, cmd)?;
+    Ok(reply)
+}
+
+pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "count")?;
+    let ns = format!("{db}.{coll}");
+    s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
+    let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let skip = int_arg(cmd, "skip")?.unwrap_or(0);
+    if skip < 0 {
+        return Err(QueryError::bad_value("skip value is negative in count query"));
+    }
+    let limit = int_arg(cmd, "limit")?.unwrap_or(0).unsigned_abs();
+    check_hint(cmd)?;
+    let Some(c) = s.store.get(&ns) else {
+        return Ok(doc! { "n": 0 });
+    };
+    let total = if filter.is_empty() {
+        c.count().map_err(coll_err)?
+    } else {
+        let matcher = Arc::new(Matcher::new(&filter)?);
+        let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
+        let mut n = 0u64;
+        while src.next_match()?.is_some() {
+            n += 1;
+        }
+        n
+    };
+    let mut n = total.saturating_sub(skip as u64);
+    if limit > 0 {
+        n = n.min(limit);
+    }
+    Ok(doc! { "n": n as i64 })
+}
+
+pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "distinct")?;
+    let ns = format!("{db}.{coll}");
+    let key = match cmd.get("key") {
+        Some(Bson::String(k)) => k.clone(),
+        _ => {
+            return Err(QueryError::type_mismatch(
+                "BSON field 'distinct.key' is missing or not a string",
+            ))
+        }
+    };
+    let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let mut values: Vec<Bson> = Vec::new();
+    if let Some(c) = s.store.get(&ns) {
+        let matcher = Arc::new(Matcher::new(&filter)?);
+        let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
+        while let Some(d) = src.next_doc()? {
+            let mut found = Vec::new();
+            distinct_values(&Bson::Document(d), &key.split('.').collect::<Vec<_>>(), &mut found);
+            for v in found {
+                if !values.iter().any(|x| values_equal(x, &v) && silt_bson::type_rank(x) == silt_bson::type_rank(&v)) {
+                    values.push(v);
+                }
+            }
+        }
+    }
+    values.sort_by(silt_bson::cmp_values);
+    Ok(doc! { "values": values })
+}
+
+/// Values at `parts` with arrays unwound (one level at the leaf, every level on the way).
+fn distinct_values(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
+    match (v, parts.first()) {
+        (Bson::Array(a), _) => {
+            for x in a {
+                if parts.is_empty() {
+                    out.push(x.clone());
+                } else {
+                    distinct_values(x, parts, out);
+                }
+            }
+        }
+        (other, None) => out.push(other.clone()),
+        (Bson::Document(d), Some(p)) => {
+            if let Some(x) = d.get(*p) {
+                distinct_values(x, &parts[1..], out);
+            }
+        }
+        _ => {}
+    }
+}
+
+pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let _ = (s, db, cmd);
+    Err(QueryError::not_implemented("aggregate is not implemented yet"))
+}

@@ -1,0 +1,225 @@
+//! Command-line flags, the config file, and their defaults.
+//!
+//! Every flag can also be set in a config file (`--config FILE`) with one `name = value` (or
+//! `name: value`) per line, `#` starting a comment; names are the long flag names
+//! (`port`, `bind`, `dbpath`, `cache-size`, ...). Flags given on the command line win.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// siltd: a MongoDB-compatible document database over a fractal tree.
+#[derive(Parser, Debug, Default)]
+#[command(version, about)]
+pub struct Flags {
+    /// Read further settings from this file (`name = value` lines).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// TCP port to listen on [default: 27017].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to bind [default: 127.0.0.1].
+    #[arg(long)]
+    pub bind: Option<String>,
+    /// Data directory, created if missing [default: ./silt-data].
+    #[arg(long)]
+    pub dbpath: Option<PathBuf>,
+    /// Cache budget with a unit (`64MB`, `2GB`) [default: half the memory the process may use].
+    #[arg(long)]
+    pub cache_size: Option<String>,
+    /// Journal (log) fsync period in milliseconds; 0 syncs every commit [default: 100].
+    #[arg(long)]
+    pub journal_commit_interval_ms: Option<u64>,
+    /// Checkpoint period in seconds [default: 60].
+    #[arg(long)]
+    pub checkpoint_interval_s: Option<u64>,
+    /// Operations slower than this are logged [default: 100].
+    #[arg(long)]
+    pub slow_ms: Option<u64>,
+    /// Log level or filter (`warn`, `info`, `debug`, `siltd=debug`) [default: info].
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Idle cursors are closed after this many seconds [default: 600].
+    #[arg(long)]
+    pub cursor_timeout_s: Option<u64>,
+}
+
+/// The resolved settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub port: u16,
+    pub bind: String,
+    pub dbpath: PathBuf,
+    pub cache_bytes: usize,
+    pub journal_interval: Duration,
+    pub checkpoint_interval: Duration,
+    pub slow: Duration,
+    pub log_level: String,
+    pub cursor_timeout: Duration,
+    /// The arguments as given, for `getCmdLineOpts`.
+    pub argv: Vec<String>,
+}
+
+impl Flags {
+    /// Fill unset flags from the config file.
+    fn merge_file(&mut self, text: &str) -> Result<(), String> {
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
+                return Err(format!("line {}: expected `name = value`", n + 1));
+            };
+            let (k, v) = (k.trim().replace('_', "-"), v.trim().trim_matches('"').to_string());
+            let num = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("line {}: {k} must be a number", n + 1))
+            };
+            match k.as_str() {
+                "port" => {
+                    let p = num(&v)?;
+                    let p = u16::try_from(p).map_err(|_| format!("line {}: bad port", n + 1))?;
+                    self.port.get_or_insert(p);
+                }
+                "bind" | "bind-ip" => {
+                    self.bind.get_or_insert(v);
+                }
+                "dbpath" => {
+                    self.dbpath.get_or_insert(PathBuf::from(v));
+                }
+                "cache-size" => {
+                    self.cache_size.get_or_insert(v);
+                }
+                "journal-commit-interval-ms" => {
+                    let x = num(&v)?;
+                    self.journal_commit_interval_ms.get_or_insert(x);
+                }
+                "checkpoint-interval-s" => {
+                    let x = num(&v)?;
+                    self.checkpoint_interval_s.get_or_insert(x);
+                }
+                "slow-ms" => {
+                    let x = num(&v)?;
+                    self.slow_ms.get_or_insert(x);
+                }
+                "log-level" => {
+                    self.log_level.get_or_insert(v);
+                }
+                "cursor-timeout-s" => {
+                    let x = num(&v)?;
+                    self.cursor_timeout_s.get_or_insert(x);
+                }
+                _ => return Err(format!("line {}: unknown setting `{k}`", n + 1)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolve flags, the config file and defaults.
+    pub fn resolve(mut self, argv: Vec<String>) -> Result<Config, String> {
+        if let Some(path) = self.config.clone() {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+            self.merge_file(&text)
+                .map_err(|e| format!("config file {}: {e}", path.display()))?;
+        }
+        let cache_bytes = match &self.cache_size {
+            Some(s) => parse_size(s).ok_or_else(|| {
+                format!("--cache-size: cannot parse `{s}` (use a number with a unit: 64MB, 2GB)")
+            })?,
+            None => default_cache_bytes(),
+        };
+        if cache_bytes < 16 << 20 {
+            return Err("--cache-size must be at least 16MB".into());
+        }
+        Ok(Config {
+            port: self.port.unwrap_or(27017),
+            bind: self.bind.unwrap_or_else(|| "127.0.0.1".into()),
+            dbpath: self.dbpath.unwrap_or_else(|| PathBuf::from("./silt-data")),
+            cache_bytes,
+            journal_interval: Duration::from_millis(self.journal_commit_interval_ms.unwrap_or(100)),
+            checkpoint_interval: Duration::from_secs(self.checkpoint_interval_s.unwrap_or(60)),
+            slow: Duration::from_millis(self.slow_ms.unwrap_or(100)),
+            log_level: self.log_level.unwrap_or_else(|| "info".into()),
+            cursor_timeout: Duration::from_secs(self.cursor_timeout_s.unwrap_or(600)),
+            argv,
+        })
+    }
+}
+
+/// `64MB`, `2GB`, `512k`, `1048576` -> bytes (binary multiples, as mongod's cache sizes).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let v = num * mult;
+    (v.is_finite() && v >= 0.0).then_some(v as usize)
+}
+
+/// Half of the memory this process may use: the smaller of physical memory and the cgroup
+/// limit (v2 `memory.max`, v1 `memory.limit_in_bytes`).
+pub fn default_cache_bytes() -> usize {
+    let mut limit = total_memory().unwrap_or(1 << 30);
+    for p in [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ] {
+        if let Some(v) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
+            limit = limit.min(v);
+        }
+    }
+    ((limit / 2) as usize).max(16 << 20)
+}
+
+/// Physical memory from /proc/meminfo.
+pub fn total_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MB"), Some(64 << 20));
+        assert_eq!(parse_size("2GB"), Some(2 << 30));
+        assert_eq!(parse_size("1.5g"), Some(3 << 29));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("12 parsecs"), None);
+    }
+
+    #[test]
+    fn config_file_fills_unset_flags() {
+        let mut f = Flags {
+            port: Some(1),
+            ..Flags::default()
+        };
+        f.merge_file("port = 2\n# comment\ncache-size: 64MB\nbind = \"0.0.0.0\"\n")
+            .unwrap();
+        let c = f.resolve(vec![]).unwrap();
+        assert_eq!(c.port, 1);
+        assert_eq!(c.bind, "0.0.0.0");
+        assert_eq!(c.cache_bytes, 64 << 20);
+        assert!(Flags::default().merge_file("nonsense = 1").is_err());
+    }
+}

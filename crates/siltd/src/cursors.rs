@@ -1,0 +1,219 @@
+//! Open cursors: the server-side state behind `find`/`aggregate` batches, `getMore` and
+//! `killCursors`, with an idle timeout.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::Document;
+use parking_lot::Mutex;
+use silt_query::{QResult, QueryError};
+
+/// A stream of result documents.
+pub trait DocSource: Send {
+    /// The next document, or `None` at the end.
+    fn next_doc(&mut self) -> QResult<Option<Document>>;
+}
+
+/// Documents already computed (sorted results, aggregation output).
+pub struct VecSource(pub VecDeque<Document>);
+
+impl DocSource for VecSource {
+    fn next_doc(&mut self) -> QResult<Option<Document>> {
+        Ok(self.0.pop_front())
+    }
+}
+
+/// A cursor between batches.
+pub struct OpenCursor {
+    pub ns: String,
+    pub source: Box<dyn DocSource>,
+    /// A document read past the end of the last batch (it did not fit).
+    pub held: Option<Document>,
+    pub batch_size: Option<usize>,
+    last_used: Instant,
+}
+
+/// Largest reply batch in bytes (MongoDB's 16 MiB less room for the envelope).
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
+/// Documents in a first batch when the client does not say (MongoDB's default).
+pub const DEFAULT_FIRST_BATCH: usize = 101;
+
+/// Every open cursor of the server.
+pub struct Cursors {
+    map: Mutex<HashMap<i64, Arc<Mutex<OpenCursor>>>>,
+    next: AtomicI64,
+    pub timeout: Duration,
+}
+
+impl Cursors {
+    pub fn new(timeout: Duration) -> Cursors {
+        // Start ids at a time-derived value so that ids from before a restart are unlikely
+        // to be reused.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(1)
+            & 0x0000_ffff_ffff_ffff;
+        Cursors {
+            map: Mutex::new(HashMap::new()),
+            next: AtomicI64::new(seed.max(1) << 8),
+            timeout,
+        }
+    }
+
+    /// Fill one batch from `cur`: up to `limit` documents (0: no document limit) and
+    /// `MAX_BATCH_BYTES`. Returns the batch and whether the source is exhausted.
+    pub fn fill(cur: &mut OpenCursor, limit: usize) -> QResult<(Vec<Document>, bool)> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        loop {
+            if limit > 0 && out.len() >= limit {
+                break;
+            }
+            let d = match cur.held.take() {
+                Some(d) => d,
+                None => match cur.source.next_doc()? {
+                    Some(d) => d,
+                    None => return Ok((out, true)),
+                },
+            };
+            let len = doc_len(&d);
+            if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
+                cur.held = Some(d);
+                break;
+            }
+            bytes += len;
+            out.push(d);
+        }
+        // Peek whether anything is left so that exhausted cursors get id 0 at once.
+        if cur.held.is_none() {
+            match cur.source.next_doc()? {
+                Some(d) => cur.held = Some(d),
+                None => return Ok((out, true)),
+            }
+        }
+        Ok((out, false))
+    }
+
+    /// Register a cursor; returns its id.
+    pub fn register(
+        &self,
+        ns: String,
+        source: Box<dyn DocSource>,
+        held: Option<Document>,
+        batch_size: Option<usize>,
+    ) -> i64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let c = OpenCursor {
+            ns,
+            source,
+            held,
+            batch_size,
+            last_used: Instant::now(),
+        };
+        self.map.lock().insert(id, Arc::new(Mutex::new(c)));
+        id
+    }
+
+    /// Start a cursor: compute the first batch, register the rest if anything remains.
+    pub fn first_batch(
+        &self,
+        ns: &str,
+        source: Box<dyn DocSource>,
+        batch_size: Option<usize>,
+        single_batch: bool,
+    ) -> QResult<(Vec<Document>, i64)> {
+        let mut cur = OpenCursor {
+            ns: ns.to_string(),
+            source,
+            held: None,
+            batch_size,
+            last_used: Instant::now(),
+        };
+        let (batch, done) = Cursors::fill(&mut cur, batch_size.unwrap_or(DEFAULT_FIRST_BATCH))?;
+        if done || single_batch {
+            return Ok((batch, 0));
+        }
+        let id = self.register(cur.ns, cur.source, cur.held, batch_size);
+        Ok((batch, id))
+    }
+
+    /// The next batch of cursor `id`.
+    pub fn get_more(
+        &self,
+        id: i64,
+        ns: &str,
+        batch_size: Option<usize>,
+    ) -> QResult<(Vec<Document>, i64)> {
+        let c = self
+            .map
+            .lock()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| QueryError::cursor_not_found(format!("cursor id {id} not found")))?;
+        let mut cur = c.try_lock().ok_or_else(|| {
+            QueryError::located(
+                50738,
+                format!("cursor id {id} is already in use by another operation"),
+            )
+        })?;
+        if cur.ns != ns {
+            return Err(QueryError {
+                code: 13,
+                code_name: "Unauthorized",
+                msg: format!(
+                    "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                    cur.ns
+                ),
+            });
+        }
+        let limit = batch_size.or(cur.batch_size).unwrap_or(0);
+        let r = Cursors::fill(&mut cur, limit);
+        cur.last_used = Instant::now();
+        let (batch, done) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                drop(cur);
+                self.map.lock().remove(&id);
+                return Err(e);
+            }
+        };
+        drop(cur);
+        if done {
+            self.map.lock().remove(&id);
+            return Ok((batch, 0));
+        }
+        Ok((batch, id))
+    }
+
+    /// Close cursor `id`; false if unknown.
+    pub fn kill(&self, id: i64) -> bool {
+        self.map.lock().remove(&id).is_some()
+    }
+
+    /// Number of open cursors.
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    /// Close every cursor idle for longer than the timeout; returns how many.
+    pub fn reap(&self) -> usize {
+        let now = Instant::now();
+        let mut m = self.map.lock();
+        let before = m.len();
+        m.retain(|_, c| match c.try_lock() {
+            Some(c) => now.duration_since(c.last_used) < self.timeout,
+            None => true,
+        });
+        before - m.len()
+    }
+}
+
+/// Serialized size of a document.
+pub fn doc_len(d: &Document) -> usize {
+    let mut v = Vec::new();
+    let _ = d.to_writer(&mut v);
+    v.len()
+}

@@ -1,0 +1,108 @@
+//! `siltd`, the SiltDB server: MongoDB's wire protocol over the fractal-tree engine.
+//!
+//! This crate owns the process (flags, config, logging, signals, the lock on the data
+//! directory via the engine), the network (`server`: connections and message framing through
+//! `silt-wire`), command dispatch and reply shapes (`commands`), and open cursors (`cursors`).
+//! It must not know the engine's internals or the byte layout of keys: documents are reached
+//! through `silt-collection`, queries through `silt-query`.
+
+mod commands;
+mod config;
+mod cursors;
+mod server;
+mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use silt_collection::Store;
+use silt_storage::{EnvOptions, SyncPolicy, UpdateRegistry};
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    let flags = config::Flags::parse();
+    let cfg = match flags.resolve(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("siltd: {e}");
+            std::process::exit(2);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&cfg.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(cfg) {
+        tracing::error!("{e}");
+        eprintln!("siltd: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn engine_options(cfg: &config::Config) -> EnvOptions {
+    let sync = if cfg.journal_interval.is_zero() {
+        SyncPolicy::EveryCommit
+    } else {
+        SyncPolicy::Periodic(cfg.journal_interval)
+    };
+    let defaults = EnvOptions::default();
+    // Small caches get smaller nodes so that the cache holds enough of them.
+    let node_bytes = defaults.node_bytes.min(cfg.cache_bytes / 16).max(64 << 10);
+    EnvOptions {
+        cache_bytes: cfg.cache_bytes,
+        node_bytes,
+        basement_bytes: defaults.basement_bytes.min(node_bytes),
+        sync,
+        checkpoint_period: if cfg.checkpoint_interval.is_zero() {
+            None
+        } else {
+            Some(cfg.checkpoint_interval)
+        },
+        ..defaults
+    }
+}
+
+fn run(cfg: config::Config) -> Result<(), String> {
+    let opts = engine_options(&cfg);
+    tracing::info!(
+        dbpath = %cfg.dbpath.display(),
+        cache_mb = cfg.cache_bytes >> 20,
+        "opening data directory"
+    );
+    let store = Store::open(&cfg.dbpath, opts, UpdateRegistry::new()).map_err(|e| match e {
+        silt_collection::CollError::Storage(silt_storage::Error::Locked(p)) => format!(
+            "the data directory {} is in use by another siltd (lock file {}/LOCK); stop it or choose another --dbpath",
+            p.display(),
+            p.display()
+        ),
+        other => format!("cannot open data directory {}: {other}", cfg.dbpath.display()),
+    })?;
+    let addr = format!("{}:{}", cfg.bind, cfg.port);
+    let server = Arc::new(state::Server::new(cfg, store));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("siltd-net")
+        .thread_stack_size(16 << 20)
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let s2 = server.clone();
+    rt.block_on(async move { server::serve(s2, &addr).await })?;
+    rt.shutdown_timeout(Duration::from_secs(5));
+    tracing::info!("shutting down: checkpoint and close");
+    let server = Arc::try_unwrap(server).map_err(|_| "connections still hold the server".to_string());
+    match server {
+        Ok(s) => s
+            .store
+            .close()
+            .map_err(|e| format!("error while closing: {e}"))?,
+        Err(e) => {
+            tracing::warn!("{e}; checkpointing without close");
+        }
+    }
+    tracing::info!("bye");
+    Ok(())
+}

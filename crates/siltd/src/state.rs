@@ -1,0 +1,163 @@
+//! The server's shared state and command dispatch: one `Server` per process, shared by every
+//! connection. A command is a BSON document; its reply is a BSON document (`ok: 1` or the
+//! MongoDB error shape `ok: 0, errmsg, code, codeName`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime};
+
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use silt_collection::{CollError, Store};
+use silt_query::QueryError;
+
+use crate::config::Config;
+use crate::cursors::Cursors;
+
+/// Result of a command: the reply body without `ok`, or an error.
+pub type CmdResult = Result<Document, QueryError>;
+
+/// Per-connection facts commands may need.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub id: u64,
+    pub peer: String,
+    pub local: String,
+}
+
+/// Operation counters for `serverStatus.opcounters`.
+#[derive(Default, Debug)]
+pub struct OpCounters {
+    pub insert: AtomicU64,
+    pub query: AtomicU64,
+    pub update: AtomicU64,
+    pub delete: AtomicU64,
+    pub getmore: AtomicU64,
+    pub command: AtomicU64,
+}
+
+/// The process-wide server state.
+pub struct Server {
+    pub cfg: Config,
+    pub store: Store,
+    pub cursors: Cursors,
+    pub started: Instant,
+    pub started_at: SystemTime,
+    pub conns_current: AtomicU64,
+    pub conns_total: AtomicU64,
+    pub ops: OpCounters,
+    /// Recent log lines for `getLog` (the last 1,024).
+    pub recent_log: Mutex<VecDeque<String>>,
+}
+
+impl Server {
+    pub fn new(cfg: Config, store: Store) -> Server {
+        let cursors = Cursors::new(cfg.cursor_timeout);
+        Server {
+            cfg,
+            store,
+            cursors,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            conns_current: AtomicU64::new(0),
+            conns_total: AtomicU64::new(0),
+            ops: OpCounters::default(),
+            recent_log: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Remember a log line for `getLog`.
+    pub fn remember_log(&self, line: String) {
+        let mut l = self.recent_log.lock();
+        if l.len() >= 1024 {
+            l.pop_front();
+        }
+        l.push_back(line);
+    }
+
+    /// Run one command and build its reply (always a document; errors become `ok: 0`).
+    pub fn run_command(&self, cmd: Document, conn: &ConnInfo) -> Document {
+        self.ops.command.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let name = cmd.keys().next().cloned().unwrap_or_default();
+        let db = match cmd.get("$db") {
+            Some(Bson::String(s)) => s.clone(),
+            Some(_) => {
+                return error_reply(&QueryError::type_mismatch("$db must be a string"));
+            }
+            None => "admin".to_string(),
+        };
+        let r = if name.is_empty() {
+            Err(QueryError::failed_to_parse("empty command document"))
+        } else if let Err(e) = check_db_name(&db) {
+            Err(e)
+        } else {
+            crate::commands::dispatch(self, &db, &name, &cmd, conn)
+        };
+        let elapsed = started.elapsed();
+        if elapsed >= self.cfg.slow {
+            let line = format!(
+                "slow operation: {name} on {db} took {} ms",
+                elapsed.as_millis()
+            );
+            tracing::info!(command = %name, db = %db, ms = elapsed.as_millis() as u64, conn = conn.id, "slow operation");
+            self.remember_log(line);
+        }
+        match r {
+            Ok(mut body) => {
+                body.insert("ok", 1.0);
+                body
+            }
+            Err(e) => {
+                tracing::debug!(command = %name, code = e.code, err = %e.msg, "command failed");
+                error_reply(&e)
+            }
+        }
+    }
+}
+
+/// MongoDB's error reply shape.
+pub fn error_reply(e: &QueryError) -> Document {
+    doc! { "ok": 0.0, "errmsg": e.msg.clone(), "code": e.code, "codeName": e.code_name }
+}
+
+/// Map a document-layer error to MongoDB's vocabulary.
+pub fn coll_err(e: CollError) -> QueryError {
+    match e {
+        CollError::DuplicateKey { .. } => QueryError::duplicate_key(e.to_string()),
+        CollError::NamespaceExists(_) => QueryError::namespace_exists(e.to_string()),
+        CollError::NamespaceNotFound(_) => QueryError::namespace_not_found(e.to_string()),
+        CollError::Storage(silt_storage::Error::TooLarge { .. }) => {
+            QueryError::bson_object_too_large(e.to_string())
+        }
+        other => QueryError::internal(other.to_string()),
+    }
+}
+
+/// Database names MongoDB accepts.
+pub fn check_db_name(db: &str) -> Result<(), QueryError> {
+    if db.is_empty()
+        || db.len() > 63
+        || db.contains(['/', '\\', '.', ' ', '"', '$', '\0'])
+    {
+        return Err(QueryError::invalid_namespace(format!(
+            "Invalid database name: '{db}'"
+        )));
+    }
+    Ok(())
+}
+
+/// Collection names MongoDB accepts.
+pub fn check_coll_name(db: &str, coll: &str) -> Result<(), QueryError> {
+    if coll.is_empty() || coll.contains('\0') || coll.starts_with('.') || coll.contains('$') {
+        return Err(QueryError::invalid_namespace(format!(
+            "Invalid collection name: {db}.{coll}"
+        )));
+    }
+    if db.len() + 1 + coll.len() > 255 {
+        return Err(QueryError::invalid_namespace(format!(
+            "Fully qualified namespace is too long: {db}.{coll}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+"""Fixtures: a real siltd on a free port with a temporary data directory."""
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pymongo
+import pytest
+
+# 1,000 idle connections need more descriptors than some machines allow by default; siltd
+# inherits the raised limit.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if _soft != resource.RLIM_INFINITY and _soft < 8192:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, _hard), _hard))
+
+SILTD = os.environ.get("SILTD_BIN", os.path.join(os.path.dirname(__file__), "../../target/release/siltd"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Siltd:
+    """One siltd process."""
+
+    def __init__(self, dbpath=None, extra=()):
+        self.own_dir = dbpath is None
+        self.dbpath = dbpath or tempfile.mkdtemp(prefix="silt-compat-")
+        self.extra = list(extra)
+        self.port = None
+        self.proc = None
+        self.log = None
+
+    def start(self):
+        self.port = free_port()
+        self.log = open(os.path.join(self.dbpath, "siltd.log"), "ab")
+        self.proc = subprocess.Popen(
+            [SILTD, "--port", str(self.port), "--dbpath", self.dbpath, "--cache-size", "64MB",
+             "--log-level", "info", *self.extra],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("siltd exited early: " + self.read_log())
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("siltd did not start listening")
+
+    def read_log(self):
+        with open(os.path.join(self.dbpath, "siltd.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def client(self, **kw):
+        return pymongo.MongoClient("127.0.0.1", self.port, serverSelectionTimeoutMS=10000, **kw)
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log:
+            self.log.close()
+
+    def cleanup(self):
+        self.stop()
+        if self.own_dir:
+            shutil.rmtree(self.dbpath, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = Siltd().start()
+    yield s
+    s.stop()
+    assert s.proc.returncode == 0, "siltd did not shut down cleanly: " + s.read_log()[-2000:]
+    s.cleanup()
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    c = server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture()
+def db(client, request):
+    name = "t_" + request.node.name.replace("[", "_").replace("]", "").replace("-", "_")[:50]
+    client.drop_database(name)
+    yield client[name]
+    client.drop_database(name)
