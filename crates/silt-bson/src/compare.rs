@@ -146,12 +146,55 @@ pub fn cmp_values(a: &Bson, b: &Bson) -> Ordering {
             .cmp(&y.code)
             .then_with(|| cmp_documents(&x.scope, &y.scope)),
         (Bson::DbPointer(_), Bson::DbPointer(_)) => {
-            // The bson crate keeps DbPointer's fields private; compare the extended JSON form.
-            format!("{a:?}").cmp(&format!("{b:?}"))
+            match (dbpointer_parts(a), dbpointer_parts(b)) {
+                // MongoDB compares the value bytes: namespace length first, then namespace, then id.
+                (Some((na, ia)), Some((nb, ib))) => na
+                    .len()
+                    .cmp(&nb.len())
+                    .then_with(|| na.as_bytes().cmp(nb.as_bytes()))
+                    .then_with(|| ia.cmp(&ib)),
+                _ => Ordering::Equal,
+            }
         }
         // MinKey, MaxKey, null, undefined: one value each.
         _ => Ordering::Equal,
     }
+}
+
+/// The namespace and id of a DBPointer. The bson crate keeps its fields private, so this goes
+/// through the value's BSON bytes.
+pub fn dbpointer_parts(v: &Bson) -> Option<(String, [u8; 12])> {
+    if !matches!(v, Bson::DbPointer(_)) {
+        return None;
+    }
+    let mut doc = Document::new();
+    doc.insert("", v.clone());
+    let mut buf = Vec::new();
+    doc.to_writer(&mut buf).ok()?;
+    // int32 doc length, type byte 0x0C, key "" (one NUL), int32 string length, string, NUL, oid.
+    let body = buf.get(6..)?;
+    let len = usize::try_from(i32::from_le_bytes(body.get(..4)?.try_into().ok()?)).ok()?;
+    let ns = body.get(4..4 + len.checked_sub(1)?)?;
+    let oid = body.get(4 + len..4 + len + 12)?;
+    Some((String::from_utf8(ns.to_vec()).ok()?, oid.try_into().ok()?))
+}
+
+/// Build a DBPointer value (the bson crate has no public constructor).
+pub fn make_dbpointer(namespace: &str, id: [u8; 12]) -> Option<Bson> {
+    let mut body = Vec::new();
+    body.push(0x0C);
+    body.push(0); // key ""
+    let len = i32::try_from(namespace.len() + 1).ok()?;
+    body.extend_from_slice(&len.to_le_bytes());
+    body.extend_from_slice(namespace.as_bytes());
+    body.push(0);
+    body.extend_from_slice(&id);
+    body.push(0); // document terminator
+    let total = i32::try_from(body.len() + 4).ok()?;
+    let mut buf = total.to_le_bytes().to_vec();
+    buf.extend_from_slice(&body);
+    let doc = Document::from_reader(&buf[..]).ok()?;
+    doc.get("").cloned()
 }
 
 fn str_of(v: &Bson) -> &str {

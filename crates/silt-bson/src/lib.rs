@@ -4,5 +4,7 @@
 //! of storage, queries or the network.
 
 pub mod compare;
+pub mod keyenc;
+pub mod path;
 
 pub use compare::{cmp_values, type_rank, values_equal};
