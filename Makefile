@@ -1,10 +1,19 @@
 # One entry point. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: test check fmt clippy build bench-engine
+.PHONY: test test-rust test-compat check fmt clippy build run bench-engine
 
-test:
+# Every test: the Rust tests, then the pymongo compatibility suite against a real siltd.
+test: test-rust test-compat
+
+test-rust:
 	$(CARGO) test --workspace --release
+
+test-compat:
+	bash tests/compat/run.sh
+
+run:
+	$(CARGO) run --release -p siltd
 
 check: fmt clippy test
 

@@ -411,3 +411,53 @@ pub fn sum_stats<'a>(colls: impl Iterator<Item = &'a Arc<Collection>>) -> CollSt
     t
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> EnvOptions {
+        EnvOptions {
+            cache_bytes: 8 << 20,
+            node_bytes: 64 << 10,
+            basement_bytes: 16 << 10,
+            ..EnvOptions::default()
+        }
+    }
+
+    #[test]
+    fn catalog_survives_reopen_and_rename() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+            let c = s.get_or_create("db.a").unwrap();
+            c.insert(&doc! {"_id": 1, "x": "one"}).unwrap();
+            c.insert(&doc! {"_id": 2.0, "x": "two"}).unwrap();
+            assert!(matches!(
+                c.insert(&doc! {"_id": 1i64}),
+                Err(CollError::DuplicateKey { .. })
+            ));
+            s.create("db.b", doc! {}).unwrap();
+            assert!(matches!(
+                s.create("db.b", doc! {}),
+                Err(CollError::NamespaceExists(_))
+            ));
+            s.rename("db.a", "db.c", false).unwrap();
+            assert!(s.drop_collection("db.b").unwrap());
+            s.close().unwrap();
+        }
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        assert!(s.get("db.a").is_none() && s.get("db.b").is_none());
+        let c = s.get("db.c").unwrap();
+        assert_eq!(c.get(&Bson::Int32(2)).unwrap().unwrap().get_str("x").unwrap(), "two");
+        let mut cur = c.scan(Bound::Unbounded, Bound::Unbounded);
+        let mut n = 0;
+        while cur.next_doc().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 2);
+        assert_eq!(s.list_databases(), vec!["db".to_string()]);
+        s.drop_database("db").unwrap();
+        assert!(s.list_databases().is_empty());
+    }
+}
