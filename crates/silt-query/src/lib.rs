@@ -4,5 +4,6 @@
 
 pub mod error;
 pub mod matcher;
+pub mod projection;
 
 pub use error::{QResult, QueryError};

@@ -951,3 +951,73 @@ fn tree_is_exposed() {
     }
     assert!(matches!(m(doc! {"a": 1}).expr(), MatchExpr::Leaf { .. }));
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scalar() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            (-3i32..3).prop_map(Bson::Int32),
+            (-3i64..3).prop_map(Bson::Int64),
+            (-6i32..6).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
+            "[ab]{0,2}".prop_map(Bson::String),
+            Just(Bson::Null),
+            any::<bool>().prop_map(Bson::Boolean),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Bson> {
+        scalar().prop_recursive(2, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Bson::Array),
+                inner.prop_map(|v| Bson::Document(doc! {"b": v})),
+            ]
+        })
+    }
+
+    fn document() -> impl Strategy<Value = Document> {
+        prop::option::of(value()).prop_map(|v| match v {
+            Some(v) => doc! {"a": v},
+            None => doc! {},
+        })
+    }
+
+    fn mt(f: Document, d: &Document) -> bool {
+        Matcher::new(&f).unwrap().matches(d)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn negations_and_equivalences(d in document(), x in scalar(), y in scalar(),
+                                      path in prop::sample::select(vec!["a", "a.b", "a.0"])) {
+            let eq = mt(doc! {path: x.clone()}, &d);
+            prop_assert_eq!(mt(doc! {path: {"$eq": x.clone()}}, &d), eq);
+            prop_assert_eq!(mt(doc! {path: {"$ne": x.clone()}}, &d), !eq);
+            let inn = mt(doc! {path: {"$in": [x.clone(), y.clone()]}}, &d);
+            prop_assert_eq!(inn, mt(doc! {"$or": [{path: x.clone()}, {path: y.clone()}]}, &d));
+            prop_assert_eq!(mt(doc! {path: {"$nin": [x.clone(), y.clone()]}}, &d), !inn);
+            let all = mt(doc! {path: {"$all": [x.clone(), y.clone()]}}, &d);
+            prop_assert_eq!(all, mt(doc! {"$and": [{path: x.clone()}, {path: y.clone()}]}, &d));
+            for op in ["$gt", "$gte", "$lt", "$lte"] {
+                let m = mt(doc! {path: {op: x.clone()}}, &d);
+                prop_assert_eq!(mt(doc! {path: {"$not": {op: x.clone()}}}, &d), !m);
+                prop_assert_eq!(mt(doc! {"$nor": [{path: {op: x.clone()}}]}, &d), !m);
+            }
+            let ex = mt(doc! {path: {"$exists": true}}, &d);
+            prop_assert_eq!(mt(doc! {path: {"$exists": false}}, &d), !ex);
+        }
+
+        #[test]
+        fn scalar_ranges_follow_cmp_values(v in scalar(), x in scalar()) {
+            let d = doc! {"a": v.clone()};
+            let same_type = type_rank(&v) == type_rank(&x);
+            let o = cmp_values(&v, &x);
+            prop_assert_eq!(mt(doc! {"a": {"$lt": x.clone()}}, &d), same_type && o == Ordering::Less);
+            prop_assert_eq!(mt(doc! {"a": {"$gte": x.clone()}}, &d), same_type && o != Ordering::Less);
+            prop_assert_eq!(mt(doc! {"a": x.clone()}, &d), o == Ordering::Equal);
+        }
+    }
+}
