@@ -121,7 +121,10 @@ impl RegexMatch {
                 "Regular expression cannot contain an embedded null byte",
             ));
         }
-        let mut b = regex::RegexBuilder::new(&translate_pcre(pattern));
+        // Without `m`, PCRE's `$` also matches before a final newline (unless the pattern sets
+        // its own flags inline, which the translation leaves alone).
+        let dollar_eol = !options.contains('m') && !pattern.contains("(?");
+        let mut b = regex::RegexBuilder::new(&translate_pcre(pattern, dollar_eol));
         for c in options.chars() {
             match c {
                 'i' => b.case_insensitive(true),
@@ -173,8 +176,9 @@ impl RegexMatch {
 }
 
 /// Rewrite the PCRE-isms the `regex` crate lacks: `\Z`, `\Q...\E`, `\h`, literal `\<` `\>`,
-/// and a literal `[` (or doubled `&`, `~`, `-`) inside a character class.
-fn translate_pcre(p: &str) -> String {
+/// a literal `[` (or doubled `&`, `~`, `-`) inside a character class, and (`dollar_eol`) a
+/// `$` that also matches before a final newline.
+fn translate_pcre(p: &str, dollar_eol: bool) -> String {
     let mut out = String::with_capacity(p.len() + 8);
     let mut chars = p.chars().peekable();
     let mut in_class = false;
@@ -234,6 +238,7 @@ fn translate_pcre(p: &str) -> String {
                 out.push(c);
             }
             '-' if in_class && chars.peek() == Some(&'-') => out.push_str(r"\-"),
+            '$' if dollar_eol && !in_class => out.push_str(r"(?:\n?\z)"),
             _ => out.push(c),
         }
     }

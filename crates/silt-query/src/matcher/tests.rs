@@ -514,6 +514,19 @@ fn regex() {
             vec![(doc! {"a": "a\nc"}, true)],
         ),
         (
+            doc! {"a": {"$regex": "c$"}},
+            vec![
+                (doc! {"a": "abc\n"}, true),
+                (doc! {"a": "abc"}, true),
+                (doc! {"a": "c\nd"}, false),
+                (doc! {"a": "c$"}, false),
+            ],
+        ),
+        (
+            doc! {"a": {"$regex": r"c\$"}},
+            vec![(doc! {"a": "c$"}, true), (doc! {"a": "c"}, false)],
+        ),
+        (
             doc! {"a": {"$regex": "a.c"}},
             vec![(doc! {"a": "a\nc"}, false), (doc! {"a": "abc"}, true)],
         ),
