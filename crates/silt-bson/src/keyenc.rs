@@ -669,6 +669,42 @@ mod tests {
         }
     }
 
+    /// The examples in docs/keys.md.
+    #[test]
+    fn documented_examples() {
+        let hex = |b: &[u8]| {
+            b.iter()
+                .map(|x| format!("{x:02X}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let cases = [
+            (Bson::Null, "03"),
+            (bson!(1), "0B BF F0 00 00 00 00 00 00 00"),
+            (bson!(1.0), "0B BF F0 00 00 00 00 00 00 00"),
+            (bson!(-1), "0B 40 0F FF FF FF FF FF FF 00"),
+            (
+                Bson::Int64((1 << 53) + 1),
+                "0B C3 40 00 00 00 00 00 00 80 01",
+            ),
+            (bson!("ab"), "10 61 62 00 00"),
+            (
+                bson!({"a": 1}),
+                "15 0B 61 00 00 BF F0 00 00 00 00 00 00 00 00",
+            ),
+            (bson!([true]), "1A 29 01 00"),
+            (bson!([]), "1A 00"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(hex(&encode(&v)), want, "{v:?}");
+        }
+        assert_eq!(hex(&encode_key(&[(&Bson::Null, true)])), "FC");
+        assert_eq!(
+            hex(&encode_key(&[(&bson!("x"), false), (&bson!(2), true)])),
+            "10 78 00 00 F4 3F FF FF FF FF FF FF FF FF"
+        );
+    }
+
     #[test]
     fn nan_sorts_below_numbers() {
         assert_eq!(

@@ -3,5 +3,7 @@
 //! nothing of storage, the network or the wire format.
 
 pub mod error;
+pub mod matcher;
+pub mod projection;
 
 pub use error::{QResult, QueryError};

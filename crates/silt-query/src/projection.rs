@@ -1,0 +1,867 @@
+//! `find` projections: inclusion (`{a: 1, "b.c": 1}`), exclusion (`{a: 0}`), `$slice`,
+//! `$elemMatch` and the positional `field.$`, with MongoDB 4.4+ semantics.
+//!
+//! The spec is parsed into a tree of path components. An inclusion projection rebuilds each
+//! document from the included paths (keeping the document's field order, `_id` included unless
+//! excluded); through arrays it keeps only the documents (and nested arrays) inside them. An
+//! exclusion projection copies the document without the excluded paths. `$slice` cuts arrays
+//! in either mode; `$elemMatch` (top-level fields only) replaces an array by its first matching
+//! element and is appended after the other fields, as MongoDB 4.4+ does; `a.$` keeps the
+//! element of the first array along `a` that the query matched (MongoDB's "elemMatchKey").
+//! Projection expressions and literal values are not supported yet and are rejected.
+
+use bson::{Bson, Document};
+use silt_bson::compare::{as_num, Num};
+
+use crate::error::{QResult, QueryError};
+use crate::matcher::{MatchExpr, Matcher};
+
+#[derive(Clone, Debug)]
+enum Node {
+    Include,
+    Exclude,
+    /// `$slice: n` (`skip: None`) or `$slice: [skip, limit]`.
+    Slice {
+        skip: Option<i64>,
+        limit: i64,
+    },
+    /// `$elemMatch` on a top-level field: the matcher is `{field: {$elemMatch: spec}}`.
+    ElemMatch(Box<Matcher>),
+    /// `field.rest.$` at the top level: the path below `field`.
+    Positional(Vec<String>),
+    Children(Vec<(String, Node)>),
+}
+
+type Nodes = Vec<(String, Node)>;
+
+fn find<'n>(nodes: &'n [(String, Node)], k: &str) -> Option<&'n Node> {
+    nodes.iter().find(|(n, _)| n == k).map(|(_, node)| node)
+}
+
+/// A parsed projection.
+#[derive(Clone, Debug)]
+pub struct Projection {
+    root: Nodes,
+    inclusion: bool,
+    positional: Option<String>,
+}
+
+#[derive(Default)]
+struct ParseCtx {
+    inclusion: Option<bool>,
+    positional: Option<String>,
+    has_elem_match: bool,
+    has_slice: bool,
+    id_included: bool,
+    id_excluded: bool,
+}
+
+/// Where a positional `.$` is in a spec key: the path before it.
+fn positional_prefix(key: &str) -> Option<&str> {
+    if key == "$" {
+        return Some("");
+    }
+    if let Some(i) = key.find(".$.") {
+        return Some(&key[..i]);
+    }
+    key.strip_suffix(".$")
+}
+
+fn is_bool_or_number(v: &Bson) -> bool {
+    matches!(v, Bson::Boolean(_)) || as_num(v).is_some()
+}
+
+fn true_value(v: &Bson) -> bool {
+    match v {
+        Bson::Boolean(b) => *b,
+        _ => match as_num(v) {
+            Some(Num::Int(i)) => i != 0,
+            Some(Num::Float(f)) => f != 0.0,
+            None => true,
+        },
+    }
+}
+
+/// MongoDB's `numberInt()` of a number, saturating.
+fn number_int(v: &Bson) -> i64 {
+    match as_num(v) {
+        Some(Num::Int(i)) => i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)),
+        Some(Num::Float(f)) if f.is_nan() => 0,
+        Some(Num::Float(f)) => f.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64,
+        None => 0,
+    }
+}
+
+/// Add `node` at `parts` under `nodes`, creating interior levels; MongoDB's path-collision
+/// errors when a prefix or the path itself is already taken.
+fn add_node<'n>(
+    nodes: &'n mut Nodes,
+    parts: &[&str],
+    node: Node,
+    full: &str,
+) -> QResult<&'n mut Node> {
+    let (first, rest) = parts
+        .split_first()
+        .ok_or_else(|| QueryError::bad_value("empty projection path"))?;
+    let idx = nodes.iter().position(|(k, _)| k == first);
+    if rest.is_empty() {
+        if idx.is_some() {
+            return Err(QueryError::located(
+                31250,
+                format!("Path collision at {full}"),
+            ));
+        }
+        nodes.push((first.to_string(), node));
+        let last = nodes.len() - 1;
+        return Ok(&mut nodes[last].1);
+    }
+    let i = match idx {
+        Some(i) => i,
+        None => {
+            nodes.push((first.to_string(), Node::Children(Vec::new())));
+            nodes.len() - 1
+        }
+    };
+    match &mut nodes[i].1 {
+        Node::Children(kids) => add_node(kids, rest, node, full),
+        _ => Err(QueryError::located(
+            31249,
+            format!(
+                "Path collision at {full} remaining portion {}",
+                rest.join(".")
+            ),
+        )),
+    }
+}
+
+/// The children list at `parts`, created (or shared with an earlier sub-projection) as needed.
+fn child_dir<'n>(nodes: &'n mut Nodes, parts: &[&str], full: &str) -> QResult<&'n mut Nodes> {
+    let Some((first, rest)) = parts.split_first() else {
+        return Ok(nodes);
+    };
+    let i = match nodes.iter().position(|(k, _)| k == first) {
+        Some(i) => i,
+        None => {
+            nodes.push((first.to_string(), Node::Children(Vec::new())));
+            nodes.len() - 1
+        }
+    };
+    match &mut nodes[i].1 {
+        Node::Children(kids) => child_dir(kids, rest, full),
+        _ => Err(QueryError::located(
+            31250,
+            format!("Path collision at {full}"),
+        )),
+    }
+}
+
+impl Projection {
+    pub fn new(spec: &Document) -> QResult<Projection> {
+        let mut ctx = ParseCtx::default();
+        let mut root = Vec::new();
+        parse_level(&mut ctx, spec, None, &mut root)?;
+        let id_specified = spec.keys().any(|k| k == "_id" || k.starts_with("_id."));
+        let inclusion = ctx.inclusion.unwrap_or(if ctx.has_slice {
+            ctx.id_included
+        } else {
+            ctx.has_elem_match || ctx.id_included
+        });
+        if inclusion && !id_specified {
+            root.push(("_id".to_string(), Node::Include));
+        }
+        if !inclusion && ctx.id_included {
+            root.retain(|(k, _)| k != "_id");
+        }
+        Ok(Projection {
+            root,
+            inclusion,
+            positional: ctx.positional,
+        })
+    }
+
+    /// Whether this is an inclusion projection (only named fields survive).
+    pub fn is_inclusion(&self) -> bool {
+        self.inclusion
+    }
+
+    /// Whether the projection uses the positional `field.$` (and so needs the query's
+    /// matcher in [`Projection::apply`]).
+    pub fn has_positional(&self) -> bool {
+        self.positional.is_some()
+    }
+
+    /// Project `doc`. `matcher` is the query's filter, needed by a positional projection.
+    pub fn apply(&self, doc: &Document, matcher: Option<&Matcher>) -> QResult<Document> {
+        let mut ctx = ApplyCtx {
+            doc,
+            matcher,
+            positional: self.positional.as_deref(),
+            key: None,
+        };
+        let mut out = if self.inclusion {
+            include_doc(&self.root, doc, &mut ctx)?
+        } else {
+            exclude_doc(&self.root, doc)
+        };
+        for (k, node) in &self.root {
+            let Node::ElemMatch(m) = node else {
+                continue;
+            };
+            out.remove(k);
+            if let Some(Bson::Array(arr)) = doc.get(k) {
+                if let (true, Some(i)) = m.matches_with_key(doc)? {
+                    if let Some(e) = arr.get(i) {
+                        out.insert(k.clone(), Bson::Array(vec![e.clone()]));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn parse_level(
+    ctx: &mut ParseCtx,
+    spec: &Document,
+    prefix: Option<&str>,
+    nodes: &mut Nodes,
+) -> QResult<()> {
+    for (k, v) in spec {
+        let full = match prefix {
+            Some(p) => format!("{p}.{k}"),
+            None => k.clone(),
+        };
+        let parts: Vec<&str> = k.split('.').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(QueryError::located(
+                15998,
+                format!("FieldPath field names may not be empty strings: '{full}'"),
+            ));
+        }
+        let positional = positional_prefix(k);
+        match v {
+            Bson::Document(_) if positional.is_some() => {
+                return Err(QueryError::located(
+                    31271,
+                    "positional projection cannot be used with an expression or sub object",
+                ))
+            }
+            Bson::Document(sub) if sub.is_empty() => {
+                return Err(QueryError::located(
+                    51270,
+                    format!(
+                        "An empty sub-projection is not a valid value. Found empty object at \
+                         path {full}"
+                    ),
+                ))
+            }
+            Bson::Document(sub) if sub.len() == 1 && sub.keys().all(|s| s.starts_with('$')) => {
+                let (op, arg) = sub.iter().next().expect("one field");
+                parse_operator(ctx, &full, &parts, prefix.is_none(), op, arg, nodes)?;
+            }
+            Bson::Document(sub) => {
+                let dir = child_dir(nodes, &parts, &full)?;
+                parse_level(ctx, sub, Some(&full), dir)?;
+            }
+            _ if !is_bool_or_number(v) => {
+                if positional.is_some() {
+                    return Err(QueryError::located(
+                        31308,
+                        "positional projection cannot be used with a literal",
+                    ));
+                }
+                if ctx.inclusion == Some(false) {
+                    return Err(QueryError::located(
+                        31310,
+                        format!("Cannot use an expression {k}: {v} in an exclusion projection"),
+                    ));
+                }
+                return Err(QueryError::not_implemented(format!(
+                    "projection of literal values is not supported yet ({full}: {v})"
+                )));
+            }
+            _ if true_value(v) => {
+                let top_id = prefix.is_none() && k == "_id";
+                match positional {
+                    Some(before) => {
+                        if ctx.positional.is_some() {
+                            return Err(QueryError::located(
+                                31276,
+                                "Cannot specify more than one positional projection per query.",
+                            ));
+                        }
+                        if ctx.has_elem_match {
+                            return Err(QueryError::located(
+                                31256,
+                                "Cannot specify positional operator and $elemMatch.",
+                            ));
+                        }
+                        if prefix.is_some() || before.is_empty() {
+                            return Err(QueryError::not_implemented(format!(
+                                "positional projection '{full}' is only supported on a \
+                                 top-level path"
+                            )));
+                        }
+                        let mut pparts = before.split('.');
+                        let first = pparts.next().unwrap_or_default();
+                        let rest = pparts.map(str::to_string).collect();
+                        add_node(nodes, &[first], Node::Positional(rest), &full)?;
+                        ctx.positional = Some(first.to_string());
+                    }
+                    None => {
+                        add_node(nodes, &parts, Node::Include, &full)?;
+                        ctx.id_included |= top_id;
+                    }
+                }
+                if !top_id {
+                    if ctx.inclusion == Some(false) {
+                        return Err(QueryError::located(
+                            31253,
+                            format!("Cannot do inclusion on field {full} in exclusion projection"),
+                        ));
+                    }
+                    ctx.inclusion = Some(true);
+                }
+            }
+            _ => {
+                if positional.is_some() {
+                    return Err(QueryError::located(
+                        16410,
+                        format!("FieldPath field names may not start with '$': {full}"),
+                    ));
+                }
+                add_node(nodes, &parts, Node::Exclude, &full)?;
+                if prefix.is_none() && k == "_id" {
+                    ctx.id_excluded = true;
+                } else {
+                    if ctx.inclusion == Some(true) {
+                        return Err(QueryError::located(
+                            31254,
+                            format!("Cannot do exclusion on field {full} in inclusion projection"),
+                        ));
+                    }
+                    ctx.inclusion = Some(false);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_operator(
+    ctx: &mut ParseCtx,
+    full: &str,
+    parts: &[&str],
+    at_root: bool,
+    op: &str,
+    arg: &Bson,
+    nodes: &mut Nodes,
+) -> QResult<()> {
+    match op {
+        "$slice" => {
+            let node = match arg {
+                _ if as_num(arg).is_some() => Node::Slice {
+                    skip: None,
+                    limit: number_int(arg),
+                },
+                Bson::Array(a) => {
+                    if a.len() != 2 {
+                        return Err(QueryError::located(
+                            31272,
+                            "$slice array argument should be of form [skip, limit]",
+                        ));
+                    }
+                    if as_num(&a[0]).is_none() {
+                        return Err(QueryError::located(
+                            31257,
+                            "$slice expects the skip argument to be a number",
+                        ));
+                    }
+                    if as_num(&a[1]).is_none() {
+                        return Err(QueryError::located(
+                            31258,
+                            "$slice expects the limit argument to be a number",
+                        ));
+                    }
+                    let limit = number_int(&a[1]);
+                    if limit <= 0 {
+                        return Err(QueryError::located(
+                            31259,
+                            format!("$slice limit must be positive, got {limit}"),
+                        ));
+                    }
+                    Node::Slice {
+                        skip: Some(number_int(&a[0])),
+                        limit,
+                    }
+                }
+                _ => {
+                    return Err(QueryError::located(
+                        31273,
+                        "$slice only supports numbers and [skip, limit] arrays",
+                    ))
+                }
+            };
+            add_node(nodes, parts, node, full)?;
+            ctx.has_slice = true;
+        }
+        "$elemMatch" => {
+            let Bson::Document(_) = arg else {
+                return Err(QueryError::located(
+                    31274,
+                    "elemMatch: Invalid argument, object required",
+                ));
+            };
+            if ctx.positional.is_some() {
+                return Err(QueryError::located(
+                    31255,
+                    "Cannot specify positional operator and $elemMatch.",
+                ));
+            }
+            if parts.len() != 1 || !at_root {
+                return Err(QueryError::located(
+                    31275,
+                    "Cannot use $elemMatch projection on a nested field.",
+                ));
+            }
+            let mut filter = Document::new();
+            let mut inner = Document::new();
+            inner.insert("$elemMatch", arg.clone());
+            filter.insert(parts[0], inner);
+            let m = Matcher::new(&filter)?;
+            add_node(nodes, parts, Node::ElemMatch(Box::new(m)), full)?;
+            ctx.has_elem_match = true;
+        }
+        _ => {
+            return Err(QueryError::not_implemented(format!(
+                "projection expression {op} is not supported yet ({full})"
+            )))
+        }
+    }
+    Ok(())
+}
+
+struct ApplyCtx<'a> {
+    doc: &'a Document,
+    matcher: Option<&'a Matcher>,
+    positional: Option<&'a str>,
+    key: Option<usize>,
+}
+
+impl ApplyCtx<'_> {
+    /// The array index the query matched (computed once per document).
+    fn key(&mut self) -> QResult<usize> {
+        if let Some(k) = self.key {
+            return Ok(k);
+        }
+        let field = self.positional.unwrap_or_default();
+        let m = self.matcher.ok_or_else(|| {
+            QueryError::located(
+                51050,
+                "Projections with a positional operator require a matcher",
+            )
+        })?;
+        if !mentions_field(m.expr(), field) {
+            return Err(QueryError::located(
+                31277,
+                format!("Positional projection '{field}.$' does not match the query document."),
+            ));
+        }
+        match m.matches_with_key(self.doc)? {
+            (true, Some(k)) => {
+                self.key = Some(k);
+                Ok(k)
+            }
+            _ => Err(QueryError::located(
+                51246,
+                "positional operator '.$' couldn't find a matching element in the array",
+            )),
+        }
+    }
+}
+
+/// Whether some path predicate in `e` starts with the top-level `field`.
+fn mentions_field(e: &MatchExpr, field: &str) -> bool {
+    match e {
+        MatchExpr::And(kids) | MatchExpr::Or(kids) | MatchExpr::Nor(kids) => {
+            kids.iter().any(|k| mentions_field(k, field))
+        }
+        MatchExpr::Not(k) => mentions_field(k, field),
+        MatchExpr::Leaf { path, .. } => path.parts().first().is_some_and(|p| p == field),
+        _ => false,
+    }
+}
+
+fn include_doc(nodes: &[(String, Node)], doc: &Document, ctx: &mut ApplyCtx) -> QResult<Document> {
+    let mut out = Document::new();
+    for (k, v) in doc {
+        let Some(node) = find(nodes, k) else {
+            continue;
+        };
+        let projected = match node {
+            Node::Include => Some(v.clone()),
+            Node::Exclude | Node::ElemMatch(_) => None,
+            Node::Slice { skip, limit } => Some(slice(v, *skip, *limit)),
+            Node::Children(kids) => include_value(kids, v, ctx)?,
+            Node::Positional(rest) => positional(v, rest, ctx)?,
+        };
+        if let Some(p) = projected {
+            out.insert(k.clone(), p);
+        }
+    }
+    Ok(out)
+}
+
+/// A value under an interior inclusion node: documents are projected, arrays keep their
+/// projected documents and nested arrays, scalars disappear.
+fn include_value(nodes: &[(String, Node)], v: &Bson, ctx: &mut ApplyCtx) -> QResult<Option<Bson>> {
+    Ok(match v {
+        Bson::Document(d) => Some(Bson::Document(include_doc(nodes, d, ctx)?)),
+        Bson::Array(a) => {
+            let mut out = Vec::with_capacity(a.len());
+            for e in a {
+                if let Some(p) = include_value(nodes, e, ctx)? {
+                    out.push(p);
+                }
+            }
+            Some(Bson::Array(out))
+        }
+        _ => None,
+    })
+}
+
+fn exclude_doc(nodes: &[(String, Node)], doc: &Document) -> Document {
+    let mut out = Document::new();
+    for (k, v) in doc {
+        let projected = match find(nodes, k) {
+            None | Some(Node::Include) | Some(Node::Positional(_)) => Some(v.clone()),
+            Some(Node::Exclude) | Some(Node::ElemMatch(_)) => None,
+            Some(Node::Slice { skip, limit }) => Some(slice(v, *skip, *limit)),
+            Some(Node::Children(kids)) => Some(exclude_value(kids, v)),
+        };
+        if let Some(p) = projected {
+            out.insert(k.clone(), p);
+        }
+    }
+    out
+}
+
+fn exclude_value(nodes: &[(String, Node)], v: &Bson) -> Bson {
+    match v {
+        Bson::Document(d) => Bson::Document(exclude_doc(nodes, d)),
+        Bson::Array(a) => Bson::Array(a.iter().map(|e| exclude_value(nodes, e)).collect()),
+        _ => v.clone(),
+    }
+}
+
+/// `$slice`: `n` first elements, `-n` last ones, or `[skip, limit]` (negative skip counts from
+/// the end). Non-arrays pass through.
+fn slice(v: &Bson, skip: Option<i64>, limit: i64) -> Bson {
+    let Bson::Array(a) = v else {
+        return v.clone();
+    };
+    let len = a.len() as i64;
+    let (start, n) = match skip {
+        None if limit >= 0 => (0, limit),
+        None => ((len + limit).max(0), len),
+        Some(s) if s < 0 => ((len + s).max(0), limit),
+        Some(s) => (s.min(len), limit),
+    };
+    let end = start.saturating_add(n).min(len);
+    Bson::Array(a[start as usize..end as usize].to_vec())
+}
+
+/// `field.rest.$`: the first array met along the path keeps only the matched element (with
+/// the remaining path projected inside it).
+fn positional(v: &Bson, rest: &[String], ctx: &mut ApplyCtx) -> QResult<Option<Bson>> {
+    match v {
+        Bson::Array(a) => {
+            let i = ctx.key()?;
+            let e = a.get(i).ok_or_else(|| {
+                QueryError::located(51247, "positional operator '.$' element mismatch")
+            })?;
+            let kept = if rest.is_empty() {
+                Some(e.clone())
+            } else {
+                let mut node = Node::Include;
+                for p in rest[1..].iter().rev() {
+                    node = Node::Children(vec![(p.clone(), node)]);
+                }
+                include_value(&[(rest[0].clone(), node)], e, ctx)?
+            };
+            Ok(Some(Bson::Array(kept.into_iter().collect())))
+        }
+        _ if rest.is_empty() => Ok(Some(v.clone())),
+        Bson::Document(d) => {
+            let mut out = Document::new();
+            if let Some(child) = d.get(&rest[0]) {
+                if let Some(p) = positional(child, &rest[1..], ctx)? {
+                    out.insert(rest[0].clone(), p);
+                }
+            }
+            Ok(Some(Bson::Document(out)))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn p(spec: Document) -> Projection {
+        Projection::new(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"))
+    }
+
+    fn apply(spec: Document, d: Document) -> Document {
+        p(spec).apply(&d, None).unwrap()
+    }
+
+    fn apply_q(spec: Document, filter: Document, d: Document) -> QResult<Document> {
+        let m = Matcher::new(&filter).unwrap();
+        p(spec).apply(&d, Some(&m))
+    }
+
+    fn err(spec: Document) -> QueryError {
+        Projection::new(&spec).expect_err("should fail")
+    }
+
+    #[test]
+    fn inclusion() {
+        let d = doc! {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": 4};
+        assert_eq!(apply(doc! {"a": 1}, d.clone()), doc! {"_id": 1, "a": 1});
+        assert_eq!(
+            apply(doc! {"e": true, "a": 1}, d.clone()),
+            doc! {"_id": 1, "a": 1, "e": 4}
+        );
+        assert_eq!(apply(doc! {"a": 1, "_id": 0}, d.clone()), doc! {"a": 1});
+        assert_eq!(
+            apply(doc! {"b.c": 1}, d.clone()),
+            doc! {"_id": 1, "b": {"c": 2}}
+        );
+        assert_eq!(
+            apply(doc! {"b": {"d": 1}}, d.clone()),
+            doc! {"_id": 1, "b": {"d": 3}}
+        );
+        assert_eq!(apply(doc! {"_id": 1}, d.clone()), doc! {"_id": 1});
+        assert_eq!(apply(doc! {"zz": 1}, d.clone()), doc! {"_id": 1});
+        assert_eq!(apply(doc! {"a.x": 1}, d.clone()), doc! {"_id": 1});
+        assert_eq!(apply(doc! {"b.x": 1}, d), doc! {"_id": 1, "b": {}});
+    }
+
+    #[test]
+    fn inclusion_through_arrays() {
+        let d = doc! {"a": [{"b": 1, "c": 2}, 5, {"c": 3}, [{"b": 4, "c": 5}]]};
+        assert_eq!(
+            apply(doc! {"a.b": 1, "_id": 0}, d),
+            doc! {"a": [{"b": 1}, {}, [{"b": 4}]]}
+        );
+    }
+
+    #[test]
+    fn exclusion() {
+        let d = doc! {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, 7]};
+        assert_eq!(
+            apply(doc! {"a": 0}, d.clone()),
+            doc! {"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, 7]}
+        );
+        assert_eq!(
+            apply(doc! {"_id": 0, "b.c": 0, "e.f": false}, d.clone()),
+            doc! {"a": 1, "b": {"d": 3}, "e": [{"g": 2}, 7]}
+        );
+        assert_eq!(
+            apply(doc! {"_id": 1, "a": 0}, d.clone()),
+            doc! {"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, 7]}
+        );
+        assert_eq!(apply(doc! {}, d.clone()), d);
+        assert!(!p(doc! {"_id": 0}).is_inclusion());
+    }
+
+    #[test]
+    fn mixing_is_an_error() {
+        let e = err(doc! {"a": 1, "b": 0});
+        assert_eq!(e.code, 31254);
+        assert!(e
+            .msg
+            .contains("Cannot do exclusion on field b in inclusion projection"));
+        let e = err(doc! {"a": 0, "b": 1});
+        assert_eq!(e.code, 31253);
+        assert!(e
+            .msg
+            .contains("Cannot do inclusion on field b in exclusion projection"));
+        assert_eq!(err(doc! {"a": 0, "b": {"c": 1}}).code, 31253);
+        assert!(Projection::new(&doc! {"a": 1, "_id": 0}).is_ok());
+        assert!(Projection::new(&doc! {"a": 0, "_id": 1}).is_ok());
+    }
+
+    #[test]
+    fn spec_errors() {
+        assert_eq!(err(doc! {"a": 1, "a.b": 1}).code, 31249);
+        assert_eq!(err(doc! {"a.b": 1, "a": 1}).code, 31250);
+        assert_eq!(err(doc! {"a": {}}).code, 51270);
+        assert_eq!(err(doc! {"a": "x"}).code, 238);
+        assert_eq!(err(doc! {"a": 0, "b": "x"}).code, 31310);
+        assert_eq!(err(doc! {"a": {"$add": [1, 2]}}).code, 238);
+        assert_eq!(err(doc! {"a.$": 1, "b.$": 1}).code, 31276);
+        assert_eq!(err(doc! {"a.$": {"x": 1}}).code, 31271);
+        assert_eq!(err(doc! {"a": {"$slice": "x"}}).code, 31273);
+        assert_eq!(err(doc! {"a": {"$slice": [1]}}).code, 31272);
+        assert_eq!(err(doc! {"a": {"$slice": [1, 0]}}).code, 31259);
+        assert_eq!(err(doc! {"a": {"$slice": ["x", 1]}}).code, 31257);
+        assert_eq!(err(doc! {"a": {"$elemMatch": 1}}).code, 31274);
+        assert_eq!(err(doc! {"a.b": {"$elemMatch": {"x": 1}}}).code, 31275);
+        assert_eq!(err(doc! {"a": {"b": {"$elemMatch": {"x": 1}}}}).code, 31275);
+        assert_eq!(
+            err(doc! {"a.$": 1, "b": {"$elemMatch": {"x": 1}}}).code,
+            31255
+        );
+        assert_eq!(
+            err(doc! {"b": {"$elemMatch": {"x": 1}}, "a.$": 1}).code,
+            31256
+        );
+        assert_eq!(err(doc! {"a": {"$elemMatch": {"$foo": 1}}}).code, 2);
+        assert_eq!(err(doc! {"a..b": 1}).code, 15998);
+    }
+
+    #[test]
+    fn slice() {
+        let d = doc! {"_id": 1, "a": [1, 2, 3, 4, 5], "b": "x", "c": {"d": [1, 2, 3]}};
+        assert_eq!(
+            apply(doc! {"a": {"$slice": 2}}, d.clone()),
+            doc! {"_id": 1, "a": [1, 2], "b": "x", "c": {"d": [1, 2, 3]}}
+        );
+        let a = |spec: Bson| apply(doc! {"_id": 0, "a": {"$slice": spec}, "b": 1}, d.clone());
+        assert_eq!(a(Bson::Int32(-2)), doc! {"a": [4, 5], "b": "x"});
+        assert_eq!(a(Bson::Int32(0)), doc! {"a": [], "b": "x"});
+        assert_eq!(a(Bson::Int32(10)), doc! {"a": [1, 2, 3, 4, 5], "b": "x"});
+        assert_eq!(a(Bson::Int32(-10)), doc! {"a": [1, 2, 3, 4, 5], "b": "x"});
+        assert_eq!(a(bson::bson!([1, 2])), doc! {"a": [2, 3], "b": "x"});
+        assert_eq!(a(bson::bson!([-2, 5])), doc! {"a": [4, 5], "b": "x"});
+        assert_eq!(a(bson::bson!([-9, 2])), doc! {"a": [1, 2], "b": "x"});
+        assert_eq!(a(bson::bson!([7, 2])), doc! {"a": [], "b": "x"});
+        // Non-arrays pass through.
+        assert_eq!(
+            apply(doc! {"b": {"$slice": 1}, "_id": 0, "a": 0}, d.clone()),
+            doc! {"b": "x", "c": {"d": [1, 2, 3]}}
+        );
+        // Through a sub-document, in an inclusion projection with _id: 1.
+        assert_eq!(
+            apply(doc! {"_id": 1, "c.d": {"$slice": -1}}, d.clone()),
+            doc! {"_id": 1, "c": {"d": [3]}}
+        );
+        assert!(!p(doc! {"a": {"$slice": 1}}).is_inclusion());
+        // Through arrays of documents.
+        let d2 = doc! {"a": [{"b": [1, 2, 3]}, {"b": [4]}]};
+        assert_eq!(
+            apply(doc! {"a.b": {"$slice": 1}}, d2),
+            doc! {"a": [{"b": [1]}, {"b": [4]}]}
+        );
+    }
+
+    #[test]
+    fn elem_match_projection() {
+        let d = doc! {
+            "_id": 1,
+            "games": [{"game": "abc", "score": 8}, {"game": "xyz", "score": 5}],
+            "joined": 2020,
+            "lastLogin": 2021,
+        };
+        let spec =
+            doc! {"games": {"$elemMatch": {"score": {"$gt": 5}}}, "joined": 1, "lastLogin": 1};
+        assert!(p(spec.clone()).is_inclusion());
+        // 4.4+: the $elemMatch field comes after the other included fields.
+        assert_eq!(
+            apply(spec, d.clone()),
+            doc! {"_id": 1, "joined": 2020, "lastLogin": 2021, "games": [{"game": "abc", "score": 8}]}
+        );
+        assert_eq!(
+            apply(
+                doc! {"games": {"$elemMatch": {"score": {"$lt": 6}}}},
+                d.clone()
+            ),
+            doc! {"_id": 1, "games": [{"game": "xyz", "score": 5}]}
+        );
+        // No match: the field is left out.
+        assert_eq!(
+            apply(doc! {"games": {"$elemMatch": {"score": 100}}}, d.clone()),
+            doc! {"_id": 1}
+        );
+        assert_eq!(
+            apply(doc! {"joined": {"$elemMatch": {"x": 1}}}, d.clone()),
+            doc! {"_id": 1}
+        );
+        // With a $slice the projection is an exclusion one.
+        assert_eq!(
+            apply(
+                doc! {"games": {"$elemMatch": {"score": 5}}, "x": {"$slice": 1}},
+                d.clone()
+            ),
+            doc! {"_id": 1, "joined": 2020, "lastLogin": 2021, "games": [{"game": "xyz", "score": 5}]}
+        );
+        let nums = doc! {"_id": 2, "a": [1, 5, 9]};
+        assert_eq!(
+            apply(doc! {"a": {"$elemMatch": {"$gt": 4}}}, nums),
+            doc! {"_id": 2, "a": [5]}
+        );
+    }
+
+    #[test]
+    fn positional() {
+        let d = doc! {"_id": 1, "grades": [80, 85, 90], "other": 1};
+        assert_eq!(
+            apply_q(
+                doc! {"grades.$": 1},
+                doc! {"grades": {"$gte": 85}},
+                d.clone()
+            )
+            .unwrap(),
+            doc! {"_id": 1, "grades": [85]}
+        );
+        assert!(p(doc! {"grades.$": 1}).has_positional());
+        let d2 = doc! {"_id": 1, "s": [{"n": "a", "v": 1}, {"n": "b", "v": 2}]};
+        assert_eq!(
+            apply_q(doc! {"s.$": 1, "_id": 0}, doc! {"s.n": "b"}, d2.clone()).unwrap(),
+            doc! {"s": [{"n": "b", "v": 2}]}
+        );
+        assert_eq!(
+            apply_q(doc! {"s.v.$": 1}, doc! {"s.v": 2}, d2.clone()).unwrap(),
+            doc! {"_id": 1, "s": [{"v": 2}]}
+        );
+        assert_eq!(
+            apply_q(
+                doc! {"s.$": 1},
+                doc! {"s": {"$elemMatch": {"n": "b", "v": {"$gt": 1}}}},
+                d2.clone()
+            )
+            .unwrap(),
+            doc! {"_id": 1, "s": [{"n": "b", "v": 2}]}
+        );
+        // A nested array reached through a sub-document.
+        let d3 = doc! {"a": {"b": [1, 2, 3]}};
+        assert_eq!(
+            apply_q(doc! {"a.b.$": 1, "_id": 0}, doc! {"a.b": 3}, d3).unwrap(),
+            doc! {"a": {"b": [3]}}
+        );
+        // Errors: no matcher, query not on the field, no element matched.
+        let pr = p(doc! {"grades.$": 1});
+        assert_eq!(pr.apply(&d, None).unwrap_err().code, 51050);
+        assert_eq!(
+            apply_q(doc! {"grades.$": 1}, doc! {"other": 1}, d.clone())
+                .unwrap_err()
+                .code,
+            31277
+        );
+        assert_eq!(
+            apply_q(doc! {"grades.$": 1}, doc! {"grades": 1000}, d.clone())
+                .unwrap_err()
+                .code,
+            51246
+        );
+        // Mixed with other inclusions, in document order.
+        assert_eq!(
+            apply_q(doc! {"other": 1, "grades.$": 1}, doc! {"grades": 90}, d).unwrap(),
+            doc! {"_id": 1, "grades": [90], "other": 1}
+        );
+    }
+}
