@@ -3,5 +3,6 @@
 //! nothing of storage, the network or the wire format.
 
 pub mod error;
+pub mod update;
 
 pub use error::{QResult, QueryError};
