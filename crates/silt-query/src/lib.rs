@@ -5,5 +5,6 @@
 pub mod error;
 pub mod matcher;
 pub mod projection;
+pub mod update;
 
 pub use error::{QResult, QueryError};
