@@ -67,7 +67,7 @@ def test_databases_and_stats(client, db):
 def test_collections(db):
     db.create_collection("a")
     with pytest.raises(OperationFailure) as e:
-        db.create_collection("a")
+        db.command("create", "a")
     assert e.value.code == 48
     with pytest.raises(OperationFailure) as e:
         db.command("create", "b", capped=True, size=1000)

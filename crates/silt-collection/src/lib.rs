@@ -74,7 +74,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.env.dir()).finish()
+        f.debug_struct("Store")
+            .field("dir", &self.env.dir())
+            .finish()
     }
 }
 
@@ -411,7 +413,6 @@ pub fn sum_stats<'a>(colls: impl Iterator<Item = &'a Arc<Collection>>) -> CollSt
     t
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,7 +450,14 @@ mod tests {
         let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
         assert!(s.get("db.a").is_none() && s.get("db.b").is_none());
         let c = s.get("db.c").unwrap();
-        assert_eq!(c.get(&Bson::Int32(2)).unwrap().unwrap().get_str("x").unwrap(), "two");
+        assert_eq!(
+            c.get(&Bson::Int32(2))
+                .unwrap()
+                .unwrap()
+                .get_str("x")
+                .unwrap(),
+            "two"
+        );
         let mut cur = c.scan(Bound::Unbounded, Bound::Unbounded);
         let mut n = 0;
         while cur.next_doc().unwrap().is_some() {

@@ -72,7 +72,10 @@ impl Flags {
             let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
                 return Err(format!("line {}: expected `name = value`", n + 1));
             };
-            let (k, v) = (k.trim().replace('_', "-"), v.trim().trim_matches('"').to_string());
+            let (k, v) = (
+                k.trim().replace('_', "-"),
+                v.trim().trim_matches('"').to_string(),
+            );
             let num = |v: &str| {
                 v.parse::<u64>()
                     .map_err(|_| format!("line {}: {k} must be a number", n + 1))

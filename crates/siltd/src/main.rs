@@ -93,7 +93,8 @@ fn run(cfg: config::Config) -> Result<(), String> {
     rt.block_on(async move { server::serve(s2, &addr).await })?;
     rt.shutdown_timeout(Duration::from_secs(5));
     tracing::info!("shutting down: checkpoint and close");
-    let server = Arc::try_unwrap(server).map_err(|_| "connections still hold the server".to_string());
+    let server =
+        Arc::try_unwrap(server).map_err(|_| "connections still hold the server".to_string());
     match server {
         Ok(s) => s
             .store

@@ -70,12 +70,8 @@ async fn connection(s: Arc<Server>, mut stream: TcpStream, peer: String) {
     let id = s.conns_total.fetch_add(1, Ordering::Relaxed) + 1;
     s.conns_current.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
-    let local = stream
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
     tracing::info!(conn = id, remote = %peer, "connection accepted");
-    let info = ConnInfo { id, peer, local };
+    let info = ConnInfo { id, peer };
     let why = match serve_connection(&s, &mut stream, &info).await {
         Ok(()) => "client closed".to_string(),
         Err(e) => e,
@@ -177,7 +173,11 @@ async fn serve_connection(
                     .map_err(|e| e.to_string())?
             }
             Request::Legacy { op_code } => {
-                tracing::warn!(conn = info.id, op_code, "unsupported legacy opcode; closing");
+                tracing::warn!(
+                    conn = info.id,
+                    op_code,
+                    "unsupported legacy opcode; closing"
+                );
                 return Err(format!("unsupported legacy opcode {op_code}"));
             }
         };
@@ -204,7 +204,11 @@ async fn run_blocking(s: &Arc<Server>, cmd: Document, info: &ConnInfo) -> Docume
         Ok(d) => d,
         Err(e) => {
             tracing::error!(error = %e, "command panicked");
-            error_doc(1, "InternalError", "internal error while running the command")
+            error_doc(
+                1,
+                "InternalError",
+                "internal error while running the command",
+            )
         }
     }
 }

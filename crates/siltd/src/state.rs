@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
@@ -22,7 +22,6 @@ pub type CmdResult = Result<Document, QueryError>;
 pub struct ConnInfo {
     pub id: u64,
     pub peer: String,
-    pub local: String,
 }
 
 /// Operation counters for `serverStatus.opcounters`.
@@ -42,7 +41,6 @@ pub struct Server {
     pub store: Store,
     pub cursors: Cursors,
     pub started: Instant,
-    pub started_at: SystemTime,
     pub conns_current: AtomicU64,
     pub conns_total: AtomicU64,
     pub ops: OpCounters,
@@ -58,7 +56,6 @@ impl Server {
             store,
             cursors,
             started: Instant::now(),
-            started_at: SystemTime::now(),
             conns_current: AtomicU64::new(0),
             conns_total: AtomicU64::new(0),
             ops: OpCounters::default(),
@@ -136,10 +133,7 @@ pub fn coll_err(e: CollError) -> QueryError {
 
 /// Database names MongoDB accepts.
 pub fn check_db_name(db: &str) -> Result<(), QueryError> {
-    if db.is_empty()
-        || db.len() > 63
-        || db.contains(['/', '\\', '.', ' ', '"', '$', '\0'])
-    {
+    if db.is_empty() || db.len() > 63 || db.contains(['/', '\\', '.', ' ', '"', '$', '\0']) {
         return Err(QueryError::invalid_namespace(format!(
             "Invalid database name: '{db}'"
         )));

@@ -230,9 +230,7 @@ pub fn get_log(s: &Server, cmd: &Document) -> CmdResult {
         Some(Bson::String(n)) if n == "startupWarnings" => {
             Ok(doc! { "totalLinesWritten": 0, "log": [] })
         }
-        Some(Bson::String(n)) => Err(QueryError::bad_value(format!(
-            "No log named '{n}'"
-        ))),
+        Some(Bson::String(n)) => Err(QueryError::bad_value(format!("No log named '{n}'"))),
         _ => Err(QueryError::type_mismatch(
             "Argument to getLog must be of type String",
         )),
@@ -242,7 +240,10 @@ pub fn get_log(s: &Server, cmd: &Document) -> CmdResult {
 pub fn list_commands() -> CmdResult {
     let mut cmds = Document::new();
     for c in super::COMMANDS {
-        cmds.insert(*c, doc! { "help": "", "requiresAuth": false, "adminOnly": false });
+        cmds.insert(
+            *c,
+            doc! { "help": "", "requiresAuth": false, "adminOnly": false },
+        );
     }
     Ok(doc! { "commands": cmds })
 }

@@ -98,17 +98,15 @@ pub fn rename(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         ));
     }
     let drop_target = bool_arg(cmd, "dropTarget")?.unwrap_or(false);
-    s.store
-        .rename(from, to, drop_target)
-        .map_err(|e| match e {
-            silt_collection::CollError::NamespaceNotFound(_) => {
-                QueryError::namespace_not_found("Source collection does not exist")
-            }
-            silt_collection::CollError::NamespaceExists(_) => {
-                QueryError::namespace_exists("target namespace exists")
-            }
-            other => coll_err(other),
-        })?;
+    s.store.rename(from, to, drop_target).map_err(|e| match e {
+        silt_collection::CollError::NamespaceNotFound(_) => {
+            QueryError::namespace_not_found("Source collection does not exist")
+        }
+        silt_collection::CollError::NamespaceExists(_) => {
+            QueryError::namespace_exists("target namespace exists")
+        }
+        other => coll_err(other),
+    })?;
     Ok(Document::new())
 }
 
@@ -168,7 +166,9 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let created = s.store.get(&ns).is_none();
     for spec in specs {
         let Bson::Document(spec) = spec else {
-            return Err(QueryError::type_mismatch("each index spec must be a document"));
+            return Err(QueryError::type_mismatch(
+                "each index spec must be a document",
+            ));
         };
         let key = spec
             .get_document("key")
@@ -209,9 +209,9 @@ pub fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     match cmd.get("index") {
         Some(Bson::String(n)) if n == "*" => Ok(doc! { "nIndexesWas": 1 }),
-        Some(Bson::String(n)) if n == "_id_" => Err(QueryError::invalid_options(
-            "cannot drop _id index",
-        )),
+        Some(Bson::String(n)) if n == "_id_" => {
+            Err(QueryError::invalid_options("cannot drop _id index"))
+        }
         Some(Bson::String(n)) => Err(QueryError::index_not_found(format!(
             "index not found with name [{n}]"
         ))),
@@ -231,7 +231,7 @@ pub fn db_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let scale = scale_arg(cmd)?;
     let colls = s.store.list_collections(db);
     let t = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
-    let avg = if t.count > 0 { t.size / t.count } else { 0 };
+    let avg = t.size.checked_div(t.count).unwrap_or(0);
     Ok(doc! {
         "db": db,
         "collections": colls.len() as i64,
@@ -254,7 +254,7 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         .get(ns)
         .ok_or_else(|| QueryError::namespace_not_found(format!("Collection [{ns}] not found.")))?;
     let st = c.stats();
-    let avg = if st.count > 0 { st.size / st.count } else { 0 };
+    let avg = st.size.checked_div(st.count).unwrap_or(0);
     Ok(doc! {
         "ns": ns,
         "size": st.size as i64 / scale,

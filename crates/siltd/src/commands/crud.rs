@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, oid::ObjectId, Bson, Document};
 use silt_bson::compare::values_equal;
-use silt_collection::{id_key, CollError, Collection};
+use silt_collection::{CollError, Collection};
 use silt_query::matcher::Matcher;
 use silt_query::projection::Projection;
 use silt_query::update::{UpdateCtx, UpdateSpec};
@@ -84,9 +84,7 @@ pub fn prepare_insert(mut d: Document) -> QResult<Document> {
             nd.extend(d);
             d = nd;
         }
-        Some(Bson::Array(_)) => {
-            return Err(QueryError::bad_value("can't use an array for _id"))
-        }
+        Some(Bson::Array(_)) => return Err(QueryError::bad_value("can't use an array for _id")),
         Some(Bson::RegularExpression(_)) => {
             return Err(QueryError::bad_value("can't use a regex for _id"))
         }
@@ -146,7 +144,9 @@ impl WriteFail {
 
 fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
     coll.insert(d).map_err(|e| match e {
-        CollError::DuplicateKey { .. } => WriteFail::Dup(d.get("_id").cloned().unwrap_or(Bson::Null)),
+        CollError::DuplicateKey { .. } => {
+            WriteFail::Dup(d.get("_id").cloned().unwrap_or(Bson::Null))
+        }
         other => WriteFail::Other(coll_err(other)),
     })
 }
@@ -231,9 +231,7 @@ fn check_hint(cmd: &Document) -> QResult<()> {
         None | Some(Bson::Null) => true,
         Some(Bson::String(n)) => n == "_id_" || n.is_empty(),
         Some(Bson::Document(k)) => {
-            k.is_empty()
-                || k.contains_key("$natural")
-                || (k.len() == 1 && k.contains_key("_id"))
+            k.is_empty() || k.contains_key("$natural") || (k.len() == 1 && k.contains_key("_id"))
         }
         Some(_) => false,
     };
@@ -259,7 +257,7 @@ fn non_negative(cmd: &Document, name: &str) -> QResult<Option<u64>> {
 
 fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
     let filter = doc_arg(cmd, filter_field)?.cloned().unwrap_or_default();
-    let matcher = Arc::new(Matcher::new(&filter)?);
+    let matcher = Arc::new(new_matcher(&filter)?);
     let sort = match doc_arg(cmd, "sort")? {
         Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),
         _ => None,
@@ -337,9 +335,9 @@ pub fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ))
         }
     };
-    let coll = cmd
-        .get_str("collection")
-        .map_err(|_| QueryError::type_mismatch("BSON field 'getMore.collection' must be a string"))?;
+    let coll = cmd.get_str("collection").map_err(|_| {
+        QueryError::type_mismatch("BSON field 'getMore.collection' must be a string")
+    })?;
     s.ops.getmore.fetch_add(1, AtomicOrdering::Relaxed);
     let ns = format!("{db}.{coll}");
     let (docs, id) = s.cursors.get_more(id, &ns, batch_size_arg(cmd)?)?;
@@ -348,9 +346,9 @@ pub fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let _ = coll_arg(db, cmd, "killCursors")?;
-    let ids = cmd
-        .get_array("cursors")
-        .map_err(|_| QueryError::type_mismatch("BSON field 'killCursors.cursors' must be an array"))?;
+    let ids = cmd.get_array("cursors").map_err(|_| {
+        QueryError::type_mismatch("BSON field 'killCursors.cursors' must be an array")
+    })?;
     let (mut killed, mut missing) = (Vec::new(), Vec::new());
     for v in ids {
         let id = match v {
@@ -374,42 +372,14 @@ pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 // ---- updates ----
 
-/// The index of the first element of array `field` that satisfies the filter's predicates on
-/// that field (for the positional `$` operator).
-fn positional_index(filter: &Document, doc: &Document, field: &str) -> QResult<Option<usize>> {
-    let Some(Bson::Array(arr)) = silt_bson::path::get_path(doc, field) else {
-        return Ok(None);
-    };
-    let prefix = format!("{field}.");
-    let mut conds = Vec::new();
-    for (k, v) in filter {
-        if k == field {
-            conds.push(Matcher::new(&doc! { "x": v.clone() })?);
-        } else if let Some(rest) = k.strip_prefix(&prefix) {
-            conds.push(Matcher::new(&doc! { format!("x.{rest}"): v.clone() })?);
-        }
-    }
-    if conds.is_empty() {
-        return Ok(None);
-    }
-    for (i, el) in arr.iter().enumerate() {
-        let wrapped = doc! { "x": el.clone() };
-        if conds.iter().all(|m| m.matches(&wrapped)) {
-            return Ok(Some(i));
-        }
-    }
-    Ok(None)
+/// A matcher that can evaluate `$expr`.
+pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
+    Matcher::new(filter)
 }
 
-/// The array field a positional `$` in the update refers to (`a.b.$.c` -> `a.b`).
-fn positional_field(spec: &UpdateSpec) -> Option<String> {
-    spec.touched_paths().into_iter().find_map(|p| {
-        let parts: Vec<&str> = p.split('.').collect();
-        parts
-            .iter()
-            .position(|c| *c == "$")
-            .map(|i| parts[..i].join("."))
-    })
+/// The hook the update operators use for `$pull` conditions and `arrayFilters`.
+fn condition_matches(filter: &Document, doc: &Document) -> QResult<bool> {
+    new_matcher(filter)?.try_matches(doc)
 }
 
 /// The document an upsert starts from: the filter's equality predicates (`_id` among them).
@@ -495,8 +465,7 @@ fn update_docs(
             "multi update is not supported for replacement-style update",
         )));
     }
-    let matcher = Arc::new(Matcher::new(filter)?);
-    let pos_field = positional_field(spec);
+    let matcher = Arc::new(new_matcher(filter)?);
     let mut res = UpdateResult::default();
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
@@ -524,18 +493,18 @@ fn update_docs(
         for key in keys {
             let _g = coll.lock_key(&key);
             // Re-read under the lock: another writer may have changed or removed it.
-            let Some(old) = coll.get_by_key(&key).map_err(|e| WriteFail::Other(coll_err(e)))? else {
+            let Some(old) = coll
+                .get_by_key(&key)
+                .map_err(|e| WriteFail::Other(coll_err(e)))?
+            else {
                 continue;
             };
-            if !matcher.matches(&old) {
+            let (hit, positional) = matcher.matches_with_key(&old)?;
+            if !hit {
                 continue;
             }
             res.matched += 1;
-            let positional = match &pos_field {
-                Some(f) => positional_index(filter, &old, f)?,
-                None => None,
-            };
-            if pos_field.is_some() && positional.is_none() {
+            if spec.uses_positional() && positional.is_none() {
                 return Err(WriteFail::Other(QueryError::bad_value(
                     "The positional operator did not find the match needed from the query.",
                 )));
@@ -543,8 +512,8 @@ fn update_docs(
             let ctx = UpdateCtx {
                 is_insert: false,
                 positional,
-                now,
-                ..UpdateCtx::default()
+                matcher: Some(&condition_matches),
+                ..UpdateCtx::new(now)
             };
             let (new, changed) = spec.apply(&old, &ctx)?;
             if changed {
@@ -566,8 +535,8 @@ fn update_docs(
         let ctx = UpdateCtx {
             is_insert: true,
             positional: None,
-            now,
-            ..UpdateCtx::default()
+            matcher: Some(&condition_matches),
+            ..UpdateCtx::new(now)
         };
         let new = if spec.is_replacement() {
             let (mut d, _) = spec.apply(&seed, &ctx)?;
@@ -579,7 +548,10 @@ fn update_docs(
             spec.apply_to_new(seed, &ctx)?
         };
         let new = prepare_insert(new)?;
-        let coll = s.store.get_or_create(ns).map_err(|e| WriteFail::Other(coll_err(e)))?;
+        let coll = s
+            .store
+            .get_or_create(ns)
+            .map_err(|e| WriteFail::Other(coll_err(e)))?;
         insert_one(&coll, &new)?;
         res.upserted = new.get("_id").cloned();
         res.after = Some(new);
@@ -677,7 +649,7 @@ fn delete_docs(
     let Some(coll) = s.store.get(ns) else {
         return Ok(Vec::new());
     };
-    let matcher = Arc::new(Matcher::new(filter)?);
+    let matcher = Arc::new(new_matcher(filter)?);
     let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
     let mut keys = Vec::new();
     match sort {
@@ -837,7 +809,9 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
     let skip = int_arg(cmd, "skip")?.unwrap_or(0);
     if skip < 0 {
-        return Err(QueryError::bad_value("skip value is negative in count query"));
+        return Err(QueryError::bad_value(
+            "skip value is negative in count query",
+        ));
     }
     let limit = int_arg(cmd, "limit")?.unwrap_or(0).unsigned_abs();
     check_hint(cmd)?;
@@ -847,7 +821,7 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let total = if filter.is_empty() {
         c.count().map_err(coll_err)?
     } else {
-        let matcher = Arc::new(Matcher::new(&filter)?);
+        let matcher = Arc::new(new_matcher(&filter)?);
         let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
         let mut n = 0u64;
         while src.next_match()?.is_some() {
@@ -876,13 +850,19 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
     let mut values: Vec<Bson> = Vec::new();
     if let Some(c) = s.store.get(&ns) {
-        let matcher = Arc::new(Matcher::new(&filter)?);
+        let matcher = Arc::new(new_matcher(&filter)?);
         let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
         while let Some(d) = src.next_doc()? {
             let mut found = Vec::new();
-            distinct_values(&Bson::Document(d), &key.split('.').collect::<Vec<_>>(), &mut found);
+            distinct_values(
+                &Bson::Document(d),
+                &key.split('.').collect::<Vec<_>>(),
+                &mut found,
+            );
             for v in found {
-                if !values.iter().any(|x| values_equal(x, &v) && silt_bson::type_rank(x) == silt_bson::type_rank(&v)) {
+                if !values.iter().any(|x| {
+                    values_equal(x, &v) && silt_bson::type_rank(x) == silt_bson::type_rank(&v)
+                }) {
                     values.push(v);
                 }
             }
@@ -916,5 +896,7 @@ fn distinct_values(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
 
 pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let _ = (s, db, cmd);
-    Err(QueryError::not_implemented("aggregate is not implemented yet"))
+    Err(QueryError::not_implemented(
+        "aggregate is not implemented yet",
+    ))
 }

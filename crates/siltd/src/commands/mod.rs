@@ -107,10 +107,7 @@ pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
         }
         Some(other) => Err(QueryError::located(
             73,
-            format!(
-                "collection name has invalid type {}",
-                type_name(other)
-            ),
+            format!("collection name has invalid type {}", type_name(other)),
         ))
         .map_err(|mut e| {
             e.code_name = "InvalidNamespace";

@@ -23,6 +23,7 @@ use crate::state::coll_err;
 
 /// How documents are found.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum Access {
     /// Read these `_id`s.
     Points(Vec<Bson>),
@@ -35,7 +36,11 @@ pub enum Access {
 fn is_plain(v: &Bson) -> bool {
     !matches!(
         v,
-        Bson::Document(_) | Bson::Array(_) | Bson::RegularExpression(_) | Bson::Null | Bson::Undefined
+        Bson::Document(_)
+            | Bson::Array(_)
+            | Bson::RegularExpression(_)
+            | Bson::Null
+            | Bson::Undefined
     )
 }
 
@@ -63,7 +68,9 @@ pub fn access_for(filter: &Document) -> Access {
             }
             "$in" => {
                 if let Bson::Array(a) = arg {
-                    if a.iter().all(|x| is_plain(x) || matches!(x, Bson::Document(_))) {
+                    if a.iter()
+                        .all(|x| is_plain(x) || matches!(x, Bson::Document(_)))
+                    {
                         let mut pts = a.clone();
                         pts.sort_by(cmp_values);
                         pts.dedup_by(|a, b| cmp_values(a, b) == Ordering::Equal);
@@ -155,10 +162,7 @@ impl MatchSource {
                 Feed::Points(p) => match p.pop_front() {
                     Some(id) => {
                         let k = id_key(&id);
-                        self.coll
-                            .get_by_key(&k)
-                            .map_err(coll_err)?
-                            .map(|d| (k, d))
+                        self.coll.get_by_key(&k).map_err(coll_err)?.map(|d| (k, d))
                     }
                     None => return Ok(None),
                 },
@@ -266,7 +270,11 @@ impl SortSpec {
         let mut keyed: Vec<(Vec<Bson>, Document)> = docs
             .into_iter()
             .map(|d| {
-                let ks = self.0.iter().map(|(p, asc)| sort_value(&d, p, *asc)).collect();
+                let ks = self
+                    .0
+                    .iter()
+                    .map(|(p, asc)| sort_value(&d, p, *asc))
+                    .collect();
                 (ks, d)
             })
             .collect();
