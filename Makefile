@@ -1,7 +1,7 @@
 # One entry point. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: test test-rust test-compat check fmt clippy build run bench-engine
+.PHONY: test test-rust test-compat check fmt clippy build run bench-engine bench-pymongo
 
 # Every test: the Rust tests, then the pymongo compatibility suite against a real siltd.
 test: test-rust test-compat
@@ -28,3 +28,7 @@ build:
 
 bench-engine:
 	$(CARGO) run --release -p silt-bench -- engine --json engine.json
+
+bench-pymongo:
+	bash tests/compat/run.sh --collect-only -q >/dev/null
+	target/compat-venv/bin/python tests/compat/throughput.py --json pymongo.json

@@ -91,3 +91,39 @@ def test_collections(db):
     assert db.list_collection_names() == []
     idx = list(db.create_collection("d").list_indexes())
     assert idx[0]["name"] == "_id_"
+
+
+def test_legacy_op_query_handshake(server):
+    import socket
+    import struct
+    import bson
+    q = bson.encode({"isMaster": 1})
+    body = struct.pack("<i", 0) + b"admin.$cmd\x00" + struct.pack("<ii", 0, -1) + q
+    msg = struct.pack("<iiii", 16 + len(body), 7, 0, 2004) + body
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(msg)
+        head = s.recv(16, socket.MSG_WAITALL)
+        length, _, response_to, opcode = struct.unpack("<iiii", head)
+        assert opcode == 1 and response_to == 7
+        rest = s.recv(length - 16, socket.MSG_WAITALL)
+        n = struct.unpack("<i", rest[16:20])[0]
+        assert n == 1
+        d = bson.decode(rest[20:])
+        assert d["ismaster"] is True and d["maxWireVersion"] == 21
+
+
+@pytest.mark.parametrize("compressor", ["zstd", "snappy"])
+def test_compressed_traffic(server, compressor):
+    if compressor == "snappy":
+        pytest.importorskip("snappy")
+    else:
+        pytest.importorskip("zstandard")
+    c = server.client(compressors=compressor)
+    try:
+        db = c.compress_test
+        db.c.insert_many([{"_id": i, "text": "compress me " * 20} for i in range(200)])
+        assert len(list(db.c.find())) == 200
+        assert c.admin.command("ping")["ok"] == 1.0
+    finally:
+        c.drop_database("compress_test")
+        c.close()

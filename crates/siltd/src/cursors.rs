@@ -132,6 +132,11 @@ impl Cursors {
             batch_size,
             last_used: Instant::now(),
         };
+        if batch_size == Some(0) && !single_batch {
+            // An empty first batch: the client will ask with getMore.
+            let id = self.register(cur.ns, cur.source, None, None);
+            return Ok((Vec::new(), id));
+        }
         let (batch, done) = Cursors::fill(&mut cur, batch_size.unwrap_or(DEFAULT_FIRST_BATCH))?;
         if done || single_batch {
             return Ok((batch, 0));
