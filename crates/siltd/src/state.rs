@@ -41,6 +41,8 @@ pub struct Server {
     pub store: Store,
     pub cursors: Cursors,
     pub started: Instant,
+    /// Identifies this process in `hello`'s topologyVersion.
+    pub process_id: bson::oid::ObjectId,
     pub conns_current: AtomicU64,
     pub conns_total: AtomicU64,
     pub ops: OpCounters,
@@ -56,6 +58,7 @@ impl Server {
             store,
             cursors,
             started: Instant::now(),
+            process_id: bson::oid::ObjectId::new(),
             conns_current: AtomicU64::new(0),
             conns_total: AtomicU64::new(0),
             ops: OpCounters::default(),

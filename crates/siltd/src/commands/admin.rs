@@ -24,7 +24,7 @@ pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResu
     }
     d.insert(
         "topologyVersion",
-        doc! { "processId": bson::oid::ObjectId::new(), "counter": 0i64 },
+        doc! { "processId": s.process_id, "counter": 0i64 },
     );
     d.insert("maxBsonObjectSize", silt_wire::MAX_BSON_OBJECT_BYTES as i32);
     d.insert("maxMessageSizeBytes", silt_wire::MAX_MESSAGE_BYTES as i32);
@@ -43,7 +43,6 @@ pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResu
             .collect();
         d.insert("compression", agreed);
     }
-    let _ = s;
     Ok(d)
 }
 
@@ -62,11 +61,6 @@ pub fn build_info() -> CmdResult {
         "storageEngines": ["silt"],
         "openssl": { "running": "disabled" },
         "silt": { "version": env!("CARGO_PKG_VERSION"), "engine": "fractal tree" },
-        "ok": 1.0,
-    })
-    .map(|mut d| {
-        d.remove("ok");
-        d
     })
 }
 
