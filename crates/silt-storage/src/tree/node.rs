@@ -311,6 +311,15 @@ impl ChildBuf {
     }
     /// Append every keyed message, serialized, in (key, MSN) order.
     pub fn write_keyed(&self, out: &mut Vec<u8>) {
+        // Every message in the arena is indexed, so when arrival order is key order (a
+        // buffer as loaded, or filled in key order) the arena from the first message on is
+        // the serialized form.
+        if let Some(&first) = self.idx.first() {
+            if self.idx.windows(2).all(|w| w[0] < w[1]) {
+                out.extend_from_slice(&self.arena[first as usize..]);
+                return;
+            }
+        }
         for &o in &self.idx {
             out.extend_from_slice(self.raw_at(o));
         }
