@@ -121,6 +121,16 @@ impl MsgKind {
     }
 
     /// The message of type `t` whose payload body (without its length) is `body`.
+    /// Check, without building it, that `body` is a valid body for message type `t`.
+    pub fn check_body(t: u8, body: &[u8]) -> DecResult<()> {
+        match t {
+            tag::INSERT | tag::INSERT_NO_OVERWRITE | tag::DELETE => Ok(()),
+            tag::UPDATE if body.len() >= 4 => Ok(()),
+            tag::UPDATE => Err("update message shorter than its function id".into()),
+            t => Err(format!("unknown message type {t}")),
+        }
+    }
+
     pub fn from_body(t: u8, body: &[u8]) -> DecResult<MsgKind> {
         Ok(match t {
             tag::INSERT => MsgKind::Insert(body.into()),

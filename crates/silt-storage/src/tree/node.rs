@@ -471,7 +471,7 @@ pub(crate) fn index_messages(arena: &[u8], start: usize, n: usize) -> DecResult<
         if arena.len() < end {
             return Err("truncated buffered message".into());
         }
-        MsgKind::from_body(t, &arena[k + kl + 4..end])?;
+        MsgKind::check_body(t, &arena[k + kl + 4..end])?;
         if let Some((pk, pkl, pmsn)) = prev {
             let (a, b) = (&arena[pk..pk + pkl], &arena[k..k + kl]);
             if a > b {
