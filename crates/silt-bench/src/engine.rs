@@ -315,11 +315,19 @@ pub fn run(a: Args) -> silt_storage::Result<()> {
             format!("{:.1}x cache", data_bytes as f64 / cache as f64),
         ),
         (
-            "bytes on disk",
+            "bytes on disk (allocated)",
             format!("{} MiB", st.bytes_on_disk >> 20),
             format!(
                 "{:.0}% of raw",
                 st.bytes_on_disk as f64 * 100.0 / data_bytes as f64
+            ),
+        ),
+        (
+            "apparent file sizes",
+            format!("{} MiB", st.apparent_bytes >> 20),
+            format!(
+                "{:.0}% of raw (holes included)",
+                st.apparent_bytes as f64 * 100.0 / data_bytes as f64
             ),
         ),
         (
@@ -362,6 +370,8 @@ pub fn run(a: Args) -> silt_storage::Result<()> {
             "cache_bytes": cache,
             "data_bytes": data_bytes,
             "bytes_on_disk": st.bytes_on_disk,
+            "apparent_bytes": st.apparent_bytes,
+            "log_files": st.log_files,
             "peak_rss_bytes": rss,
             "cache_peak_charged_bytes": st.cache_peak,
             "evictions": st.evictions,

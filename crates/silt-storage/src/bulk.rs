@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::format::btt::Extent;
 use crate::format::node::{encode_basement, encode_block, encode_buffer, NodeImage};
 use crate::ids::{BlockNum, Msn};
-use crate::tree::node::{entry_bytes, ChildBuf, Key, Val};
-use crate::tree::{cut_basements, missing, Need};
+use crate::tree::node::{entry_bytes, ChildBuf, Key, LeafBuilder};
+use crate::tree::{missing, Need};
 
 struct Built {
     first: Key,
@@ -57,18 +57,18 @@ where
     };
     let leaf_target = cfg.node_bytes * 9 / 10;
     let mut level: Vec<Built> = Vec::new();
-    let mut cur: Vec<(Key, Val)> = Vec::new();
+    // The leaf being built and its first key.
+    let mut cur: Option<(Key, LeafBuilder)> = None;
     let mut cur_bytes = 0usize;
     let (mut rows, mut bytes) = (0u64, 0u64);
-    let flush_leaf = |cur: &mut Vec<(Key, Val)>,
+    let flush_leaf = |cur: &mut Option<(Key, LeafBuilder)>,
                       level: &mut Vec<Built>,
                       written: &mut Vec<(BlockNum, Extent)>|
      -> Result<()> {
-        if cur.is_empty() {
+        let Some((first, built)) = cur.take() else {
             return Ok(());
-        }
-        let first = cur[0].0.clone();
-        let (bms, pivots) = cut_basements(std::mem::take(cur), cfg.basement_bytes);
+        };
+        let (bms, pivots) = built.finish();
         let block = alloc_block();
         let img = NodeImage {
             blocknum: block,
@@ -91,7 +91,7 @@ where
             return Err(Error::UnsortedBulkLoad);
         }
         let eb = entry_bytes(k, v);
-        if cur_bytes + eb > leaf_target && !cur.is_empty() {
+        if cur_bytes + eb > leaf_target && cur.is_some() {
             if let Err(e) = flush_leaf(&mut cur, &mut level, &mut written) {
                 free_all(d, &written);
                 return Err(e);
@@ -102,7 +102,9 @@ where
         rows += 1;
         bytes += (k.len() + v.len()) as u64;
         prev = Some(k.into());
-        cur.push((k.into(), v.into()));
+        cur.get_or_insert_with(|| (k.into(), LeafBuilder::new(cfg.basement_bytes)))
+            .1
+            .push(k, v);
         if rows % 1_000_000 == 0 {
             tracing::info!(
                 rows,

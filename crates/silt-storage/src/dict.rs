@@ -343,6 +343,8 @@ pub struct DictStats {
     pub data_bytes: u64,
     /// Size of the dictionary's file.
     pub file_bytes: u64,
+    /// Space the filesystem has allocated to the dictionary's file (holes excluded).
+    pub file_allocated_bytes: u64,
     /// Height of the tree (0: the root is a leaf).
     pub height: u32,
     /// Nodes resident in the cache.
@@ -572,6 +574,7 @@ impl Dict {
             rows: t.stats.rows.max(0) as u64,
             data_bytes: t.stats.bytes.max(0) as u64,
             file_bytes: self.core.file.len_on_disk(),
+            file_allocated_bytes: self.core.file.allocated_on_disk(),
             height: t.node(t.root).height,
             resident_nodes: t.nodes.len(),
         }

@@ -98,8 +98,12 @@ pub struct EnvStats {
     pub checkpoints: u64,
     /// Live log files.
     pub log_files: u64,
-    /// Bytes of every file in the directory.
+    /// Bytes the filesystem has allocated to the files in the directory (`st_blocks`, what
+    /// `du` shows). Free extents inside dictionary files are returned as holes, so they do
+    /// not count.
     pub bytes_on_disk: u64,
+    /// Apparent size (length) of every file in the directory, holes included.
+    pub apparent_bytes: u64,
 }
 
 /// An open environment. Dropping it stops the background workers and checkpoints, as
@@ -405,10 +409,13 @@ impl Env {
     /// Current figures.
     pub fn stats(&self) -> EnvStats {
         let c = &self.inner.cache;
-        let mut bytes = 0;
+        let (mut bytes, mut apparent) = (0, 0);
         if let Ok(rd) = fs::read_dir(&self.inner.dir) {
             for e in rd.flatten() {
-                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                if let Ok(m) = e.metadata() {
+                    bytes += crate::file::allocated_bytes(&m);
+                    apparent += m.len();
+                }
             }
         }
         EnvStats {
@@ -422,6 +429,7 @@ impl Env {
             checkpoints: self.inner.checkpoints.load(Ordering::Relaxed),
             log_files: self.inner.wal.file_count() as u64,
             bytes_on_disk: bytes,
+            apparent_bytes: apparent,
         }
     }
 
@@ -626,6 +634,9 @@ impl EnvInner {
         {
             let _w = self.ckpt_lock.write();
             lsn = self.wal.last_lsn();
+            // Start a new log file after `lsn` (at the next log write, the sync below), so
+            // that when this checkpoint completes every older file can be deleted.
+            self.wal.rotate_at_last();
             for d in &dicts {
                 let mut t = d.tree.write();
                 let mut pending = Vec::new();
@@ -702,6 +713,8 @@ impl EnvInner {
             }
             st.header = h;
             drop(st);
+            d.file.trim()?;
+            d.file.punch_free();
             d.file.trim()?;
         }
         self.wal.trim(lsn)?;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 
 use crate::error::{corruption, IoContext, Result};
-use crate::format::btt::{self, Allocator, Extent, Table};
+use crate::format::btt::{self, Allocator, Extent, Table, PUNCH_ALIGN};
 use crate::format::header::{FileHeader, HEADER_SLOT_BYTES};
 use crate::ids::BlockNum;
 
@@ -182,6 +182,63 @@ impl DictFile {
     pub fn len_on_disk(&self) -> u64 {
         self.file.metadata().map(|m| m.len()).unwrap_or(0)
     }
+
+    /// Bytes the filesystem has allocated to the file (holes excluded).
+    pub fn allocated_on_disk(&self) -> u64 {
+        self.file
+            .metadata()
+            .map(|m| allocated_bytes(&m))
+            .unwrap_or(0)
+    }
+
+    /// Return the space of free extents to the filesystem: punch holes in the 4 KiB-aligned
+    /// inner part of every free range of at least `PUNCH_MIN` bytes freed since the last call.
+    /// The ranges are held out of the allocator while the holes are punched, with no lock
+    /// held, so nothing is written there meanwhile. Best effort: a filesystem that cannot
+    /// punch holes just keeps the space.
+    pub fn punch_free(&self) {
+        let ranges = self.state.lock().alloc.take_punchable(PUNCH_MIN);
+        if ranges.is_empty() {
+            return;
+        }
+        for &(off, span) in &ranges {
+            let a = off.next_multiple_of(PUNCH_ALIGN);
+            let z = (off + span) / PUNCH_ALIGN * PUNCH_ALIGN;
+            if let Err(e) = punch_hole(&self.file, a, z - a) {
+                tracing::debug!(file = %self.path.display(), error = %e, "punching a hole failed");
+            }
+        }
+        let mut st = self.state.lock();
+        for (off, span) in ranges {
+            st.alloc.restore(off, span);
+        }
+    }
+}
+
+/// Free ranges smaller than this are left as they are.
+pub(crate) const PUNCH_MIN: u64 = 64 << 10;
+
+/// Space the filesystem allocated to a file: `st_blocks` is in 512-byte units.
+pub(crate) fn allocated_bytes(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.blocks() * 512
+}
+
+#[cfg(target_os = "linux")]
+fn punch_hole(f: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    use rustix::fs::{fallocate, FallocateFlags};
+    fallocate(
+        f,
+        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+        offset,
+        len,
+    )
+    .map_err(std::io::Error::from)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn punch_hole(_f: &File, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// Read both header slots and return the valid one with the higher checkpoint count.

@@ -129,8 +129,8 @@ fn node_at(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<NodeReport> 
         };
         let what = match &d {
             PartData::Leaf(bm) => {
-                items += bm.entries.len() as u64;
-                format!("{} entries", bm.entries.len())
+                items += bm.len() as u64;
+                format!("{} entries", bm.len())
             }
             PartData::Buf(cb) => {
                 items += cb.count as u64;
@@ -138,7 +138,7 @@ fn node_at(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<NodeReport> 
                     "child {} buffer: {} messages on {} keys, {} broadcasts",
                     h.children[i],
                     cb.count,
-                    cb.keyed.len(),
+                    cb.distinct_keys(),
                     cb.bcasts.len()
                 )
             }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::bytes::{Dec, DecResult, Enc};
+use crate::format::bytes::{Dec, DecResult};
 use crate::ids::{Msn, Xid};
 
 /// What an update function decides for one key.
@@ -104,21 +104,34 @@ impl MsgKind {
         }
     }
 
-    /// The payload that follows the key: the value, or function id and argument.
-    pub fn encode_payload(&self, e: &mut Enc) {
+    /// Append the payload as stored in a buffer (`lp` body).
+    pub fn write_payload(&self, a: &mut Vec<u8>) {
         match self {
-            MsgKind::Insert(v) | MsgKind::InsertNoOverwrite(v) => e.lp(v),
-            MsgKind::Delete => e.u32(0),
+            MsgKind::Insert(v) | MsgKind::InsertNoOverwrite(v) => {
+                a.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                a.extend_from_slice(v);
+            }
+            MsgKind::Delete => a.extend_from_slice(&0u32.to_le_bytes()),
             MsgKind::Update { func, arg } => {
-                e.u32(arg.len() as u32 + 4);
-                e.u32(*func);
-                e.bytes(arg);
+                a.extend_from_slice(&(arg.len() as u32 + 4).to_le_bytes());
+                a.extend_from_slice(&func.to_le_bytes());
+                a.extend_from_slice(arg);
             }
         }
     }
 
-    pub fn decode_payload(t: u8, d: &mut Dec<'_>) -> DecResult<MsgKind> {
-        let body = d.lp()?;
+    /// The message of type `t` whose payload body (without its length) is `body`.
+    /// Check, without building it, that `body` is a valid body for message type `t`.
+    pub fn check_body(t: u8, body: &[u8]) -> DecResult<()> {
+        match t {
+            tag::INSERT | tag::INSERT_NO_OVERWRITE | tag::DELETE => Ok(()),
+            tag::UPDATE if body.len() >= 4 => Ok(()),
+            tag::UPDATE => Err("update message shorter than its function id".into()),
+            t => Err(format!("unknown message type {t}")),
+        }
+    }
+
+    pub fn from_body(t: u8, body: &[u8]) -> DecResult<MsgKind> {
         Ok(match t {
             tag::INSERT => MsgKind::Insert(body.into()),
             tag::INSERT_NO_OVERWRITE => MsgKind::InsertNoOverwrite(body.into()),

@@ -269,7 +269,18 @@ struct Inner {
     file_bytes: u64,
     /// (seq, first lsn) of every live file, oldest first.
     files: Vec<(u64, u64)>,
+    /// A requested rotation: the offset in `buf` where the new file must begin (the end of
+    /// the record a checkpoint covers). The leader that writes `buf` splits it there.
+    cut: Option<usize>,
+    /// The LSN of the last record before `cut`.
+    cut_last: u64,
     error: Option<String>,
+}
+
+impl Inner {
+    fn cut_lsn(&self) -> u64 {
+        self.cut_last + 1
+    }
 }
 
 /// The log writer.
@@ -326,6 +337,8 @@ impl Wal {
                 seq,
                 file_bytes: WAL_HEADER as u64,
                 files,
+                cut: None,
+                cut_last: 0,
                 error: None,
             }),
             cond: Condvar::new(),
@@ -365,7 +378,7 @@ impl Wal {
             if let Some(e) = &g.error {
                 return Err(Error::Poisoned(e.clone()));
             }
-            if g.written >= lsn.0 && (!sync || g.synced >= lsn.0) {
+            if g.written >= lsn.0 && (!sync || g.synced >= lsn.0) && g.cut.is_none() {
                 return Ok(());
             }
             if g.writing {
@@ -374,24 +387,59 @@ impl Wal {
             }
             g.writing = true;
             let data = std::mem::take(&mut g.buf);
+            let cut = g.cut.take().map(|c| (c, g.cut_lsn()));
             let upto = g.buffered_last;
-            let file = g.file.clone();
-            let seq = g.seq;
+            let mut file = g.file.clone();
+            let mut seq = g.seq;
             drop(g);
-            let path = self.dir.join(file_name(seq));
-            let mut res = (&*file).write_all(&data).ctx(&path);
+            let mut path = self.dir.join(file_name(seq));
+            let mut rest = &data[..];
+            let mut res = Ok(());
+            let mut new_file = None;
+            if let Some((c, first)) = cut {
+                // Everything up to the checkpoint's LSN goes to the old file, which is then
+                // complete; the rest starts the new one.
+                res = (&*file)
+                    .write_all(&data[..c])
+                    .and_then(|()| file.sync_data())
+                    .ctx(&path);
+                if res.is_ok() {
+                    match create_file(&self.dir, seq + 1, first) {
+                        Ok(f) => {
+                            seq += 1;
+                            file = Arc::new(f);
+                            path = self.dir.join(file_name(seq));
+                            new_file = Some((file.clone(), seq, first));
+                            rest = &data[c..];
+                        }
+                        Err(e) => res = Err(e),
+                    }
+                }
+            }
+            if res.is_ok() {
+                res = (&*file).write_all(rest).ctx(&path);
+            }
             if res.is_ok() && sync {
                 res = file.sync_data().ctx(&path);
             }
             g = self.inner.lock();
             g.writing = false;
+            if let Some((f, s, first)) = new_file {
+                g.file = f;
+                g.seq = s;
+                g.file_bytes = WAL_HEADER as u64;
+                g.files.push((s, first));
+                if g.synced < first - 1 {
+                    g.synced = first - 1;
+                }
+            }
             match res {
                 Ok(()) => {
                     g.written = upto;
                     if sync {
                         g.synced = upto;
                     }
-                    g.file_bytes += data.len() as u64;
+                    g.file_bytes += rest.len() as u64;
                     if g.file_bytes >= self.rotate_bytes {
                         if let Err(e) = self.rotate(&mut g) {
                             g.error = Some(e.to_string());
@@ -420,6 +468,24 @@ impl Wal {
         g.file_bytes = WAL_HEADER as u64;
         g.files.push((seq, first));
         Ok(())
+    }
+
+    /// Arrange for the log to start a new file after the last LSN handed out so far, so that
+    /// once a checkpoint covering that LSN completes, every older file can be deleted. The
+    /// split happens when the buffer is next written (`sync` or a commit). The caller must
+    /// exclude concurrent `append`s (the checkpoint holds its lock exclusively). Nothing is
+    /// done if the current file holds no record yet.
+    pub fn rotate_at_last(&self) {
+        let mut g = self.inner.lock();
+        let last = g.next_lsn - 1;
+        let current_first = g.files.last().map(|f| f.1).unwrap_or(0);
+        if current_first > last {
+            return;
+        }
+        if g.cut.is_none() {
+            g.cut = Some(g.buf.len());
+            g.cut_last = last;
+        }
     }
 
     /// Write everything buffered and fsync it.

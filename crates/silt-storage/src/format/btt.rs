@@ -86,7 +86,13 @@ pub(crate) struct Allocator {
     free: BTreeMap<u64, u64>,
     /// End of the allocated area.
     end: u64,
+    /// Ranges freed since the last `take_punchable`: their space may be returned to the
+    /// filesystem (hole punching) while they stay free.
+    released: Vec<(u64, u64)>,
 }
+
+/// Holes are punched only at this granularity (the filesystem block size on common setups).
+pub(crate) const PUNCH_ALIGN: u64 = 4096;
 
 impl Allocator {
     /// Build from the extents in use.
@@ -96,10 +102,13 @@ impl Allocator {
         let mut a = Allocator {
             free: BTreeMap::new(),
             end: DATA_START,
+            released: Vec::new(),
         };
         for x in v {
             if x.offset > a.end {
                 a.free.insert(a.end, x.offset - a.end);
+                // Free space in a reopened file may still hold old data: punch it again.
+                a.released.push((a.end, x.offset - a.end));
             }
             a.end = a.end.max(x.offset + x.span());
         }
@@ -131,8 +140,48 @@ impl Allocator {
     }
 
     pub fn free(&mut self, x: Extent) {
-        let mut off = x.offset;
-        let mut span = x.span();
+        self.released.push((x.offset, x.span()));
+        self.put_back(x.offset, x.span());
+    }
+
+    /// Remove from the free map every free range that holds something freed since the last
+    /// call and whose 4 KiB-aligned inner part is at least `min` bytes, and return them (the
+    /// caller punches holes in them with no lock held, then hands each back with
+    /// [`Allocator::restore`]; while out, nothing can be allocated there).
+    pub fn take_punchable(&mut self, min: u64) -> Vec<(u64, u64)> {
+        let released = std::mem::take(&mut self.released);
+        let mut starts = std::collections::BTreeSet::new();
+        for (o, s) in released {
+            for (&fo, &fs) in self.free.range(..o + s).rev() {
+                if fo + fs <= o {
+                    break;
+                }
+                starts.insert(fo);
+            }
+        }
+        let mut out = Vec::new();
+        for fo in starts {
+            let Some(&fs) = self.free.get(&fo) else {
+                continue;
+            };
+            let a = fo.next_multiple_of(PUNCH_ALIGN);
+            let z = (fo + fs) / PUNCH_ALIGN * PUNCH_ALIGN;
+            if z > a && z - a >= min {
+                self.free.remove(&fo);
+                out.push((fo, fs));
+            }
+        }
+        out
+    }
+
+    /// Return a range taken by [`Allocator::take_punchable`].
+    pub fn restore(&mut self, off: u64, span: u64) {
+        self.put_back(off, span);
+    }
+
+    fn put_back(&mut self, off: u64, span: u64) {
+        let mut off = off;
+        let mut span = span;
         if let Some((&po, &ps)) = self.free.range(..off).next_back() {
             if po + ps == off {
                 self.free.remove(&po);
@@ -182,6 +231,27 @@ mod tests {
         assert_eq!(w.offset, DATA_START);
         a.free(z);
         a.free(w);
+        assert_eq!(a.end(), DATA_START);
+        assert_eq!(a.free_bytes(), 0);
+    }
+
+    #[test]
+    fn punchable_ranges_are_held_out_until_restored() {
+        let mut a = Allocator::from_used([]);
+        let x = a.alloc(200_000);
+        let y = a.alloc(1000);
+        let z = a.alloc(100);
+        a.free(x);
+        a.free(z);
+        let p = a.take_punchable(64 << 10);
+        assert_eq!(p, vec![(x.offset, x.span())]);
+        // Held out: a new allocation does not land there.
+        let w = a.alloc(100);
+        assert!(w.offset >= y.offset + 1024);
+        assert!(a.take_punchable(64 << 10).is_empty());
+        a.restore(p[0].0, p[0].1);
+        a.free(w);
+        a.free(y);
         assert_eq!(a.end(), DATA_START);
         assert_eq!(a.free_bytes(), 0);
     }

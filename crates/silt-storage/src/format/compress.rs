@@ -1,7 +1,46 @@
 //! Partition compression. Every stored partition starts with one tag byte naming its method, so
 //! a file may hold partitions written under different settings and each describes itself.
 
+use std::cell::RefCell;
+
 use crate::options::Compression;
+
+// zstd contexts are reused per thread: creating one per partition costs large allocations
+// (the compression workspace) on every node write and read.
+thread_local! {
+    static CCTX: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+    static DCTX: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// `[tag 2][zstd frame of raw]`.
+fn zstd_compress(raw: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    CCTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.as_ref().is_none_or(|(l, _)| *l != level) {
+            *c = Some((level, zstd::bulk::Compressor::new(level)?));
+        }
+        let (_, cx) = c.as_mut().expect("set above");
+        let mut out = vec![0u8; 1 + zstd::zstd_safe::compress_bound(raw.len())];
+        out[0] = Compression::Zstd(level).tag();
+        let n = cx.compress_to_buffer(raw, &mut out[1..])?;
+        out.truncate(1 + n);
+        Ok(out)
+    })
+}
+
+fn zstd_decompress(payload: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+    DCTX.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(zstd::bulk::Decompressor::new()?);
+        }
+        let dx = d.as_mut().expect("set above");
+        let mut out = Vec::with_capacity(raw_len);
+        dx.decompress_to_buffer(payload, &mut out)?;
+        Ok(out)
+    })
+}
 
 /// Compress `raw` with `method`, writing `[tag][payload]` to a new buffer.
 pub(crate) fn compress(method: Compression, raw: &[u8]) -> Vec<u8> {
@@ -10,16 +49,13 @@ pub(crate) fn compress(method: Compression, raw: &[u8]) -> Vec<u8> {
     match method {
         Compression::None => out.extend_from_slice(raw),
         Compression::Lz4 => out.extend_from_slice(&lz4_flex::block::compress(raw)),
-        Compression::Zstd(level) => {
-            // Writing into a Vec cannot fail; the error path exists only for I/O sinks.
-            match zstd::bulk::compress(raw, level) {
-                Ok(c) => out.extend_from_slice(&c),
-                Err(_) => {
-                    out[0] = Compression::None.tag();
-                    out.extend_from_slice(raw);
-                }
+        Compression::Zstd(level) => match zstd_compress(raw, level) {
+            Ok(c) => out = c,
+            Err(_) => {
+                out[0] = Compression::None.tag();
+                out.extend_from_slice(raw);
             }
-        }
+        },
     }
     out
 }
@@ -30,7 +66,7 @@ pub(crate) fn decompress(stored: &[u8], raw_len: usize) -> Result<Vec<u8>, Strin
     let out = match tag {
         0 => payload.to_vec(),
         1 => lz4_flex::block::decompress(payload, raw_len).map_err(|e| format!("lz4: {e}"))?,
-        2 => zstd::bulk::decompress(payload, raw_len).map_err(|e| format!("zstd: {e}"))?,
+        2 => zstd_decompress(payload, raw_len).map_err(|e| format!("zstd: {e}"))?,
         t => return Err(format!("unknown compression tag {t}")),
     };
     if out.len() != raw_len {

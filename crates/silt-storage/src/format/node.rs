@@ -17,9 +17,9 @@
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::format::compress;
 use crate::ids::{BlockNum, Msn, Xid};
-use crate::msg::{tag, Broadcast, MsgKind, Pending};
+use crate::msg::{tag, Broadcast};
 use crate::options::Compression;
-use crate::tree::node::{Basement, ChildBuf, Key, Node, PartData, PartLoc};
+use crate::tree::node::{index_messages, Basement, ChildBuf, Key, Node, PartData, PartLoc};
 
 pub(crate) const NODE_MAGIC: &[u8; 8] = b"SILTNODE";
 pub(crate) const NODE_LAYOUT: u16 = 1;
@@ -44,28 +44,25 @@ pub(crate) struct NodeImage {
 }
 
 pub(crate) fn encode_basement(b: &Basement) -> Vec<u8> {
-    let mut e = Enc::with_capacity(b.bytes + 8);
+    let mut e = Enc::with_capacity(b.bytes() + 5);
     e.u8(BASEMENT_TAG);
-    e.u32(b.entries.len() as u32);
-    for (k, v) in &b.entries {
-        e.u32(k.len() as u32);
-        e.u32(v.len() as u32);
-        e.u8(LE_CLEAN);
-        e.bytes(k);
-        e.bytes(v);
-    }
+    e.u32(b.len() as u32);
+    // The in-memory arena is the serialized entries.
+    e.bytes(b.arena());
     e.buf
 }
 
-pub(crate) fn decode_basement(raw: &[u8]) -> DecResult<Basement> {
-    let mut d = Dec::new(raw);
+/// Check and index a basement payload, reusing its buffer as the arena.
+pub(crate) fn decode_basement(mut raw: Vec<u8>) -> DecResult<Basement> {
+    let mut d = Dec::new(&raw);
     if d.u8()? != BASEMENT_TAG {
         return Err("basement tag mismatch".into());
     }
     let n = d.u32()? as usize;
-    let mut entries = Vec::with_capacity(n.min(raw.len() / 9 + 1));
+    let mut offs = Vec::with_capacity(n.min(raw.len() / 9 + 1));
     let mut prev: Option<&[u8]> = None;
     for _ in 0..n {
+        let at = d.pos() - 5;
         let kl = d.u32()? as usize;
         let vl = d.u32()? as usize;
         let le = d.u8()?;
@@ -73,34 +70,28 @@ pub(crate) fn decode_basement(raw: &[u8]) -> DecResult<Basement> {
             return Err(format!("unknown leaf entry type {le}"));
         }
         let k = d.take(kl)?;
-        let v = d.take(vl)?;
+        d.take(vl)?;
         if prev.is_some_and(|p| p >= k) {
             return Err("basement keys out of order".into());
         }
         prev = Some(k);
-        entries.push((Key::from(k), Key::from(v)));
+        offs.push(u32::try_from(at).map_err(|_| "basement too large")?);
     }
     if d.remaining() != 0 {
         return Err("trailing bytes in basement".into());
     }
-    Ok(Basement::from_entries(entries))
+    let len = raw.len();
+    raw.copy_within(5.., 0);
+    raw.truncate(len - 5);
+    Ok(Basement::from_parts(raw, offs))
 }
 
 pub(crate) fn encode_buffer(b: &ChildBuf) -> Vec<u8> {
     let mut e = Enc::with_capacity(b.bytes + 16);
     e.u8(BUFFER_TAG);
-    let keyed: usize = b.keyed.values().map(Vec::len).sum();
-    e.u32(keyed as u32);
+    e.u32(b.len() as u32);
     e.u32(b.bcasts.len() as u32);
-    for (k, list) in &b.keyed {
-        for p in list {
-            e.u8(p.kind.tag());
-            e.u64(p.msn.0);
-            e.u64(p.xid.0);
-            e.lp(k);
-            p.kind.encode_payload(&mut e);
-        }
-    }
+    b.write_keyed(&mut e.buf);
     for bc in &b.bcasts {
         e.u8(tag::UPDATE_BROADCAST);
         e.u64(bc.msn.0);
@@ -111,22 +102,20 @@ pub(crate) fn encode_buffer(b: &ChildBuf) -> Vec<u8> {
     e.buf
 }
 
-pub(crate) fn decode_buffer(raw: &[u8]) -> DecResult<ChildBuf> {
-    let mut d = Dec::new(raw);
+/// Check and index a buffer payload, reusing its buffer as the arena.
+pub(crate) fn decode_buffer(mut raw: Vec<u8>) -> DecResult<ChildBuf> {
+    let mut d = Dec::new(&raw);
     if d.u8()? != BUFFER_TAG {
         return Err("buffer tag mismatch".into());
     }
     let nk = d.u32()? as usize;
     let nb = d.u32()? as usize;
-    let mut b = ChildBuf::default();
-    for _ in 0..nk {
-        let t = d.u8()?;
-        let msn = Msn(d.u64()?);
-        let xid = Xid(d.u64()?);
-        let k = d.lp()?;
-        let kind = MsgKind::decode_payload(t, &mut d)?;
-        b.push(k, Pending { msn, xid, kind });
+    if nk > raw.len() / 25 {
+        return Err(format!("implausible message count {nk}"));
     }
+    let (idx, end) = index_messages(&raw, 9, nk)?;
+    let mut d = Dec::new(&raw[end..]);
+    let mut bcasts = Vec::with_capacity(nb.min(raw.len() / 25));
     for _ in 0..nb {
         let t = d.u8()?;
         if t != tag::UPDATE_BROADCAST {
@@ -136,7 +125,7 @@ pub(crate) fn decode_buffer(raw: &[u8]) -> DecResult<ChildBuf> {
         let xid = Xid(d.u64()?);
         let func = d.u32()?;
         let arg = d.lp()?;
-        b.push_bcast(Broadcast {
+        bcasts.push(Broadcast {
             msn,
             xid,
             func,
@@ -146,12 +135,8 @@ pub(crate) fn decode_buffer(raw: &[u8]) -> DecResult<ChildBuf> {
     if d.remaining() != 0 {
         return Err("trailing bytes in buffer".into());
     }
-    for list in b.keyed.values() {
-        if list.windows(2).any(|w| w[0].msn >= w[1].msn) {
-            return Err("buffer messages out of MSN order".into());
-        }
-    }
-    Ok(b)
+    raw.truncate(end);
+    Ok(ChildBuf::from_parts(raw, idx, bcasts))
 }
 
 /// Capture a fully resident node.
@@ -341,8 +326,8 @@ pub(crate) fn decode_part(stored: &[u8], loc: &PartLoc, leaf: bool) -> DecResult
     }
     let raw = compress::decompress(stored, loc.raw_len as usize)?;
     if leaf {
-        decode_basement(&raw).map(PartData::Leaf)
+        decode_basement(raw).map(PartData::Leaf)
     } else {
-        decode_buffer(&raw).map(PartData::Buf)
+        decode_buffer(raw).map(PartData::Buf)
     }
 }

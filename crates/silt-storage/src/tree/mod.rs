@@ -23,8 +23,8 @@ use crate::file::DictFile;
 use crate::format::node::{image_of, NodeImage};
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, UpdateRegistry};
-use apply::{apply_to_entries, injected_delta, merge_walk, resolve, Delta};
-use node::{entry_bytes, Basement, ChildBuf, Key, Node, PartData, PartLoc, Val};
+use apply::{apply_buffer_to_leaf, injected_delta, merge_walk, resolve, Delta};
+use node::{entry_bytes, Basement, ChildBuf, Key, LeafBuilder, Node, PartData, PartLoc, Val};
 
 /// Shape parameters of a tree.
 #[derive(Clone, Copy, Debug)]
@@ -100,32 +100,6 @@ fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
         Bound::Excluded(k) => Bound::Excluded(k),
         Bound::Unbounded => Bound::Unbounded,
     }
-}
-
-/// Cut sorted entries into basements of about `target` bytes.
-pub(crate) fn cut_basements(entries: Vec<(Key, Val)>, target: usize) -> (Vec<Basement>, Vec<Key>) {
-    let mut basements = Vec::new();
-    let mut pivots = Vec::new();
-    let mut cur = Vec::new();
-    let mut bytes = 0;
-    for (k, v) in entries {
-        let eb = entry_bytes(&k, &v);
-        if bytes + eb > target && !cur.is_empty() {
-            basements.push(Basement {
-                entries: std::mem::take(&mut cur),
-                bytes,
-            });
-            pivots.push(k.clone());
-            bytes = 0;
-        }
-        bytes += eb;
-        cur.push((k, v));
-    }
-    basements.push(Basement {
-        entries: cur,
-        bytes,
-    });
-    (basements, pivots)
 }
 
 impl Tree {
@@ -227,7 +201,7 @@ impl Tree {
             self.stats.add(fix);
             self.after_root_leaf_change(i);
         } else {
-            r.buf_mut(i).push(key, p);
+            r.buf_mut(i).push(key, &p);
         }
         self.recharge(root);
         msn
@@ -255,20 +229,13 @@ impl Tree {
         };
         if r.is_leaf() {
             let mut fix = Delta::default();
-            for part in &mut r.parts {
-                let Some(PartData::Leaf(bm)) = &mut part.data else {
-                    unreachable!("root leaf is fully resident")
-                };
-                let old = std::mem::take(&mut bm.entries);
-                let new = apply_to_entries(
-                    fns,
-                    old,
-                    BTreeMap::new(),
-                    std::slice::from_ref(&bc),
-                    &mut fix,
-                );
-                *bm = Basement::from_entries(new);
-            }
+            let old = take_leaf_basements(r);
+            let mut only = ChildBuf::default();
+            only.push_bcast(bc);
+            let mut out = LeafBuilder::new(self.cfg.basement_bytes);
+            apply_buffer_to_leaf(fns, &old, &only, &mut fix, &mut out);
+            drop(old);
+            set_leaf(r, out);
             self.stats.add(fix);
             self.after_root_leaf_change(0);
         } else {
@@ -285,7 +252,7 @@ impl Tree {
         let cfg = self.cfg;
         let r = self.nodes.get_mut(&root).expect("root is resident");
         if r.basement(bi)
-            .is_some_and(|b| b.bytes > 2 * cfg.basement_bytes)
+            .is_some_and(|b| b.bytes() > 2 * cfg.basement_bytes)
         {
             recut_leaf(r, cfg.basement_bytes);
         }
@@ -334,16 +301,24 @@ impl Tree {
         child.max_msn = child.max_msn.max(msn);
         if child.is_leaf() {
             let mut fix = Delta::default();
-            let old = take_leaf_entries(child);
-            let new = apply_to_entries(fns, old, buf.keyed, &buf.bcasts, &mut fix);
-            set_leaf_entries(child, new, cfg.basement_bytes);
+            let old = take_leaf_basements(child);
+            let mut out = LeafBuilder::new(cfg.basement_bytes);
+            apply_buffer_to_leaf(fns, &old, &buf, &mut fix, &mut out);
+            drop(old);
+            set_leaf(child, out);
             self.stats.add(fix);
         } else {
-            for (k, list) in buf.keyed {
-                let i = child.child_for(&k);
-                for p in list {
-                    child.buf_mut(i).push(&k, p);
-                }
+            // The buffer is in key order: hand each child its run of messages.
+            let n = buf.len();
+            let mut i = 0;
+            while i < n {
+                let c = child.child_for(buf.key(i));
+                let j = match child.pivots.get(c) {
+                    Some(p) => buf.first_at_or_above(i, p),
+                    None => n,
+                };
+                child.buf_mut(c).append_sorted(&buf, i..j);
+                i = j;
             }
             for bc in buf.bcasts {
                 for i in 0..child.parts.len() {
@@ -420,35 +395,37 @@ impl Tree {
         self.modify(pb);
         self.modify(cb);
         let cfg = self.cfg;
-        let entries = take_leaf_entries(self.nodes.get_mut(&cb).expect("child"));
-        let total: usize = entries.iter().map(|(k, v)| entry_bytes(k, v)).sum();
-        let pieces = total.div_ceil(cfg.node_bytes).max(2).min(entries.len());
+        let old = take_leaf_basements(self.nodes.get_mut(&cb).expect("child"));
+        let total: usize = old.iter().map(Basement::bytes).sum();
+        let count: usize = old.iter().map(Basement::len).sum();
+        let pieces = total.div_ceil(cfg.node_bytes).max(2).min(count);
         let per = total.div_ceil(pieces);
-        let mut groups: Vec<Vec<(Key, Val)>> = vec![Vec::new()];
+        let mut groups = vec![LeafBuilder::new(cfg.basement_bytes)];
+        let mut firsts: Vec<Key> = Vec::new();
         let mut acc = 0;
-        for (k, v) in entries {
-            let eb = entry_bytes(&k, &v);
-            if acc + eb > per && !groups.last().expect("group").is_empty() && groups.len() < pieces
-            {
-                groups.push(Vec::new());
-                acc = 0;
+        for bm in &old {
+            for i in 0..bm.len() {
+                let (k, v) = bm.entry(i);
+                let eb = entry_bytes(k, v);
+                let last = groups.last_mut().expect("group");
+                if acc + eb > per && !last.is_empty() && groups.len() < pieces {
+                    firsts.push(k.into());
+                    groups.push(LeafBuilder::new(cfg.basement_bytes));
+                    acc = 0;
+                }
+                acc += eb;
+                groups.last_mut().expect("group").push(k, v);
             }
-            acc += eb;
-            groups.last_mut().expect("group").push((k, v));
         }
+        drop(old);
         let max_msn = self.node(cb).max_msn;
         let mut groups = groups.into_iter();
         let first = groups.next().expect("one group");
-        set_leaf_entries(
-            self.nodes.get_mut(&cb).expect("child"),
-            first,
-            cfg.basement_bytes,
-        );
+        set_leaf(self.nodes.get_mut(&cb).expect("child"), first);
         let mut new_children = Vec::new();
-        for g in groups {
-            let pivot = g[0].0.clone();
+        for (g, pivot) in groups.zip(firsts) {
             let nb = self.alloc_block();
-            let (bms, pv) = cut_basements(g, cfg.basement_bytes);
+            let (bms, pv) = g.finish();
             let mut n = Node::new_leaf(nb, bms, pv);
             n.max_msn = max_msn;
             self.insert_node(n);
@@ -524,9 +501,16 @@ impl Tree {
             if total <= cfg.node_bytes * 3 / 4 {
                 self.modify(lb);
                 self.modify(rb);
-                let mut e = take_leaf_entries(self.nodes.get_mut(&lb).expect("l"));
-                e.extend(take_leaf_entries(self.nodes.get_mut(&rb).expect("r")));
-                set_leaf_entries(self.nodes.get_mut(&lb).expect("l"), e, cfg.basement_bytes);
+                let mut out = LeafBuilder::new(cfg.basement_bytes);
+                for n in [lb, rb] {
+                    for bm in take_leaf_basements(self.nodes.get_mut(&n).expect("leaf")) {
+                        for i in 0..bm.len() {
+                            let (k, v) = bm.entry(i);
+                            out.push(k, v);
+                        }
+                    }
+                }
+                set_leaf(self.nodes.get_mut(&lb).expect("l"), out);
                 self.detach_child(pb, r);
                 self.remove_node(rb);
                 self.recharge(lb);
@@ -614,10 +598,14 @@ impl Tree {
             let Some(buf) = self.node(b).buf(i) else {
                 continue;
             };
-            for (k, list) in buf.keyed.range::<[u8], _>(range) {
-                msgs.entry(k.clone())
-                    .or_default()
-                    .extend(list.iter().cloned());
+            for i in buf.positions(range.0, range.1) {
+                let m = buf.msg(i);
+                match msgs.get_mut(m.key) {
+                    Some(l) => l.push(m.to_pending()),
+                    None => {
+                        msgs.insert(m.key.into(), vec![m.to_pending()]);
+                    }
+                }
             }
             bcasts.extend(buf.bcasts.iter().cloned());
         }
@@ -636,14 +624,14 @@ impl Tree {
             .node(loc.leaf)
             .basement(loc.bi)
             .expect("located basement is resident");
-        let base = bm.get(key);
+        let base = bm.get(key).map(Val::from);
         let (msgs, bcasts) =
             self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
         let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
         if list.is_empty() && bcasts.is_empty() {
-            return Ok(base.cloned());
+            return Ok(base);
         }
-        Ok(resolve(fns, key, base.cloned(), list, &bcasts, None))
+        Ok(resolve(fns, key, base, list, &bcasts, None))
     }
 
     /// Visit the live entries of one basement that fall in `[lo, hi]`, starting from `from`
@@ -687,27 +675,20 @@ impl Tree {
                 .expect("located basement is resident");
             let s = match a {
                 Bound::Unbounded => 0,
-                Bound::Included(k) => bm.entries.partition_point(|(x, _)| x.as_ref() < k),
-                Bound::Excluded(k) => bm.entries.partition_point(|(x, _)| x.as_ref() <= k),
+                Bound::Included(k) => bm.partition_point(|x| x < k),
+                Bound::Excluded(k) => bm.partition_point(|x| x <= k),
             };
             let e = match z {
-                Bound::Unbounded => bm.entries.len(),
-                Bound::Included(k) => bm.entries.partition_point(|(x, _)| x.as_ref() <= k),
-                Bound::Excluded(k) => bm.entries.partition_point(|(x, _)| x.as_ref() < k),
+                Bound::Unbounded => bm.len(),
+                Bound::Included(k) => bm.partition_point(|x| x <= k),
+                Bound::Excluded(k) => bm.partition_point(|x| x < k),
             };
             let (msgs, bcasts) = self.pending_in(&loc.path, (a, z));
-            merge_walk(
-                fns,
-                &bm.entries[s..e.max(s)],
-                &msgs,
-                &bcasts,
-                reverse,
-                |k, v| {
-                    let go = f(k, &v);
-                    stopped |= !go;
-                    go
-                },
-            );
+            merge_walk(fns, (bm, s, e.max(s)), &msgs, &bcasts, reverse, |k, v| {
+                let go = f(k, &v);
+                stopped |= !go;
+                go
+            });
         }
         if stopped {
             return Ok(None);
@@ -814,24 +795,25 @@ fn leaf_entries(n: &Node) -> usize {
     n.parts
         .iter()
         .map(|p| match &p.data {
-            Some(PartData::Leaf(b)) => b.entries.len(),
+            Some(PartData::Leaf(b)) => b.len(),
             _ => 0,
         })
         .sum()
 }
 
-fn take_leaf_entries(n: &mut Node) -> Vec<(Key, Val)> {
-    let mut out = Vec::new();
+/// Take a (fully resident) leaf's basements out, in order.
+fn take_leaf_basements(n: &mut Node) -> Vec<Basement> {
+    let mut out = Vec::with_capacity(n.parts.len());
     for p in &mut n.parts {
-        if let Some(PartData::Leaf(b)) = &mut p.data {
-            out.append(&mut b.entries);
+        if let Some(PartData::Leaf(b)) = p.data.take() {
+            out.push(b);
         }
     }
     out
 }
 
-fn set_leaf_entries(n: &mut Node, entries: Vec<(Key, Val)>, basement_bytes: usize) {
-    let (bms, pivots) = cut_basements(entries, basement_bytes);
+fn set_leaf(n: &mut Node, built: LeafBuilder) {
+    let (bms, pivots) = built.finish();
     n.pivots = pivots;
     n.parts = bms
         .into_iter()
@@ -840,8 +822,14 @@ fn set_leaf_entries(n: &mut Node, entries: Vec<(Key, Val)>, basement_bytes: usiz
 }
 
 fn recut_leaf(n: &mut Node, basement_bytes: usize) {
-    let e = take_leaf_entries(n);
-    set_leaf_entries(n, e, basement_bytes);
+    let mut out = LeafBuilder::new(basement_bytes);
+    for bm in take_leaf_basements(n) {
+        for i in 0..bm.len() {
+            let (k, v) = bm.entry(i);
+            out.push(k, v);
+        }
+    }
+    set_leaf(n, out);
 }
 
 /// Apply one message to a resident basement.
@@ -852,22 +840,13 @@ fn leaf_apply_one(
     p: &Pending,
     fix: &mut Delta,
 ) {
-    let pos = bm.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key));
-    let base = pos.ok().map(|i| bm.entries[i].1.clone());
+    let pos = bm.search(key);
+    let base = pos.ok().map(|i| Val::from(bm.entry(i).1));
     let nv = resolve(fns, key, base, std::slice::from_ref(p), &[], Some(fix));
     match (pos, nv) {
-        (Ok(i), Some(v)) => {
-            bm.bytes = bm.bytes - bm.entries[i].1.len() + v.len();
-            bm.entries[i].1 = v;
-        }
-        (Ok(i), None) => {
-            let (k, v) = bm.entries.remove(i);
-            bm.bytes -= entry_bytes(&k, &v);
-        }
-        (Err(i), Some(v)) => {
-            bm.bytes += entry_bytes(key, &v);
-            bm.entries.insert(i, (key.into(), v));
-        }
+        (Ok(i), Some(v)) => bm.splice(i, true, Some((key, &v))),
+        (Ok(i), None) => bm.splice(i, true, None),
+        (Err(i), Some(v)) => bm.splice(i, false, Some((key, &v))),
         (Err(_), None) => {}
     }
 }
