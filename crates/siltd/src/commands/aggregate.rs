@@ -1,0 +1,145 @@
+//! The `aggregate` command: pipelines over a collection, `$collStats`, and `$lookup`'s access
+//! to the other collections of the database.
+
+use std::time::Instant;
+
+use bson::{doc, Bson, Document};
+use silt_query::{QResult, QueryError};
+
+use super::crud::deadline;
+use super::plan::MatchSource;
+use super::{bool_arg, coll_arg, cursor_reply, int_arg};
+use crate::cursors::{DocSource, VecSource};
+use crate::state::{coll_err, CmdResult, Server};
+
+/// `$lookup`'s view of the other collections of the database.
+struct DbContext<'a> {
+    s: &'a Server,
+    db: &'a str,
+    deadline: Option<Instant>,
+}
+
+impl silt_query::agg::AggContext for DbContext<'_> {
+    fn scan_collection(&self, coll: &str) -> QResult<Vec<Document>> {
+        let Some(c) = self.s.store.get(&format!("{}.{coll}", self.db)) else {
+            return Ok(Vec::new());
+        };
+        let mut src = MatchSource::new(c, &Document::new(), None, self.deadline);
+        let mut out = Vec::new();
+        while let Some(d) = src.next_doc()? {
+            out.push(d);
+        }
+        Ok(out)
+    }
+}
+
+pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = match cmd.get("aggregate") {
+        Some(Bson::String(_)) => coll_arg(db, cmd, "aggregate")?,
+        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => {
+            return Err(QueryError::not_implemented(
+                "collection-less aggregations ($currentOp, $documents) are not supported",
+            ))
+        }
+        _ => {
+            return Err(QueryError::type_mismatch(
+                "The 'aggregate' field must be a string or 1",
+            ))
+        }
+    };
+    let ns = format!("{db}.{coll}");
+    let stages: Vec<Document> = match cmd.get("pipeline") {
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Bson::Document(d) => Ok(d.clone()),
+                _ => Err(QueryError::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                )),
+            })
+            .collect::<QResult<_>>()?,
+        _ => {
+            return Err(QueryError::type_mismatch(
+                "'pipeline' option must be specified as an array",
+            ))
+        }
+    };
+    if bool_arg(cmd, "explain")?.unwrap_or(false) {
+        return Err(QueryError::not_implemented("explain is not supported yet"));
+    }
+    let cursor_opts = match cmd.get("cursor") {
+        Some(Bson::Document(c)) => c.clone(),
+        None => {
+            return Err(QueryError::failed_to_parse(
+                "The 'cursor' option is required, except for aggregate with the explain argument",
+            ))
+        }
+        Some(_) => return Err(QueryError::type_mismatch("cursor field must be an object")),
+    };
+    for st in &stages {
+        if let Some(name) = st.keys().next() {
+            if name == "$out" || name == "$merge" {
+                return Err(QueryError::not_implemented(format!(
+                    "{name} is not supported yet"
+                )));
+            }
+        }
+    }
+    let dl = deadline(cmd)?;
+    let first = stages.first().and_then(|d| d.keys().next().cloned());
+    let (input_stages, input): (&[Document], Vec<Document>) = if first.as_deref()
+        == Some("$collStats")
+    {
+        let spec = stages[0].get_document("$collStats").cloned().unwrap_or_default();
+        let mut d = doc! { "ns": &ns, "localTime": bson::DateTime::now() };
+        if spec.contains_key("storageStats") {
+            let scale = match spec.get_document("storageStats") {
+                Ok(ss) => int_arg(ss, "scale")?.unwrap_or(1).max(1),
+                Err(_) => 1,
+            };
+            d.insert("storageStats", super::catalog::storage_stats(s, &ns, scale)?);
+        }
+        if spec.contains_key("count") {
+            let n = match s.store.get(&ns) {
+                Some(c) => c.count().map_err(coll_err)?,
+                None => {
+                    return Err(QueryError::namespace_not_found(format!(
+                        "Unable to retrieve count in $collStats stage: ns {ns} does not exist"
+                    )))
+                }
+            };
+            d.insert("count", n as i64);
+        }
+        (&stages[1..], vec![d])
+    } else {
+        (&stages[..], Vec::new())
+    };
+    let pipeline = silt_query::agg::parse_pipeline(input_stages)?;
+    let ctx = DbContext { s, db, deadline: dl };
+    let out = if first.as_deref() == Some("$collStats") {
+        pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
+    } else {
+        let filter = pipeline.leading_match().cloned().unwrap_or_default();
+        match s.store.get(&ns) {
+            Some(c) => {
+                // Only the _id access path is taken from the leading $match; the pipeline
+                // applies the full filter itself.
+                let mut src = MatchSource::new(c, &filter, None, dl);
+                let iter = std::iter::from_fn(move || src.next_doc().transpose());
+                pipeline.run(Box::new(iter), &ctx)?
+            }
+            None => pipeline.run(Box::new(std::iter::empty()), &ctx)?,
+        }
+    };
+    let batch = int_arg(&cursor_opts, "batchSize")?;
+    if batch.is_some_and(|b| b < 0) {
+        return Err(QueryError::bad_value("batchSize must be non-negative"));
+    }
+    let (docs, id) = s.cursors.first_batch(
+        &ns,
+        Box::new(VecSource(out.into())),
+        batch.map(|b| b as usize),
+        false,
+    )?;
+    Ok(cursor_reply(&ns, docs, id, true))
+}
