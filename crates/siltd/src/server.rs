@@ -132,6 +132,11 @@ async fn serve_connection(
             Request::Msg(m) => {
                 let quiet = m.more_to_come();
                 let cmd = m.into_command();
+                if let Some(wait) = awaitable_hello_wait(s, &cmd) {
+                    // Drivers' monitors ask "tell me when the topology changes, or after
+                    // maxAwaitTimeMS". A standalone's topology never changes: wait, then answer.
+                    tokio::time::sleep(wait).await;
+                }
                 let reply = run_blocking(s, cmd, info).await;
                 if quiet {
                     continue;
@@ -187,6 +192,26 @@ async fn serve_connection(
         };
         write_all(stream, &out).await?;
     }
+}
+
+/// For an awaitable `hello` (one carrying our current `topologyVersion` and `maxAwaitTimeMS`),
+/// how long to hold the reply.
+fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<Duration> {
+    let name = cmd.keys().next()?;
+    if !matches!(name.as_str(), "hello" | "isMaster" | "ismaster") {
+        return None;
+    }
+    let tv = cmd.get_document("topologyVersion").ok()?;
+    if tv.get_object_id("processId").ok()? != s.process_id {
+        return None;
+    }
+    let ms = match cmd.get("maxAwaitTimeMS")? {
+        Bson::Int32(v) => i64::from(*v),
+        Bson::Int64(v) => *v,
+        Bson::Double(v) => *v as i64,
+        _ => return None,
+    };
+    Some(Duration::from_millis(ms.clamp(0, 60_000) as u64))
 }
 
 async fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> Result<(), String> {
