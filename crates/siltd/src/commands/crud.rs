@@ -374,7 +374,7 @@ pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 /// A matcher that can evaluate `$expr`.
 pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
-    Matcher::new(filter)
+    Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
 }
 
 /// The hook the update operators use for `$pull` conditions and `arrayFilters`.
