@@ -30,6 +30,7 @@ use bson::{Bson, Document};
 
 use crate::error::{QResult, QueryError};
 
+pub(crate) use arith::{StdDev, Sum};
 pub use convert::to_string_value;
 pub use parse::Op;
 
