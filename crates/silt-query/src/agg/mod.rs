@@ -159,6 +159,7 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
                     "the match filter must be an expression in an object",
                 ));
             };
+            check_exprs(filter)?;
             Stage::Match {
                 matcher: Matcher::new_with_expr(filter, eval_expr)?,
                 filter: filter.clone(),
@@ -255,6 +256,27 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
             ))
         }
     })
+}
+
+/// Parse the `$expr` expressions of a filter, so their errors are reported before any
+/// document is read.
+fn check_exprs(filter: &Document) -> QResult<()> {
+    for (k, v) in filter {
+        match (k.as_str(), v) {
+            ("$expr", e) => {
+                Expr::parse(e)?;
+            }
+            ("$and" | "$or" | "$nor", Bson::Array(items)) => {
+                for item in items {
+                    if let Bson::Document(d) = item {
+                        check_exprs(d)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// An integral stage argument (`$limit`, `$skip`), `None` if not a whole number.
@@ -438,7 +460,7 @@ impl Stage {
                 Ok(d) => u.apply(d),
                 Err(e) => vec![Err(e)],
             })),
-            Stage::Lookup(l) => l.apply(input, ctx)?,
+            Stage::Lookup(l) => l.apply(input, ctx, vars)?,
             Stage::ReplaceRoot { expr, what } => Box::new(
                 input.map(move |r| r.and_then(|d| stages::replace_root(expr, what, &d, vars))),
             ),

@@ -221,7 +221,30 @@ pub(crate) struct Lookup {
     from: String,
     fields: Option<(String, String)>,
     as_path: Vec<String>,
+    /// The sub-pipeline, parsed (when it uses no `let` variables).
     pipeline: Option<Pipeline>,
+    /// The `let` variables and the raw sub-pipeline they are substituted into.
+    let_vars: Vec<(String, Expr)>,
+    raw_pipeline: Vec<Document>,
+}
+
+fn pipeline_docs(v: &Bson, what: &str) -> QResult<Vec<Document>> {
+    let Bson::Array(stages) = v else {
+        return Err(QueryError::failed_to_parse(format!(
+            "{what} must be an array, is type {}",
+            type_name(Some(v))
+        )));
+    };
+    stages
+        .iter()
+        .map(|s| match s {
+            Bson::Document(sd) => Ok(sd.clone()),
+            other => Err(QueryError::type_mismatch(format!(
+                "Each element of the 'pipeline' array must be an object, but found {}",
+                type_name(Some(other))
+            ))),
+        })
+        .collect()
 }
 
 impl Lookup {
@@ -232,8 +255,8 @@ impl Lookup {
                 type_name(Some(spec))
             )));
         };
-        let (mut from, mut local, mut foreign, mut as_, mut pipeline) =
-            (None, None, None, None, None);
+        let (mut from, mut local, mut foreign, mut as_, mut raw) = (None, None, None, None, None);
+        let mut let_vars = Vec::new();
         for (k, v) in d {
             let string = || match v {
                 Bson::String(s) => Ok(s.clone()),
@@ -257,11 +280,11 @@ impl Lookup {
                 "foreignField" => foreign = Some(string()?),
                 "as" => as_ = Some(string()?),
                 "let" => match v {
-                    Bson::Document(l) if l.is_empty() => {}
-                    Bson::Document(_) => {
-                        return Err(QueryError::not_implemented(
-                            "$lookup with 'let' variables is not supported",
-                        ))
+                    Bson::Document(l) => {
+                        for (name, e) in l {
+                            crate::expr::check_var_name(name)?;
+                            let_vars.push((name.clone(), Expr::parse(e)?));
+                        }
                     }
                     other => {
                         return Err(QueryError::failed_to_parse(format!(
@@ -270,33 +293,7 @@ impl Lookup {
                         )))
                     }
                 },
-                "pipeline" => {
-                    let Bson::Array(stages) = v else {
-                        return Err(QueryError::failed_to_parse(format!(
-                            "$lookup argument 'pipeline' must be an array, is type {}",
-                            type_name(Some(v))
-                        )));
-                    };
-                    let docs = stages
-                        .iter()
-                        .map(|s| match s {
-                            Bson::Document(sd) => Ok(sd.clone()),
-                            other => Err(QueryError::type_mismatch(format!(
-                                "Each element of the 'pipeline' array must be an object, but \
-                                 found {}",
-                                type_name(Some(other))
-                            ))),
-                        })
-                        .collect::<QResult<Vec<_>>>()?;
-                    let p = parse_pipeline(&docs)?;
-                    if let Some(bad) = p.stage_names().find(|n| matches!(*n, "$out" | "$merge")) {
-                        return Err(QueryError::located(
-                            51047,
-                            format!("{bad} is not allowed within a $lookup's sub-pipeline"),
-                        ));
-                    }
-                    pipeline = Some(p);
-                }
+                "pipeline" => raw = Some(pipeline_docs(v, "$lookup argument 'pipeline'")?),
                 other => {
                     return Err(QueryError::failed_to_parse(format!(
                         "unknown argument to $lookup: {other}"
@@ -321,17 +318,45 @@ impl Lookup {
                      specified",
                 )),
             };
-        if fields.is_none() && pipeline.is_none() {
+        if fields.is_none() && raw.is_none() {
             return Err(QueryError::failed_to_parse(
                 "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to \
                  be specified",
             ));
         }
+        let raw_pipeline = raw.unwrap_or_default();
+        // With `let`, the sub-pipeline is parsed per document once the variables are known;
+        // parse it now with placeholders to report errors early.
+        let bound = if let_vars.is_empty() {
+            raw_pipeline.clone()
+        } else {
+            let placeholders: Vec<(String, Option<Bson>)> = let_vars
+                .iter()
+                .map(|(n, _)| (n.clone(), Some(Bson::Null)))
+                .collect();
+            raw_pipeline
+                .iter()
+                .map(|s| bind_stage(s, &placeholders))
+                .collect()
+        };
+        let parsed = parse_pipeline(&bound)?;
+        if let Some(bad) = parsed
+            .stage_names()
+            .find(|n| matches!(*n, "$out" | "$merge"))
+        {
+            return Err(QueryError::located(
+                51047,
+                format!("{bad} is not allowed within a $lookup's sub-pipeline"),
+            ));
+        }
+        let pipeline = (!raw_pipeline.is_empty() && let_vars.is_empty()).then_some(parsed);
         Ok(Lookup {
             from,
             fields,
             as_path: field_parts(&as_)?,
             pipeline,
+            let_vars,
+            raw_pipeline,
         })
     }
 
@@ -339,15 +364,19 @@ impl Lookup {
         &'a self,
         input: DocStream<'a>,
         ctx: &'a dyn AggContext,
+        vars: &'a Vars<'a>,
     ) -> QResult<DocStream<'a>> {
         let foreign = ctx.scan_collection(&self.from)?;
-        // Without a join condition the sub-pipeline's result is the same for every document.
+        // Without a join condition or variables the result is the same for every document.
         let constant = match (&self.fields, &self.pipeline) {
             (None, Some(p)) => Some(Bson::Array(
-                p.run(from_vec(foreign.clone()), ctx)?
+                gather(p.stream(from_vec(foreign.clone()), ctx, vars)?)?
                     .into_iter()
                     .map(Bson::Document)
                     .collect(),
+            )),
+            (None, None) if self.let_vars.is_empty() => Some(Bson::Array(
+                foreign.iter().cloned().map(Bson::Document).collect(),
             )),
             _ => None,
         };
@@ -356,7 +385,7 @@ impl Lookup {
             let joined = match &constant {
                 Some(c) => c.clone(),
                 None => Bson::Array(
-                    self.matches(&d, &foreign, ctx)?
+                    self.join(&d, &foreign, ctx, vars)?
                         .into_iter()
                         .map(Bson::Document)
                         .collect(),
@@ -367,57 +396,173 @@ impl Lookup {
         })))
     }
 
-    /// The foreign documents joined to `d` (after the sub-pipeline, if any).
-    fn matches(
+    /// The foreign documents joined to `d`: those equal on the join fields, through the
+    /// sub-pipeline if there is one.
+    fn join(
         &self,
         d: &Document,
         foreign: &[Document],
         ctx: &dyn AggContext,
+        vars: &Vars<'_>,
     ) -> QResult<Vec<Document>> {
-        let Some((local, foreign_field)) = &self.fields else {
-            return Ok(Vec::new());
+        let candidates = match &self.fields {
+            Some((local, foreign_field)) => equal_on(d, local, foreign_field, foreign)?,
+            None => foreign.to_vec(),
         };
-        let mut values = Vec::new();
-        any_value(
-            d,
-            &FieldPath::new(local),
-            LeafArrays::NoTraversal,
-            &mut |c| {
-                match c.value {
-                    Some(Bson::Array(a)) => values.extend(a.iter().cloned()),
-                    Some(v) => values.push(v.clone()),
-                    None => {}
-                }
-                false
-            },
-        );
-        if values.is_empty() {
-            values.push(Bson::Null);
-        }
-        // A regex joins by equality, not as a pattern: `$in` would match it as a pattern.
-        let filter = if values
-            .iter()
-            .any(|v| matches!(v, Bson::RegularExpression(_)))
-        {
-            let ors: Vec<Bson> = values
-                .into_iter()
-                .map(|v| Bson::Document(doc! { foreign_field.clone(): { "$eq": v } }))
-                .collect();
-            doc! { "$or": ors }
-        } else {
-            doc! { foreign_field.clone(): { "$in": values } }
-        };
-        let m = Matcher::new(&filter)?;
-        let mut out = Vec::new();
-        for f in foreign {
-            if m.try_matches(f)? {
-                out.push(f.clone());
+        if !self.let_vars.is_empty() {
+            let mut values = Vec::with_capacity(self.let_vars.len());
+            for (name, e) in &self.let_vars {
+                values.push((name.clone(), e.evaluate(d, vars)?));
             }
+            let bound: Vec<Document> = self
+                .raw_pipeline
+                .iter()
+                .map(|s| bind_stage(s, &values))
+                .collect();
+            let p = parse_pipeline(&bound)?;
+            return gather(p.stream(from_vec(candidates), ctx, vars)?);
         }
         match &self.pipeline {
-            Some(p) => p.run(from_vec(out), ctx),
-            None => Ok(out),
+            Some(p) => gather(p.stream(from_vec(candidates), ctx, vars)?),
+            None => Ok(candidates),
         }
+    }
+}
+
+/// The documents of `foreign` whose `foreign_field` equals a value of `local` in `d` (with
+/// query semantics: arrays on either side match by element, missing matches null).
+fn equal_on(
+    d: &Document,
+    local: &str,
+    foreign_field: &str,
+    foreign: &[Document],
+) -> QResult<Vec<Document>> {
+    let mut values = Vec::new();
+    any_value(
+        d,
+        &FieldPath::new(local),
+        LeafArrays::NoTraversal,
+        &mut |c| {
+            match c.value {
+                Some(Bson::Array(a)) => values.extend(a.iter().cloned()),
+                Some(v) => values.push(v.clone()),
+                None => {}
+            }
+            false
+        },
+    );
+    if values.is_empty() {
+        values.push(Bson::Null);
+    }
+    // A regex joins by equality, not as a pattern: `$in` would match it as a pattern.
+    let filter = if values
+        .iter()
+        .any(|v| matches!(v, Bson::RegularExpression(_)))
+    {
+        let ors: Vec<Bson> = values
+            .into_iter()
+            .map(|v| Bson::Document(doc! { foreign_field: { "$eq": v } }))
+            .collect();
+        doc! { "$or": ors }
+    } else {
+        doc! { foreign_field: { "$in": values } }
+    };
+    let m = Matcher::new(&filter)?;
+    let mut out = Vec::new();
+    for f in foreign {
+        if m.try_matches(f)? {
+            out.push(f.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Substitute `$lookup` `let` variables into a sub-pipeline stage: in expressions
+/// (everywhere but in `$match`, where only under `$expr`), `$$name` and `$$name.path` become
+/// `{$literal: value}` (or `$$REMOVE` when missing).
+fn bind_stage(stage: &Document, vars: &[(String, Option<Bson>)]) -> Document {
+    let mut out = Document::new();
+    for (k, v) in stage {
+        let bound = match (k.as_str(), v) {
+            ("$match", Bson::Document(f)) => Bson::Document(bind_filter(f, vars)),
+            _ => bind_value(v, vars),
+        };
+        out.insert(k.clone(), bound);
+    }
+    out
+}
+
+fn bind_filter(f: &Document, vars: &[(String, Option<Bson>)]) -> Document {
+    let mut out = Document::new();
+    for (k, v) in f {
+        let bound = match (k.as_str(), v) {
+            ("$expr", _) => bind_value(v, vars),
+            ("$and" | "$or" | "$nor", Bson::Array(items)) => Bson::Array(
+                items
+                    .iter()
+                    .map(|x| match x {
+                        Bson::Document(d) => Bson::Document(bind_filter(d, vars)),
+                        other => other.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), bound);
+    }
+    out
+}
+
+fn bind_value(v: &Bson, vars: &[(String, Option<Bson>)]) -> Bson {
+    match v {
+        Bson::String(s) => {
+            let Some(rest) = s.strip_prefix("$$") else {
+                return v.clone();
+            };
+            let (name, path) = match rest.split_once('.') {
+                Some((n, p)) => (n, Some(p)),
+                None => (rest, None),
+            };
+            let Some((_, value)) = vars.iter().find(|(n, _)| n == name) else {
+                return v.clone();
+            };
+            let resolved = match path {
+                None => value.clone(),
+                Some(p) => {
+                    let parts: Vec<String> = p.split('.').map(str::to_string).collect();
+                    value
+                        .as_ref()
+                        .and_then(|x| crate::expr::traverse(x, &parts))
+                }
+            };
+            match resolved {
+                Some(x) => Bson::Document(doc! { "$literal": x }),
+                None => Bson::String("$$REMOVE".into()),
+            }
+        }
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$literal") => v.clone(),
+        Bson::Document(d) => {
+            let mut out = Document::new();
+            for (k, x) in d {
+                let bound = match (k.as_str(), x) {
+                    // A nested sub-pipeline: its stages again.
+                    ("pipeline", Bson::Array(stages)) => Bson::Array(
+                        stages
+                            .iter()
+                            .map(|st| match st {
+                                Bson::Document(sd) => Bson::Document(bind_stage(sd, vars)),
+                                other => other.clone(),
+                            })
+                            .collect(),
+                    ),
+                    _ => bind_value(x, vars),
+                };
+                out.insert(k.clone(), bound);
+            }
+            Bson::Document(out)
+        }
+        Bson::Array(items) => Bson::Array(items.iter().map(|x| bind_value(x, vars)).collect()),
+        other => other.clone(),
     }
 }
 

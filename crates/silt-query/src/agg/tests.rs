@@ -595,7 +595,21 @@ fn lookup_pipeline_forms_and_errors() {
     );
     assert_eq!(
         err_code(
-            bson!([{"$lookup": {"from": "c", "let": {"x": "$a"}, "pipeline": [], "as": "x"}}]),
+            bson!([{"$lookup": {"from": "c", "let": {"X": "$a"}, "pipeline": [], "as": "x"}}]),
+            vec![]
+        ),
+        16867
+    );
+    assert_eq!(
+        err_code(
+            bson!([{"$lookup": {"from": "c", "pipeline": [{"$match": {"$expr": "$$nope"}}], "as": "x"}}]),
+            vec![]
+        ),
+        17276
+    );
+    assert_eq!(
+        err_code(
+            bson!([{"$lookup": {"from": "c", "pipeline": [{"$out": "z"}], "as": "x"}}]),
             vec![]
         ),
         238
@@ -1212,4 +1226,89 @@ fn now_is_fixed_for_a_run() {
         input,
     );
     assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn lookup_let_docs_example() {
+    let ctx = collections(vec![(
+        "warehouses",
+        bson!([
+            {"_id": 1, "stock_item": "almonds", "warehouse": "A", "instock": 120},
+            {"_id": 2, "stock_item": "pecans", "warehouse": "A", "instock": 80},
+            {"_id": 3, "stock_item": "almonds", "warehouse": "B", "instock": 60},
+            {"_id": 4, "stock_item": "cookies", "warehouse": "B", "instock": 40},
+            {"_id": 5, "stock_item": "cookies", "warehouse": "A", "instock": 80},
+        ]),
+    )]);
+    let orders = docs(bson!([
+        {"_id": 1, "item": "almonds", "price": 12, "ordered": 2},
+        {"_id": 2, "item": "pecans", "price": 20, "ordered": 1},
+        {"_id": 3, "item": "cookies", "price": 10, "ordered": 60},
+    ]));
+    let out = run_with(
+        bson!([{"$lookup": {
+            "from": "warehouses",
+            "let": {"order_item": "$item", "order_qty": "$ordered"},
+            "pipeline": [
+                {"$match": {"$expr": {"$and": [
+                    {"$eq": ["$stock_item", "$$order_item"]},
+                    {"$gte": ["$instock", "$$order_qty"]},
+                ]}}},
+                {"$project": {"stock_item": 0, "_id": 0}},
+            ],
+            "as": "stockdata",
+        }}]),
+        orders.clone(),
+        &ctx,
+    )
+    .unwrap();
+    let stock: Vec<Bson> = out
+        .iter()
+        .map(|d| d.get("stockdata").unwrap().clone())
+        .collect();
+    assert_eq!(
+        stock,
+        vec![
+            bson!([{"warehouse": "A", "instock": 120}, {"warehouse": "B", "instock": 60}]),
+            bson!([{"warehouse": "A", "instock": 80}]),
+            bson!([{"warehouse": "A", "instock": 80}]),
+        ]
+    );
+    // Concise form: equality fields plus a correlated sub-pipeline; variables with paths in
+    // other stages' expressions; a plain $match value "$$o" is a string, not a variable.
+    let out = run_with(
+        bson!([
+            {"$lookup": {
+                "from": "warehouses",
+                "localField": "item",
+                "foreignField": "stock_item",
+                "let": {"o": {"qty": "$ordered"}},
+                "pipeline": [{"$match": {"warehouse": "$$o"}}],
+                "as": "none",
+            }},
+            {"$lookup": {
+                "from": "warehouses",
+                "localField": "item",
+                "foreignField": "stock_item",
+                "let": {"o": {"qty": "$ordered"}},
+                "pipeline": [
+                    {"$addFields": {"spare": {"$subtract": ["$instock", "$$o.qty"]}}},
+                    {"$project": {"_id": 0, "spare": 1}},
+                ],
+                "as": "spare",
+            }},
+            {"$project": {"none": 1, "spare": 1}},
+        ]),
+        orders,
+        &ctx,
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        docs(bson!([
+            {"_id": 1, "none": [], "spare": [{"spare": 118}, {"spare": 58}]},
+            {"_id": 2, "none": [], "spare": [{"spare": 79}]},
+            {"_id": 3, "none": [], "spare": [{"spare": -20}, {"spare": 20}]},
+        ]))
+    );
 }
