@@ -94,6 +94,9 @@ enum Stage {
     Match {
         filter: Document,
         matcher: Matcher,
+        /// The expression of a filter that is only `{$expr: ...}`, evaluated directly (parsed
+        /// once, with the run's variables).
+        expr: Option<Expr>,
     },
     Project(Projection),
     Group(Group),
@@ -160,9 +163,14 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
                 ));
             };
             check_exprs(filter)?;
+            let expr = match (filter.len(), filter.get("$expr")) {
+                (1, Some(e)) => Some(Expr::parse(e)?),
+                _ => None,
+            };
             Stage::Match {
                 matcher: Matcher::new_with_expr(filter, eval_expr)?,
                 filter: filter.clone(),
+                expr,
             }
         }
         "$project" => Stage::Project(Projection::project(spec)?),
@@ -436,6 +444,14 @@ impl Stage {
         vars: &'a Vars<'a>,
     ) -> QResult<DocStream<'a>> {
         Ok(match self {
+            Stage::Match { expr: Some(e), .. } => Box::new(input.filter_map(move |r| match r {
+                Ok(d) => match e.evaluate(&d, vars) {
+                    Ok(v) if crate::expr::truthy(v.as_ref()) => Some(Ok(d)),
+                    Ok(_) => None,
+                    Err(err) => Some(Err(err)),
+                },
+                Err(e) => Some(Err(e)),
+            })),
             Stage::Match { matcher, .. } => Box::new(input.filter_map(move |r| match r {
                 Ok(d) => match matcher.try_matches(&d) {
                     Ok(true) => Some(Ok(d)),
