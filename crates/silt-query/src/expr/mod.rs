@@ -30,7 +30,9 @@ use bson::{Bson, Document};
 
 use crate::error::{QResult, QueryError};
 
+pub(crate) use arith::{StdDev, Sum};
 pub use convert::to_string_value;
+pub(crate) use parse::check_var_name;
 pub use parse::Op;
 
 /// Variable bindings in scope during evaluation: a chain of scopes, innermost first.
@@ -141,6 +143,8 @@ pub enum Expr {
         input: Box<Expr>,
         regex: Box<Expr>,
         options: Option<Box<Expr>>,
+        /// The regex, compiled once when `regex` and `options` are constants.
+        compiled: Option<Box<crate::matcher::RegexMatch>>,
     },
     /// `$replaceOne` / `$replaceAll`.
     Replace {
@@ -332,8 +336,9 @@ pub(crate) fn nullish(v: Option<&Bson>) -> bool {
     matches!(v, None | Some(Bson::Null | Bson::Undefined))
 }
 
-/// Follow `path` into `v` with expression field-path semantics.
-pub(crate) fn traverse(v: &Bson, path: &[String]) -> Option<Bson> {
+/// Follow `path` into `v` with expression field-path semantics: through documents by name and
+/// through arrays element-wise (see the module documentation).
+pub fn traverse(v: &Bson, path: &[String]) -> Option<Bson> {
     let Some((first, rest)) = path.split_first() else {
         return Some(v.clone());
     };
@@ -448,7 +453,8 @@ impl Eval<'_, '_> {
                 input,
                 regex,
                 options,
-            } => self.regex_match(input, regex, options.as_deref()),
+                compiled,
+            } => self.regex_match(input, regex, options.as_deref(), compiled.as_deref()),
             Expr::Replace {
                 all,
                 input,

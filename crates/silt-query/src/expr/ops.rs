@@ -12,6 +12,7 @@ use super::arith::{exact_i32, exact_i64, Number, StdDev, Sum};
 use super::convert::coerce_to_string;
 use super::{fmt_value, nullish, truthy, type_name, Eval, Expr, Op, Val, ValueKey};
 use crate::error::{QResult, QueryError};
+use crate::matcher::RegexMatch;
 
 fn null() -> QResult<Val> {
     Ok(Some(Bson::Null))
@@ -535,6 +536,7 @@ impl Eval<'_, '_> {
         input: &Expr,
         regex: &Expr,
         options: Option<&Expr>,
+        compiled: Option<&RegexMatch>,
     ) -> QResult<Val> {
         let s = match self.eval(input)? {
             v if nullish(v.as_ref()) => return yes(false),
@@ -546,39 +548,19 @@ impl Eval<'_, '_> {
                 ))
             }
         };
-        let (pattern, mut flags) = match self.eval(regex)? {
-            v if nullish(v.as_ref()) => return yes(false),
-            Some(Bson::String(p)) => (p, String::new()),
-            Some(Bson::RegularExpression(r)) => (r.pattern, r.options),
-            _ => {
-                return Err(QueryError::located(
-                    51105,
-                    "$regexMatch needs 'regex' to be of type string or regex",
-                ))
+        let owned;
+        let re = match compiled {
+            Some(re) => re,
+            None => {
+                let r = self.eval(regex)?;
+                let o = options.map(|o| self.eval(o)).transpose()?;
+                let Some((pattern, flags)) = regex_spec(r, o)? else {
+                    return yes(false);
+                };
+                owned = RegexMatch::new(&pattern, &flags)?;
+                &owned
             }
         };
-        if let Some(o) = options {
-            match self.eval(o)? {
-                v if nullish(v.as_ref()) => {}
-                Some(Bson::String(opts)) => {
-                    if !flags.is_empty() {
-                        return Err(QueryError::located(
-                            51107,
-                            "$regexMatch found regex option(s) specified in both 'regex' and \
-                             'option' fields",
-                        ));
-                    }
-                    flags = opts;
-                }
-                _ => {
-                    return Err(QueryError::located(
-                        51106,
-                        "$regexMatch needs 'options' to be of type string",
-                    ))
-                }
-            }
-        }
-        let re = crate::matcher::RegexMatch::new(&pattern, &flags)?;
         yes(re.matches(&Bson::String(s)))
     }
 
@@ -677,6 +659,42 @@ impl Eval<'_, '_> {
         }
         Ok(Some(Bson::Document(d)))
     }
+}
+
+/// The pattern and flags of `$regexMatch`'s `regex` and `options` values; `None` when the
+/// regex is null or missing.
+pub(crate) fn regex_spec(regex: Val, options: Option<Val>) -> QResult<Option<(String, String)>> {
+    let (pattern, mut flags) = match regex {
+        v if nullish(v.as_ref()) => return Ok(None),
+        Some(Bson::String(p)) => (p, String::new()),
+        Some(Bson::RegularExpression(r)) => (r.pattern, r.options),
+        _ => {
+            return Err(QueryError::located(
+                51105,
+                "$regexMatch needs 'regex' to be of type string or regex",
+            ))
+        }
+    };
+    match options.flatten() {
+        None | Some(Bson::Null | Bson::Undefined) => {}
+        Some(Bson::String(opts)) => {
+            if !flags.is_empty() {
+                return Err(QueryError::located(
+                    51107,
+                    "$regexMatch found regex option(s) specified in both 'regex' and 'option' \
+                     fields",
+                ));
+            }
+            flags = opts;
+        }
+        _ => {
+            return Err(QueryError::located(
+                51106,
+                "$regexMatch needs 'options' to be of type string",
+            ))
+        }
+    }
+    Ok(Some((pattern, flags)))
 }
 
 fn concat(vals: Vec<Val>) -> QResult<Val> {

@@ -312,7 +312,7 @@ fn arity_error(name: &str, lo: usize, hi: usize, n: usize) -> QueryError {
 }
 
 /// Validate a variable name a user binds (`$let`, `$map`'s `as`, ...).
-fn check_var_name(name: &str) -> QResult<()> {
+pub(crate) fn check_var_name(name: &str) -> QResult<()> {
     if name == "CURRENT" {
         return Ok(());
     }
@@ -902,10 +902,27 @@ impl Parser {
         let regex = required(a[1], || {
             QueryError::located(31023, "$regexMatch requires 'regex' parameter")
         })?;
+        let regex = self.boxed(regex)?;
+        let options = self.opt(a[2])?;
+        let constant_options = match options.as_deref() {
+            None => Some(None),
+            Some(Expr::Literal(o)) => Some(Some(Some(o.clone()))),
+            Some(_) => None,
+        };
+        let compiled = match (regex.as_literal(), constant_options) {
+            (Some(r), Some(o)) => match super::ops::regex_spec(Some(r.clone()), o)? {
+                Some((pattern, flags)) => {
+                    Some(Box::new(crate::matcher::RegexMatch::new(&pattern, &flags)?))
+                }
+                None => None,
+            },
+            _ => None,
+        };
         Ok(Expr::RegexMatch {
             input: self.boxed(input)?,
-            regex: self.boxed(regex)?,
-            options: self.opt(a[2])?,
+            regex,
+            options,
+            compiled,
         })
     }
 
