@@ -893,10 +893,3 @@ fn distinct_values(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
         _ => {}
     }
 }
-
-pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
-    let _ = (s, db, cmd);
-    Err(QueryError::not_implemented(
-        "aggregate is not available in this build",
-    ))
-}

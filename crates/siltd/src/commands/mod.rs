@@ -3,6 +3,7 @@
 //! error into MongoDB's error shape.
 
 mod admin;
+mod aggregate;
 mod catalog;
 mod crud;
 pub mod plan;
@@ -89,7 +90,7 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInf
         "findAndModify" | "findandmodify" => crud::find_and_modify(s, db, cmd),
         "count" => crud::count(s, db, cmd),
         "distinct" => crud::distinct(s, db, cmd),
-        "aggregate" => crud::aggregate(s, db, cmd),
+        "aggregate" => aggregate::aggregate(s, db, cmd),
         _ => Err(QueryError::command_not_found(format!(
             "no such command: '{name}'"
         ))),
