@@ -372,6 +372,13 @@ pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 // ---- updates ----
 
+/// Top-level paths of the collection's secondary-index keys (updates touching them never take
+/// the fast path). There are no secondary indexes yet, so only `_id`, which is excluded
+/// separately.
+fn indexed_paths(_s: &Server, _ns: &str) -> Vec<String> {
+    Vec::new()
+}
+
 /// A matcher that can evaluate `$expr`.
 pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
     Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
@@ -444,6 +451,8 @@ struct UpdateResult {
     matched: u64,
     modified: u64,
     upserted: Option<Bson>,
+    /// Applied as a fast update (counts are assumed, not known).
+    fast: bool,
     /// The document before and after the last change (for findAndModify).
     before: Option<Document>,
     after: Option<Document>,
@@ -592,7 +601,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let stmts = docs_arg(cmd, "updates")?;
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
-    let (mut n, mut modified) = (0i64, 0i64);
+    let (mut n, mut modified, mut fast) = (0i64, 0i64, 0i64);
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
     for (i, st) in stmts.iter().enumerate() {
@@ -607,6 +616,37 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             let spec = update_spec(u, af.as_deref())?;
             let multi = bool_arg(st, "multi")?.unwrap_or(false);
             let upsert = bool_arg(st, "upsert")?.unwrap_or(false);
+            let want_fast = match bool_arg(st, "fastUpdate")? {
+                Some(b) => b,
+                None => bool_arg(cmd, "fastUpdate")?
+                    .unwrap_or_else(|| s.fast.enabled.load(AtomicOrdering::Relaxed)),
+            };
+            if let (Some(id), Bson::Document(u)) = (crate::fast::id_only_filter(&q), u) {
+                if crate::fast::update_is_eligible(&spec, &indexed_paths(s, &ns)) {
+                    s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
+                    if want_fast && af.is_none() {
+                        let coll = s
+                            .store
+                            .get_or_create(&ns)
+                            .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                        let arg = crate::fast::message_arg(id, u, upsert);
+                        coll.dict()
+                            .update(
+                                &silt_collection::id_key(id),
+                                crate::fast::FAST_UPDATE_FN,
+                                &arg,
+                            )
+                            .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
+                        s.fast.performed.fetch_add(1, AtomicOrdering::Relaxed);
+                        return Ok(UpdateResult {
+                            matched: 1,
+                            modified: 1,
+                            fast: true,
+                            ..UpdateResult::default()
+                        });
+                    }
+                }
+            }
             update_docs(s, &ns, &q, None, &spec, multi, upsert)
         })();
         match r {
@@ -617,6 +657,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 } else {
                     n += r.matched as i64;
                     modified += r.modified as i64;
+                    fast += i64::from(r.fast);
                 }
             }
             Err(f) => {
@@ -629,6 +670,12 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     write_concern(s, cmd)?;
     let mut r = doc! { "n": n as i32, "nModified": modified as i32 };
+    if fast > 0 {
+        r.insert(
+            "fastUpdates",
+            doc! { "count": fast as i32, "countsAreUnknown": true },
+        );
+    }
     if !upserted.is_empty() {
         r.insert("upserted", upserted);
     }
