@@ -2,7 +2,9 @@
 //! and, with `--json FILE`, writes every figure it printed plus its parameters. Benchmarks are
 //! programs, not timed tests: nothing here asserts on speed.
 
+mod client;
 mod engine;
+mod fast_update;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +19,8 @@ struct Cli {
 enum Cmd {
     /// Storage-engine micro-workloads on data larger than the cache.
     Engine(engine::Args),
+    /// W1: fast updates by _id and by secondary key against a siltd child process.
+    FastUpdate(fast_update::Args),
 }
 
 fn main() {
@@ -29,7 +33,8 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Engine(a) => engine::run(a),
+        Cmd::Engine(a) => engine::run(a).map_err(Into::into),
+        Cmd::FastUpdate(a) => fast_update::run(a),
     };
     if let Err(e) = r {
         eprintln!("silt-bench: {e}");

@@ -1,0 +1,192 @@
+//! A minimal synchronous MongoDB client over `silt-wire` (OP_MSG commands), and a `siltd`
+//! child process for workloads that measure the server. Enough for benchmarks; tests use
+//! real drivers.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use silt_wire::{MsgHeader, OpMsg, Request, HEADER_LEN};
+
+/// One connection.
+pub struct Client {
+    stream: TcpStream,
+    next_id: i32,
+}
+
+/// A command error: the server's reply.
+pub type CmdErr = String;
+
+impl Client {
+    pub fn connect(port: u16) -> std::io::Result<Client> {
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_nodelay(true)?;
+        Ok(Client { stream, next_id: 1 })
+    }
+
+    /// Run `cmd` on `db`; `Err` carries `errmsg` of an `ok: 0` reply, or an I/O problem.
+    pub fn command(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {
+        cmd.insert("$db", db);
+        self.next_id += 1;
+        let bytes = OpMsg::new(cmd)
+            .to_message(self.next_id, 0)
+            .map_err(|e| e.to_string())?;
+        self.stream.write_all(&bytes).map_err(|e| e.to_string())?;
+        let mut head = [0u8; HEADER_LEN];
+        self.stream
+            .read_exact(&mut head)
+            .map_err(|e| e.to_string())?;
+        let h = MsgHeader::parse(&head).map_err(|e| e.to_string())?;
+        let mut body = vec![0u8; h.body_len()];
+        self.stream
+            .read_exact(&mut body)
+            .map_err(|e| e.to_string())?;
+        let reply = match silt_wire::parse_message(&h, &body).map_err(|e| e.to_string())? {
+            Request::Msg(m) => m.body,
+            _ => return Err("unexpected reply opcode".into()),
+        };
+        let ok = match reply.get("ok") {
+            Some(bson::Bson::Double(d)) => *d == 1.0,
+            Some(bson::Bson::Int32(i)) => *i == 1,
+            _ => false,
+        };
+        if ok {
+            if let Ok(errs) = reply.get_array("writeErrors") {
+                return Err(format!("write errors: {errs:?}"));
+            }
+            Ok(reply)
+        } else {
+            Err(reply
+                .get_str("errmsg")
+                .unwrap_or("command failed")
+                .to_string())
+        }
+    }
+
+    /// All documents of a query (following getMore).
+    pub fn find_all(
+        &mut self,
+        db: &str,
+        coll: &str,
+        filter: Document,
+        projection: Document,
+    ) -> Result<Vec<Document>, CmdErr> {
+        let r = self.command(
+            db,
+            doc! { "find": coll, "filter": filter, "projection": projection, "batchSize": 10_000 },
+        )?;
+        let c = r.get_document("cursor").map_err(|e| e.to_string())?;
+        let mut out: Vec<Document> = c
+            .get_array("firstBatch")
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter_map(|b| b.as_document().cloned())
+            .collect();
+        let mut id = c.get_i64("id").unwrap_or(0);
+        while id != 0 {
+            let r = self.command(
+                db,
+                doc! { "getMore": id, "collection": coll, "batchSize": 10_000 },
+            )?;
+            let c = r.get_document("cursor").map_err(|e| e.to_string())?;
+            out.extend(
+                c.get_array("nextBatch")
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .filter_map(|b| b.as_document().cloned()),
+            );
+            id = c.get_i64("id").unwrap_or(0);
+        }
+        Ok(out)
+    }
+}
+
+/// A `siltd` child process on a free port with its own data directory.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The `siltd` binary next to this one (both live in `target/<profile>/`).
+pub fn siltd_path() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("siltd")))
+        .unwrap_or_else(|| PathBuf::from("siltd"))
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+impl Server {
+    pub fn start(dir: Option<&Path>, args: &[&str]) -> Result<Server, String> {
+        let (tmp, dbpath): (_, PathBuf) = match dir {
+            Some(d) => (None, d.to_path_buf()),
+            None => {
+                let t = tempfile::tempdir().map_err(|e| e.to_string())?;
+                let p = t.path().to_path_buf();
+                (Some(t), p)
+            }
+        };
+        let port = free_port().map_err(|e| e.to_string())?;
+        let bin = siltd_path();
+        let child = Command::new(&bin)
+            .arg("--port")
+            .arg(port.to_string())
+            .arg("--dbpath")
+            .arg(&dbpath)
+            .arg("--log-level")
+            .arg("warn")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start {} (build it with `cargo build --release -p siltd`): {e}",
+                    bin.display()
+                )
+            })?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(Server {
+                    child,
+                    port,
+                    _dir: tmp,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err("siltd did not start".into())
+    }
+
+    /// Peak resident memory of the server process.
+    pub fn peak_rss(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|k| k.parse::<u64>().ok())
+                })
+            })
+            .map(|kb| kb * 1024)
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM-equivalent is not in std; kill and wait (benchmark data is disposable).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,245 @@
+//! `silt-bench fast-update`: workload W1 of `shared/workloads.md` (sysbench-style updates)
+//! against a `siltd` child process, each phase with fast updates off, then on.
+//!
+//! W1a: `$inc` of an unindexed field by `_id`; W1b: the same through a secondary index on `k`
+//! (`multi: true`); W1c (control): `$inc` on the indexed `k`, which must not take the fast path.
+//! Afterwards the sum of `counter` must equal the increments the server acknowledged.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::json;
+
+use crate::client::{Client, Server};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Documents in the collection.
+    #[arg(long, default_value_t = 150_000)]
+    docs: u64,
+    /// Incompressible filler per document, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    blob_bytes: usize,
+    /// Documents per distinct `k` value (on average).
+    #[arg(long, default_value_t = 4)]
+    docs_per_k: u64,
+    /// The server's cache, in MiB.
+    #[arg(long, default_value_t = 16)]
+    cache_mb: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 16)]
+    threads: usize,
+    /// Seconds per phase.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+const DB: &str = "sbtest";
+const COLL: &str = "sbtest1";
+
+fn text(rng: &mut SmallRng, n: usize) -> String {
+    (0..n)
+        .map(|_| char::from(b'a' + (rng.next_u32() % 26) as u8))
+        .collect()
+}
+
+fn load(c: &mut Client, a: &Args) -> Result<u64, String> {
+    let mut rng = SmallRng::seed_from_u64(1);
+    let kmax = (a.docs / a.docs_per_k).max(1);
+    let mut raw = 0u64;
+    let started = Instant::now();
+    let mut next_report = a.docs / 10;
+    let mut i = 0u64;
+    while i < a.docs {
+        let n = 1000.min(a.docs - i);
+        let mut batch = Vec::with_capacity(n as usize);
+        for j in i..i + n {
+            let mut blob = vec![0u8; a.blob_bytes];
+            rng.fill_bytes(&mut blob);
+            let d = doc! {
+                "_id": j as i64,
+                "k": rng.gen_range(0..kmax) as i64,
+                "c": text(&mut rng, 120),
+                "pad": text(&mut rng, 60),
+                "counter": 0i64,
+                "blob": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: blob },
+            };
+            let mut v = Vec::new();
+            let _ = d.to_writer(&mut v);
+            raw += v.len() as u64;
+            batch.push(d);
+        }
+        c.command(
+            DB,
+            doc! { "insert": COLL, "documents": batch, "ordered": false },
+        )?;
+        i += n;
+        if i >= next_report {
+            eprintln!(
+                "[load] {}% {i} documents, {:.0} docs/s",
+                i * 100 / a.docs,
+                i as f64 / started.elapsed().as_secs_f64()
+            );
+            next_report += a.docs / 10;
+        }
+    }
+    Ok(raw)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum W {
+    A,
+    B,
+    C,
+}
+
+/// Run one phase; returns (updates/s, counter increments acknowledged, fast statements seen).
+fn phase(port: u16, a: &Args, w: W, fast: bool) -> Result<(f64, u64, u64), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ops = Arc::new(AtomicU64::new(0));
+    let incs = Arc::new(AtomicU64::new(0));
+    let fast_seen = Arc::new(AtomicU64::new(0));
+    let kmax = (a.docs / a.docs_per_k).max(1);
+    let mut handles = Vec::new();
+    let started = Instant::now();
+    for t in 0..a.threads {
+        let (stop, ops, incs, fast_seen) =
+            (stop.clone(), ops.clone(), incs.clone(), fast_seen.clone());
+        let docs = a.docs;
+        handles.push(std::thread::spawn(move || -> Result<(), String> {
+            let mut c = Client::connect(port).map_err(|e| e.to_string())?;
+            let mut rng = SmallRng::seed_from_u64(1000 + t as u64);
+            while !stop.load(Ordering::Relaxed) {
+                let stmt = match w {
+                    W::A => doc! { "q": { "_id": rng.gen_range(0..docs) as i64 }, "u": { "$inc": { "counter": 1i64 } } },
+                    W::B => doc! { "q": { "k": rng.gen_range(0..kmax) as i64 }, "u": { "$inc": { "counter": 1i64 } }, "multi": true },
+                    W::C => doc! { "q": { "_id": rng.gen_range(0..docs) as i64 }, "u": { "$inc": { "k": 1i64 } } },
+                };
+                let r = c.command(DB, doc! { "update": COLL, "updates": [stmt], "fastUpdate": fast })?;
+                let n = match r.get("n") {
+                    Some(Bson::Int32(n)) => *n as u64,
+                    Some(Bson::Int64(n)) => *n as u64,
+                    _ => 0,
+                };
+                if w != W::C {
+                    incs.fetch_add(n, Ordering::Relaxed);
+                }
+                if r.contains_key("fastUpdates") {
+                    fast_seen.fetch_add(1, Ordering::Relaxed);
+                }
+                ops.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(a.seconds));
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join()
+            .map_err(|_| "client thread panicked".to_string())??;
+    }
+    let rate = ops.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    Ok((
+        rate,
+        incs.load(Ordering::Relaxed),
+        fast_seen.load(Ordering::Relaxed),
+    ))
+}
+
+pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = format!("{}MB", a.cache_mb);
+    let server = Server::start(None, &["--cache-size", &cache])?;
+    let mut c = Client::connect(server.port)?;
+    eprintln!(
+        "[load] {} documents with {} B of filler, cache {cache}",
+        a.docs, a.blob_bytes
+    );
+    let raw = load(&mut c, &a)?;
+    c.command(
+        DB,
+        doc! { "createIndexes": COLL, "indexes": [ { "key": { "k": 1 }, "name": "k_1" } ] },
+    )?;
+    let mut rows = Vec::new();
+    let mut increments = 0u64;
+    let mut results = serde_json::Map::new();
+    for (w, name) in [(W::A, "w1a"), (W::B, "w1b"), (W::C, "w1c")] {
+        let mut pair = [0f64; 2];
+        let mut fast_counts = [0u64; 2];
+        for (slot, fast) in [(0, false), (1, true)] {
+            eprintln!("[{name}] fast updates {}", if fast { "on" } else { "off" });
+            let (rate, incs, fast_seen) = phase(server.port, &a, w, fast)?;
+            increments += incs;
+            pair[slot] = rate;
+            fast_counts[slot] = fast_seen;
+            eprintln!("[{name}] {rate:.0} updates/s, {fast_seen} took the fast path");
+        }
+        results.insert(format!("{name}_normal_per_s"), json!(pair[0]));
+        results.insert(format!("{name}_fast_per_s"), json!(pair[1]));
+        results.insert(
+            format!("{name}_fast_path_statements"),
+            json!(fast_counts[1]),
+        );
+        rows.push((name, pair[0], pair[1], fast_counts[1]));
+    }
+    let docs = c.find_all(DB, COLL, doc! {}, doc! { "counter": 1 })?;
+    let sum: i64 = docs
+        .iter()
+        .map(|d: &Document| d.get_i64("counter").unwrap_or(0))
+        .sum();
+    let ok = sum as u64 == increments && docs.len() as u64 == a.docs;
+    println!(
+        "{:<34}{:>14}{:>14}{:>9}",
+        "workload", "off (/s)", "on (/s)", "on/off"
+    );
+    for (name, off, on, fast_n) in &rows {
+        let label = match *name {
+            "w1a" => "W1a $inc by _id",
+            "w1b" => "W1b $inc by secondary key",
+            _ => "W1c $inc of indexed k (control)",
+        };
+        println!(
+            "{label:<34}{off:>14.0}{on:>14.0}{:>8.1}x   fast-path statements: {fast_n}",
+            on / off
+        );
+    }
+    println!(
+        "documents {}, raw {} MiB, cache {} MiB ({:.1}x), {} threads, {} s per phase",
+        a.docs,
+        raw >> 20,
+        a.cache_mb,
+        raw as f64 / (a.cache_mb << 20) as f64,
+        a.threads,
+        a.seconds
+    );
+    println!(
+        "counter sum {sum}, acknowledged increments {increments}: {}",
+        if ok { "OK" } else { "MISMATCH" }
+    );
+    if let Some(p) = &a.json {
+        results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
+        results.insert("data_bytes".into(), json!(raw));
+        results.insert("counter_sum_ok".into(), json!(ok));
+        results.insert("counter_sum".into(), json!(sum));
+        results.insert("acknowledged_increments".into(), json!(increments));
+        results.insert("server_peak_rss_bytes".into(), json!(server.peak_rss()));
+        results.insert(
+            "params".into(),
+            json!({ "docs": a.docs, "blob_bytes": a.blob_bytes, "docs_per_k": a.docs_per_k,
+                    "threads": a.threads, "seconds": a.seconds, "cache_mb": a.cache_mb }),
+        );
+        results.insert("workload".into(), json!("fast-update"));
+        std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
+    }
+    if !ok {
+        return Err("the counter sum does not match the acknowledged increments".into());
+    }
+    Ok(())
+}
