@@ -3,6 +3,7 @@
 //! programs, not timed tests: nothing here asserts on speed.
 
 mod client;
+mod count;
 mod engine;
 mod fast_update;
 
@@ -21,6 +22,8 @@ enum Cmd {
     Engine(engine::Args),
     /// W1: fast updates by _id and by secondary key against a siltd child process.
     FastUpdate(fast_update::Args),
+    /// W4: counts over index ranges with and without a matcher, against reading the documents.
+    Count(count::Args),
 }
 
 fn main() {
@@ -35,6 +38,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Engine(a) => engine::run(a).map_err(Into::into),
         Cmd::FastUpdate(a) => fast_update::run(a),
+        Cmd::Count(a) => count::run(a),
     };
     if let Err(e) = r {
         eprintln!("silt-bench: {e}");

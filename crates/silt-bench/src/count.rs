@@ -1,0 +1,196 @@
+//! `silt-bench count`: workload W4 of `shared/workloads.md` against a `siltd` child process.
+//!
+//! Loads `{a: uniform int in [0, 1e5), x: uniform int in [0, 100), pad}` with an index on
+//! `{a: 1}`, then times: the full collection count; counts of 10-, 100-, 1,000- and
+//! 10,000-key ranges on `a` without a matcher (`{a: {$gte: L, $lt: L+K}}`) and with one (plus
+//! `x: 7`); and reading the same documents with a cursor (`itcount`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bson::{doc, Bson, Document};
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::json;
+
+use crate::client::{Client, Server};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Documents to load.
+    #[arg(long, default_value_t = 1_000_000)]
+    docs: u64,
+    /// Padding bytes per document (half random).
+    #[arg(long, default_value_t = 100)]
+    pad_bytes: usize,
+    /// The server's cache, in MiB.
+    #[arg(long, default_value_t = 64)]
+    cache_mb: u64,
+    /// Timed repetitions per figure (each at a random range start).
+    #[arg(long, default_value_t = 20)]
+    reps: u32,
+    /// Write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+const DB: &str = "w4";
+const COLL: &str = "c";
+const A_VALUES: i64 = 100_000;
+
+fn count(c: &mut Client, query: Document) -> Result<i64, String> {
+    let r = c.command(DB, doc! { "count": COLL, "query": query })?;
+    Ok(match r.get("n") {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(n)) => *n as i64,
+        _ => -1,
+    })
+}
+
+fn itcount(c: &mut Client, filter: Document) -> Result<i64, String> {
+    Ok(c.find_all(DB, COLL, filter, doc! {})?.len() as i64)
+}
+
+/// Mean microseconds of `f` over `reps` runs, and the last result.
+fn time_us(reps: u32, mut f: impl FnMut(u32) -> Result<i64, String>) -> Result<(f64, i64), String> {
+    let mut total = 0f64;
+    let mut last = 0;
+    for i in 0..reps {
+        let t = Instant::now();
+        last = f(i)?;
+        total += t.elapsed().as_secs_f64() * 1e6;
+    }
+    Ok((total / f64::from(reps), last))
+}
+
+pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = format!("{}MB", a.cache_mb);
+    let server = Server::start(None, &["--cache-size", &cache])?;
+    let mut c = Client::connect(server.port)?;
+    let mut rng = SmallRng::seed_from_u64(4);
+    let started = Instant::now();
+    let mut raw = 0u64;
+    let mut i = 0u64;
+    while i < a.docs {
+        let n = 1000.min(a.docs - i);
+        let mut batch = Vec::with_capacity(n as usize);
+        for j in i..i + n {
+            let mut pad = vec![b'p'; a.pad_bytes];
+            for b in pad.iter_mut().take(a.pad_bytes / 2) {
+                *b = b'a' + (rng.next_u32() % 26) as u8;
+            }
+            let d = doc! {
+                "_id": j as i64,
+                "a": rng.gen_range(0..A_VALUES),
+                "x": rng.gen_range(0..100i64),
+                "pad": String::from_utf8(pad).unwrap_or_default(),
+            };
+            let mut v = Vec::new();
+            let _ = d.to_writer(&mut v);
+            raw += v.len() as u64;
+            batch.push(d);
+        }
+        c.command(
+            DB,
+            doc! { "insert": COLL, "documents": batch, "ordered": false },
+        )?;
+        i += n;
+        if i.is_multiple_of((a.docs / 10).max(1)) {
+            eprintln!(
+                "[load] {}% {i} documents, {:.0} docs/s",
+                i * 100 / a.docs,
+                i as f64 / started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    c.command(
+        DB,
+        doc! { "createIndexes": COLL, "indexes": [ { "key": { "a": 1 }, "name": "a_1" } ] },
+    )?;
+    // Warm up: one pass over the index and the documents.
+    let _ = itcount(&mut c, doc! { "a": { "$gte": 0 } })?;
+
+    let mut results = serde_json::Map::new();
+    let mut rows = Vec::new();
+    let (full_us, full_n) = time_us(a.reps.min(5), |_| {
+        let r = c.command(
+            DB,
+            doc! { "aggregate": COLL, "pipeline": [ { "$match": {} }, { "$group": { "_id": 1, "n": { "$sum": 1 } } } ], "cursor": {} },
+        )?;
+        Ok(r.get_document("cursor")
+            .ok()
+            .and_then(|c| c.get_array("firstBatch").ok())
+            .and_then(|b| b.first())
+            .and_then(|d| d.as_document())
+            .and_then(|d| d.get("n"))
+            .map(|n| match n {
+                Bson::Int32(v) => i64::from(*v),
+                Bson::Int64(v) => *v,
+                _ => -1,
+            })
+            .unwrap_or(-1))
+    })?;
+    results.insert("full_count_us".into(), json!(full_us));
+    let mut ok = full_n == a.docs as i64;
+    let per_value = a.docs as f64 / A_VALUES as f64;
+    for keys in [10u64, 100, 1000, 10_000] {
+        let width = ((keys as f64 / per_value).round() as i64).max(1);
+        let starts: Vec<i64> = (0..a.reps)
+            .map(|_| rng.gen_range(0..A_VALUES - width))
+            .collect();
+        let range = |l: i64| doc! { "a": { "$gte": l, "$lt": l + width } };
+        let (nm_us, _) = time_us(a.reps, |r| count(&mut c, range(starts[r as usize])))?;
+        let (m_us, _) = time_us(a.reps, |r| {
+            let mut q = range(starts[r as usize]);
+            q.insert("x", 7i64);
+            count(&mut c, q)
+        })?;
+        let (it_us, _) = time_us(a.reps, |r| itcount(&mut c, range(starts[r as usize])))?;
+        // Counts must agree with reading the documents.
+        for &l in starts.iter().take(3) {
+            ok &= count(&mut c, range(l))? == itcount(&mut c, range(l))?;
+        }
+        results.insert(format!("count_{keys}_nomatcher_us"), json!(nm_us));
+        results.insert(format!("count_{keys}_matcher_us"), json!(m_us));
+        results.insert(format!("itcount_{keys}_us"), json!(it_us));
+        rows.push((keys, nm_us, m_us, it_us));
+    }
+    let status = c.command("admin", doc! { "serverStatus": 1 })?;
+    let disk = status
+        .get_document("silt")
+        .ok()
+        .and_then(|s| s.get_i64("bytesOnDisk").ok())
+        .unwrap_or(0);
+    println!(
+        "{:<26}{:>16}{:>16}{:>16}{:>10}",
+        "range (keys)", "count (us)", "count+x:7 (us)", "itcount (us)", "it/count"
+    );
+    for (keys, nm, m, it) in &rows {
+        println!("{keys:<26}{nm:>16.0}{m:>16.0}{it:>16.0}{:>9.1}x", it / nm);
+    }
+    println!("full collection count: {full_us:.0} us ({full_n} documents)");
+    println!(
+        "documents {}, raw {} MiB, on disk {} MiB, cache {} MiB, server peak RSS {} MiB; counts agree: {}",
+        a.docs,
+        raw >> 20,
+        disk >> 20,
+        a.cache_mb,
+        server.peak_rss() >> 20,
+        if ok { "yes" } else { "NO" }
+    );
+    if let Some(p) = &a.json {
+        results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
+        results.insert("data_bytes".into(), json!(raw));
+        results.insert("bytes_on_disk".into(), json!(disk));
+        results.insert("server_peak_rss_bytes".into(), json!(server.peak_rss()));
+        results.insert("counts_agree".into(), json!(ok));
+        results.insert("params".into(), json!({ "docs": a.docs, "pad_bytes": a.pad_bytes, "reps": a.reps, "cache_mb": a.cache_mb }));
+        results.insert("workload".into(), json!("count"));
+        std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
+    }
+    if !ok {
+        return Err("counts disagree with the documents read".into());
+    }
+    Ok(())
+}
