@@ -48,18 +48,19 @@ fn write_error(index: usize, e: &QueryError) -> Document {
     doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() }
 }
 
-fn dup_key_error(ns: &str, id: &Bson) -> QueryError {
-    QueryError::duplicate_key(format!(
-        "E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}"
-    ))
+/// A duplicate key: the index, its key pattern and the duplicate values.
+struct DupKey {
+    msg: String,
+    key_pattern: Document,
+    key_value: Document,
 }
 
-fn dup_write_error(index: usize, ns: &str, id: &Bson) -> Document {
-    let e = dup_key_error(ns, id);
-    let mut d = write_error(index, &e);
-    d.insert("keyPattern", doc! { "_id": 1 });
-    d.insert("keyValue", doc! { "_id": id.clone() });
-    d
+fn dup_write_error(index: usize, d: DupKey) -> Document {
+    let e = QueryError::duplicate_key(d.msg);
+    let mut w = write_error(index, &e);
+    w.insert("keyPattern", d.key_pattern);
+    w.insert("keyValue", d.key_value);
+    w
 }
 
 fn doc_size(d: &Document) -> usize {
@@ -115,9 +116,9 @@ pub fn prepare_insert(mut d: Document) -> QResult<Document> {
     Ok(d)
 }
 
-/// A failed write of one document: a duplicate `_id` (reported with the key) or another error.
+/// A failed write of one document: a duplicate key (reported with the key) or another error.
 enum WriteFail {
-    Dup(Bson),
+    Dup(Box<DupKey>),
     Other(QueryError),
 }
 
@@ -127,28 +128,40 @@ impl From<QueryError> for WriteFail {
     }
 }
 
+impl From<CollError> for WriteFail {
+    fn from(e: CollError) -> Self {
+        match e {
+            CollError::DuplicateKey {
+                ref key_pattern,
+                ref key_value,
+                ..
+            } => WriteFail::Dup(Box::new(DupKey {
+                key_pattern: (**key_pattern).clone(),
+                key_value: (**key_value).clone(),
+                msg: e.to_string(),
+            })),
+            other => WriteFail::Other(coll_err(other)),
+        }
+    }
+}
+
 impl WriteFail {
-    fn into_write_error(self, index: usize, ns: &str) -> Document {
+    fn into_write_error(self, index: usize) -> Document {
         match self {
-            WriteFail::Dup(id) => dup_write_error(index, ns, &id),
+            WriteFail::Dup(d) => dup_write_error(index, *d),
             WriteFail::Other(e) => write_error(index, &e),
         }
     }
-    fn into_error(self, ns: &str) -> QueryError {
+    fn into_error(self) -> QueryError {
         match self {
-            WriteFail::Dup(id) => dup_key_error(ns, &id),
+            WriteFail::Dup(d) => QueryError::duplicate_key(d.msg),
             WriteFail::Other(e) => e,
         }
     }
 }
 
 fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
-    coll.insert(d).map_err(|e| match e {
-        CollError::DuplicateKey { .. } => {
-            WriteFail::Dup(d.get("_id").cloned().unwrap_or(Bson::Null))
-        }
-        other => WriteFail::Other(coll_err(other)),
-    })
+    coll.insert(d).map_err(WriteFail::from)
 }
 
 fn docs_arg(cmd: &Document, name: &str) -> QResult<Vec<Document>> {
@@ -200,7 +213,7 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         match r {
             Ok(()) => n += 1,
             Err(f) => {
-                errors.push(f.into_write_error(i, &ns));
+                errors.push(f.into_write_error(i));
                 if ordered {
                     break;
                 }
@@ -522,8 +535,8 @@ fn update_docs(
                         "Resulting document after update is larger than 16777216",
                     )));
                 }
-                coll.put_locked(&key, &new)
-                    .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                coll.replace_locked(&key, &old, &new)
+                    .map_err(WriteFail::from)?;
                 res.modified += 1;
             }
             res.before = Some(old);
@@ -620,7 +633,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 }
             }
             Err(f) => {
-                errors.push(f.into_write_error(i, &ns));
+                errors.push(f.into_write_error(i));
                 if ordered {
                     break;
                 }
@@ -679,7 +692,7 @@ fn delete_docs(
         if !matcher.matches(&old) {
             continue;
         }
-        coll.delete_locked(&key).map_err(coll_err)?;
+        coll.delete_locked(&key, &old).map_err(coll_err)?;
         out.push(old);
     }
     Ok(out)
@@ -781,7 +794,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         let af = array_filters_arg(cmd)?;
         let spec = update_spec(u, af.as_deref())?;
         let r = update_docs(s, &ns, &query, sort.as_ref(), &spec, false, upsert)
-            .map_err(|f| f.into_error(&ns))?;
+            .map_err(|f| f.into_error())?;
         let mut leo = doc! {
             "n": if r.matched > 0 || r.upserted.is_some() { 1 } else { 0 },
             "updatedExisting": r.matched > 0,
