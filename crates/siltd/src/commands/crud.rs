@@ -14,7 +14,7 @@ use silt_query::projection::Projection;
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::{QResult, QueryError};
 
-use super::plan::{MatchSource, Shaped, SortSpec};
+use super::plan::{self, MatchSource, Shaped, SortSpec};
 use super::{bool_arg, coll_arg, cursor_reply, doc_arg, int_arg, type_name};
 use crate::cursors::{DocSource, VecSource};
 use crate::state::{coll_err, CmdResult, Server};
@@ -237,23 +237,16 @@ struct Query {
     limit: Option<u64>,
     projection: Option<Projection>,
     deadline: Option<Instant>,
+    hint: Option<Bson>,
 }
 
+/// The hint's shape (whether it names an existing index is checked when planning).
 fn check_hint(cmd: &Document) -> QResult<()> {
-    let ok = match cmd.get("hint") {
-        None | Some(Bson::Null) => true,
-        Some(Bson::String(n)) => n == "_id_" || n.is_empty(),
-        Some(Bson::Document(k)) => {
-            k.is_empty() || k.contains_key("$natural") || (k.len() == 1 && k.contains_key("_id"))
-        }
-        Some(_) => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(QueryError::bad_value(
-            "hint provided does not correspond to an existing index",
-        ))
+    match cmd.get("hint") {
+        None | Some(Bson::Null) | Some(Bson::String(_)) | Some(Bson::Document(_)) => Ok(()),
+        Some(_) => Err(QueryError::bad_value(
+            "hint must be a string (an index name) or an object (a key pattern)",
+        )),
     }
 }
 
@@ -288,6 +281,10 @@ fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
         limit: non_negative(cmd, "limit")?.filter(|l| *l > 0),
         projection,
         deadline: deadline(cmd)?,
+        hint: cmd
+            .get("hint")
+            .filter(|h| !matches!(h, Bson::Null))
+            .cloned(),
     })
 }
 
@@ -296,16 +293,23 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
-    let mut src = MatchSource::new(coll, &q.filter, Some(q.matcher.clone()), q.deadline);
+    let choice = plan::choose(
+        &coll,
+        &q.filter,
+        &q.matcher,
+        q.sort.as_ref(),
+        q.hint.as_ref(),
+    )?;
+    let mut src = MatchSource::with_plan(coll, &choice.plan, Some(q.matcher.clone()), q.deadline);
     let inner: Box<dyn DocSource> = match &q.sort {
-        Some(sort) => {
+        Some(sort) if !choice.sorted => {
             let mut all = Vec::new();
             while let Some(d) = src.next_doc()? {
                 all.push(d);
             }
             Box::new(VecSource(sort.sort(all).into()))
         }
-        None => Box::new(src),
+        _ => Box::new(src),
     };
     Ok(Box::new(Shaped {
         inner,
@@ -315,6 +319,78 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
         projection: q.projection,
         matcher: Some(q.matcher),
     }))
+}
+
+/// `explain` of a `find`: the chosen plan and, unless `verbosity` is `queryPlanner`, the
+/// figures of running it.
+pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let inner = doc_arg(cmd, "explain")?
+        .ok_or_else(|| QueryError::failed_to_parse("explain needs a command document"))?;
+    let verbosity = cmd.get_str("verbosity").unwrap_or("allPlansExecution");
+    if !inner.contains_key("find") {
+        return Err(QueryError::not_implemented(
+            "siltd explains find commands only",
+        ));
+    }
+    let coll = coll_arg(db, inner, "find")?;
+    let ns = format!("{db}.{coll}");
+    let q = parse_query(inner, "filter")?;
+    let started = Instant::now();
+    let c = s.store.get(&ns);
+    let choice = match &c {
+        Some(c) => plan::choose(c, &q.filter, &q.matcher, q.sort.as_ref(), q.hint.as_ref())?,
+        None => plan::Choice {
+            plan: plan::Plan::Primary(plan::Access::FullScan),
+            sorted: false,
+        },
+    };
+    let winning = plan::explain_plan(&choice, &q.filter, q.sort.as_ref());
+    let mut r = doc! {
+        "explainVersion": "1",
+        "queryPlanner": {
+            "namespace": &ns,
+            "indexFilterSet": false,
+            "parsedQuery": q.filter.clone(),
+            "winningPlan": winning.clone(),
+            "rejectedPlans": [],
+        },
+    };
+    if verbosity != "queryPlanner" {
+        let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
+        if let Some(c) = c {
+            let mut src =
+                MatchSource::with_plan(c, &choice.plan, Some(q.matcher.clone()), q.deadline);
+            let want = q.limit.map(|l| l + q.skip);
+            let mut got = 0u64;
+            while let Some((_, _)) = src.next_match()? {
+                got += 1;
+                if (choice.sorted || q.sort.is_none()) && want.is_some_and(|w| got >= w) {
+                    break;
+                }
+            }
+            let after_skip = got.saturating_sub(q.skip);
+            n = q.limit.map_or(after_skip, |l| after_skip.min(l));
+            keys = src.keys;
+            docs = src.examined;
+        }
+        r.insert(
+            "executionStats",
+            doc! {
+                "executionSuccess": true,
+                "nReturned": n as i64,
+                "executionTimeMillis": started.elapsed().as_millis() as i64,
+                "totalKeysExamined": keys as i64,
+                "totalDocsExamined": docs as i64,
+                "executionStages": winning,
+            },
+        );
+    }
+    r.insert("command", inner.clone());
+    r.insert(
+        "serverInfo",
+        doc! { "host": "siltd", "version": "7.0.0-silt" },
+    );
+    Ok(r)
 }
 
 fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
