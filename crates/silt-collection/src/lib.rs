@@ -271,11 +271,17 @@ impl Store {
 
     /// Rename `from` to `to`; `drop_target` drops an existing `to` first.
     pub fn rename(&self, from: &str, to: &str, drop_target: bool) -> Result<()> {
-        let _g = self.ddl.lock();
-        let mut colls = self.colls.write();
-        let Some(c) = colls.get(from).cloned() else {
+        // Lock order everywhere: a collection's build lock, then `ddl`. Holding the build
+        // lock means no writer of the old handle is in flight while the indexes move over.
+        let Some(c) = self.get(from) else {
             return Err(CollError::NamespaceNotFound(from.to_string()));
         };
+        let _b = c.build.write();
+        let _g = self.ddl.lock();
+        let mut colls = self.colls.write();
+        if !colls.get(from).is_some_and(|x| Arc::ptr_eq(x, &c)) {
+            return Err(CollError::NamespaceNotFound(from.to_string()));
+        }
         if let Some(t) = colls.get(to).cloned() {
             if !drop_target {
                 return Err(CollError::NamespaceExists(to.to_string()));
@@ -284,8 +290,6 @@ impl Store {
             self.catalog.delete(to.as_bytes())?;
             self.drop_dicts_of(&t)?;
         }
-        // No writer of the old handle may be in flight while the indexes move over.
-        let _b = c.build.write();
         c.live.store(false, Ordering::Release);
         let options = c.options.read().clone();
         let indexes = c.indexes.read().clone();
@@ -966,5 +970,181 @@ mod tests {
         assert_eq!(s.list_databases(), vec!["db".to_string()]);
         s.drop_database("db").unwrap();
         assert!(s.list_databases().is_empty());
+    }
+
+    fn spec(d: Document) -> IndexSpec {
+        IndexSpec::parse(&d).unwrap()
+    }
+
+    fn vals(s: &IndexSpec, d: Document) -> Vec<Vec<Bson>> {
+        s.keys(&d)
+            .unwrap()
+            .keys
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    #[test]
+    fn key_generation_follows_mongodb() {
+        let a = spec(doc! {"key": {"a": 1}});
+        assert_eq!(a.name, "a_1");
+        assert_eq!(vals(&a, doc! {"a": 5}), vec![vec![Bson::Int32(5)]]);
+        assert_eq!(vals(&a, doc! {"b": 5}), vec![vec![Bson::Null]]);
+        // Multikey: one key per distinct element; an empty array is undefined.
+        let k = a.keys(&doc! {"a": [1, 2, 2, 1.0]}).unwrap();
+        assert!(k.multikey);
+        assert_eq!(k.keys.len(), 2);
+        assert_eq!(vals(&a, doc! {"a": []}), vec![vec![Bson::Undefined]]);
+        // Dotted paths through arrays of documents.
+        let ab = spec(doc! {"key": {"a.b": 1}});
+        let mut got = vals(&ab, doc! {"a": [{"b": 1}, {"b": [2, 3]}, {"c": 1}]});
+        got.sort_by(|x, y| silt_bson::cmp_values(&x[0], &y[0]));
+        assert_eq!(got.len(), 4);
+        // Compound with one array: the product; with two: parallel arrays.
+        let c = spec(doc! {"key": {"a": 1, "b": -1}});
+        assert_eq!(c.name, "a_1_b_-1");
+        assert_eq!(vals(&c, doc! {"a": [1, 2], "b": "x"}).len(), 2);
+        assert!(matches!(
+            c.keys(&doc! {"a": [1], "b": [2]}),
+            Err(KeyError::ParallelArrays(x, y)) if x == "a" && y == "b"
+        ));
+        // Descending components order in reverse.
+        let (k1, k2) = (
+            c.keys(&doc! {"a": 1, "b": 1}).unwrap().keys[0].0.clone(),
+            c.keys(&doc! {"a": 1, "b": 2}).unwrap().keys[0].0.clone(),
+        );
+        assert!(k1 > k2);
+        // Sparse: skipped only when every field is missing.
+        let sp = spec(doc! {"key": {"a": 1, "b": 1}, "sparse": true});
+        assert!(sp.keys(&doc! {"c": 1}).unwrap().keys.is_empty());
+        assert_eq!(
+            vals(&sp, doc! {"b": 1}),
+            vec![vec![Bson::Null, Bson::Int32(1)]]
+        );
+        // Partial: only documents matching the filter.
+        let p = spec(doc! {"key": {"a": 1}, "partialFilterExpression": {"x": {"$gt": 5}}});
+        assert!(p.keys(&doc! {"a": 1, "x": 1}).unwrap().keys.is_empty());
+        assert_eq!(p.keys(&doc! {"a": 1, "x": 9}).unwrap().keys.len(), 1);
+        assert!(IndexSpec::parse(&doc! {"key": {"a": "text"}}).is_err());
+        assert!(IndexSpec::parse(&doc! {"key": {"a": 0}}).is_err());
+    }
+
+    fn entries(c: &Collection, name: &str) -> Vec<(Vec<Bson>, Bson)> {
+        let ix = c.index(name).unwrap();
+        let mut cur = ix.dict().cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut out = Vec::new();
+        while let Some((k, _)) = cur.next().unwrap() {
+            let id = silt_bson::keyenc::decode_value(ix.entry_id_key(&k).unwrap())
+                .unwrap()
+                .0;
+            out.push((ix.entry_values(&k).unwrap(), id));
+        }
+        out
+    }
+
+    #[test]
+    fn maintenance_unique_build_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+            let c = s.get_or_create("db.c").unwrap();
+            for i in 0..100 {
+                c.insert(&doc! {"_id": i, "a": i % 10, "u": i}).unwrap();
+            }
+            // Build on existing data.
+            let out = s
+                .create_indexes(
+                    "db.c",
+                    vec![
+                        spec(doc! {"key": {"a": 1}}),
+                        spec(doc! {"key": {"u": 1}, "unique": true}),
+                        spec(doc! {"key": {"t": 1}, "clustering": true}),
+                    ],
+                )
+                .unwrap();
+            assert_eq!((out.before, out.after), (1, 4));
+            assert_eq!(entries(&c, "a_1").len(), 100);
+            // A unique build over duplicates fails and leaves nothing.
+            let e = s.create_indexes(
+                "db.c",
+                vec![spec(doc! {"key": {"a": -1}, "unique": true, "name": "ua"})],
+            );
+            assert!(matches!(e, Err(CollError::DuplicateKey { .. })));
+            assert!(c.index("ua").is_none());
+            // Insert: a unique violation writes nothing anywhere.
+            let e = c.insert(&doc! {"_id": 500, "a": 77, "u": 5});
+            assert!(matches!(e, Err(CollError::DuplicateKey { ref index, .. }) if index == "u_1"));
+            assert!(c.get(&Bson::Int32(500)).unwrap().is_none());
+            assert!(!entries(&c, "a_1")
+                .iter()
+                .any(|(v, _)| v[0] == Bson::Int32(77)));
+            // Update moves keys; delete removes them.
+            let key = id_key(&Bson::Int32(3));
+            let old = c.get_by_key(&key).unwrap().unwrap();
+            let new = doc! {"_id": 3, "a": [40, 41], "u": 3, "t": "x"};
+            c.replace_locked(&key, &old, &new).unwrap();
+            let a = entries(&c, "a_1");
+            assert_eq!(a.iter().filter(|(_, id)| *id == Bson::Int32(3)).count(), 2);
+            assert!(c.index("a_1").unwrap().is_multikey());
+            let t = entries(&c, "t_1");
+            assert!(t.contains(&(vec![Bson::String("x".into())], Bson::Int32(3))));
+            let old = c.get_by_key(&key).unwrap().unwrap();
+            let moved = doc! {"_id": 3, "a": 1, "u": 4};
+            assert!(matches!(
+                c.replace_locked(&key, &old, &moved),
+                Err(CollError::DuplicateKey { .. })
+            ));
+            assert_eq!(c.get_by_key(&key).unwrap().unwrap(), old);
+            c.delete_locked(&key, &old).unwrap();
+            assert!(!entries(&c, "a_1")
+                .iter()
+                .any(|(_, id)| *id == Bson::Int32(3)));
+            assert_eq!(entries(&c, "t_1").len(), 99);
+            // Drop one index.
+            assert_eq!(s.drop_indexes("db.c", &["t_1".to_string()]).unwrap(), 4);
+            s.close().unwrap();
+        }
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        let c = s.get("db.c").unwrap();
+        let names: Vec<String> = c.indexes().iter().map(|i| i.name().to_string()).collect();
+        assert_eq!(names, vec!["a_1".to_string(), "u_1".to_string()]);
+        assert!(c.index("a_1").unwrap().is_multikey());
+        assert!(!c.index("u_1").unwrap().is_multikey());
+        assert_eq!(entries(&c, "u_1").len(), 99);
+        assert!(matches!(
+            c.insert(&doc! {"_id": 1000, "u": 7}),
+            Err(CollError::DuplicateKey { .. })
+        ));
+        s.rename("db.c", "db.d", false).unwrap();
+        let d = s.get("db.d").unwrap();
+        assert_eq!(d.indexes().len(), 2);
+        assert!(s.drop_collection("db.d").unwrap());
+        assert!(!s.env().list_dicts().iter().any(|n| n.starts_with("idx-")));
+    }
+
+    #[test]
+    fn concurrent_unique_inserts_admit_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        s.create_indexes("db.c", vec![spec(doc! {"key": {"u": 1}, "unique": true})])
+            .unwrap();
+        let c = s.get("db.c").unwrap();
+        for round in 0..20 {
+            let ok = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|sc| {
+                for t in 0..4 {
+                    let (c, ok) = (&c, &ok);
+                    sc.spawn(move || {
+                        if c.insert(&doc! {"_id": round * 10 + t, "u": round}).is_ok() {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
+            });
+            assert_eq!(ok.load(Ordering::Relaxed), 1);
+        }
+        assert_eq!(entries(&c, "u_1").len(), 20);
+        assert_eq!(c.count().unwrap(), 20);
     }
 }
