@@ -512,6 +512,9 @@ fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
 
 const STRIPES: usize = 256;
 
+/// Largest index entry key (the engine's key limit): checked before anything is written.
+const MAX_INDEX_KEY_BYTES: usize = silt_storage::MAX_KEY_BYTES;
+
 fn stripe_of(parts: &[&[u8]]) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
@@ -647,10 +650,12 @@ impl Collection {
     /// Insert `doc` (which must carry `_id`); a document with the same `_id` is an error, as
     /// is a unique-index violation (nothing is written then).
     pub fn insert(&self, doc: &Document) -> Result<()> {
-        let _b = self.build.read();
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
         let key = id_key(&id);
+        // Lock order on every write path: the `_id` stripe, then `build` shared, then the
+        // unique-key stripes (sorted). Updates and deletes take the `_id` stripe in siltd.
         let _g = self.lock_key(&key);
+        let _b = self.build.read();
         if self.dict.get(&key)?.is_some() {
             return Err(CollError::DuplicateKey {
                 ns: self.ns.clone(),
@@ -694,6 +699,15 @@ impl Collection {
         for ix in &idxs {
             let (ok, _) = self.keys_of(ix, old)?;
             let (nk, mk) = self.keys_of(ix, new)?;
+            for (p, _) in &nk {
+                if p.len() + key.len() > MAX_INDEX_KEY_BYTES {
+                    return Err(CollError::Storage(silt_storage::Error::TooLarge {
+                        what: "index key",
+                        len: p.len() + key.len(),
+                        limit: MAX_INDEX_KEY_BYTES,
+                    }));
+                }
+            }
             plans.push((ix, ok, nk, mk));
         }
         // Unique checks under the stripes of the new prefixes.
