@@ -272,7 +272,10 @@ def test_results_equal_with_and_without_hint(db):
     db.c.create_index([("a", 1), ("b", -1)])
     db.c.create_index("t")
     db.c.create_index("b")
+    db.c.create_index([("a", -1)])
     filters = [
+        {"a": 5, "b": {"$gt": 1}}, {"a": 5, "b": {"$lte": "y"}}, {"a": {"$lt": 4}},
+        {"a": {"$gte": 4, "$lt": 7}}, {"b": {"$gt": 1, "$lt": 3}}, {"a": {"$in": [3, 4]}, "b": "x"},
         {"a": 5}, {"a": {"$gt": 15}}, {"a": {"$lte": 3}, "b": "x"}, {"a": {"$in": [1, 2, 3]}},
         {"b": {"$gte": 1}}, {"b": {"$lt": "y"}}, {"t": 3}, {"t": {"$in": [0, 5]}},
         {"$or": [{"a": 1}, {"t": 2}]}, {"a": {"$gt": 5, "$lt": 9}, "b": {"$in": ["x", 1]}},
@@ -282,9 +285,14 @@ def test_results_equal_with_and_without_hint(db):
         want = sorted(d["_id"] for d in db.c.find(f).hint({"$natural": 1}))
         got = sorted(d["_id"] for d in db.c.find(f))
         assert got == want, f
-        for h in ("a_1_b_-1", "t_1", "b_1"):
+        for h in ("a_1_b_-1", "t_1", "b_1", "a_-1"):
             hinted = [d["_id"] for d in db.c.find(f).hint(h)]
             assert len(hinted) == len(set(hinted)), (f, h)
+        for srt in ([("a", -1)], [("a", 1), ("b", -1)], [("a", -1), ("b", 1)]):
+            fs = [k for k, _ in srt]  # ties may come in any order: compare the sort keys
+            want = [tuple(d.get(k) for k in fs) for d in db.c.find(f).sort(srt).hint({"$natural": 1})]
+            got = [tuple(d.get(k) for k in fs) for d in db.c.find(f).sort(srt)]
+            assert got == want, (f, srt)
     # Index maintenance across updates and deletes keeps index reads equal to full scans.
     for i in range(200):
         db.c.update_one({"_id": rnd.randrange(400)}, {"$set": {"a": rnd.randint(0, 20)}})
