@@ -341,3 +341,28 @@ def test_indexes_survive_restart():
         c.close()
     finally:
         s.cleanup()
+
+
+def test_hints_on_writes_and_count(db):
+    db.c.insert_many([{"_id": i, "a": i % 4} for i in range(40)])
+    db.c.create_index("a")
+    assert db.c.update_many({"a": 1}, {"$set": {"x": 1}}, hint="a_1").modified_count == 10
+    assert db.command("count", "c", query={"a": 2}, hint="a_1")["n"] == 10
+    with pytest.raises(OperationFailure):
+        db.c.update_one({"a": 1}, {"$set": {"x": 2}}, hint="nope_1")
+    with pytest.raises(OperationFailure):
+        db.command("count", "c", query={"a": 2}, hint="nope_1")
+    assert db.c.delete_many({"a": 3}, hint={"a": 1}).deleted_count == 10
+    assert db.command("count", "c", query={"a": 3})["n"] == 0
+    assert db.c.find_one_and_update({"a": 0}, {"$set": {"y": 1}}, hint="a_1", sort=[("_id", -1)])["_id"] == 36
+
+
+def test_cursor_explain_and_id_index(db):
+    db.c.insert_many([{"_id": i, "a": i} for i in range(10)])
+    db.c.create_index("a")
+    assert db.c.create_index("_id") == "_id_1"  # the _id index exists already
+    assert [i["name"] for i in db.c.list_indexes()] == ["_id_", "a_1"]
+    e = db.c.find({"a": {"$gte": 7}}).explain()
+    assert e["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "a_1"
+    assert e["executionStats"]["nReturned"] == 3
+    assert e["executionStats"]["totalKeysExamined"] == 3

@@ -325,12 +325,13 @@ impl Store {
                 && spec.partial.is_none()
                 && !spec.clustering;
             if spec.name == "_id_" || id_only {
-                if spec.name == "_id_" && id_only {
+                if id_only {
+                    // The `_id` index always exists (it is the primary tree).
                     skipped += 1;
                     continue;
                 }
                 return Err(CollError::IndexConflict {
-                    code: if spec.name == "_id_" { 86 } else { 85 },
+                    code: 86,
                     msg: format!(
                         "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
                         spec.to_doc()

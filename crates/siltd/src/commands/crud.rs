@@ -548,6 +548,7 @@ fn update_docs(
     spec: &UpdateSpec,
     multi: bool,
     upsert: bool,
+    hint: Option<&Bson>,
 ) -> Result<UpdateResult, WriteFail> {
     if multi && spec.is_replacement() {
         return Err(WriteFail::Other(QueryError::failed_to_parse(
@@ -559,7 +560,9 @@ fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
+        let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
+        let mut src =
+            MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
         let mut keys = Vec::new();
         match sort {
             Some(sort) if !multi => {
@@ -696,7 +699,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             let spec = update_spec(u, af.as_deref())?;
             let multi = bool_arg(st, "multi")?.unwrap_or(false);
             let upsert = bool_arg(st, "upsert")?.unwrap_or(false);
-            update_docs(s, &ns, &q, None, &spec, multi, upsert)
+            update_docs(s, &ns, &q, None, &spec, multi, upsert, st.get("hint"))
         })();
         match r {
             Ok(r) => {
@@ -734,12 +737,14 @@ fn delete_docs(
     filter: &Document,
     sort: Option<&SortSpec>,
     multi: bool,
+    hint: Option<&Bson>,
 ) -> QResult<Vec<Document>> {
     let Some(coll) = s.store.get(ns) else {
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
+    let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
+    let mut src = MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
     let mut keys = Vec::new();
     match sort {
         Some(sort) if !multi => {
@@ -794,7 +799,7 @@ pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 )));
             }
             check_hint(st)?;
-            Ok(delete_docs(s, &ns, &q, None, limit == 0)?.len())
+            Ok(delete_docs(s, &ns, &q, None, limit == 0, st.get("hint"))?.len())
         })();
         match r {
             Ok(k) => n += k as i64,
@@ -854,7 +859,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ));
         }
         s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
-        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false)?;
+        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false, cmd.get("hint"))?;
         let n = gone.len() as i32;
         doc! {
             "lastErrorObject": { "n": n },
@@ -869,8 +874,17 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
         let af = array_filters_arg(cmd)?;
         let spec = update_spec(u, af.as_deref())?;
-        let r = update_docs(s, &ns, &query, sort.as_ref(), &spec, false, upsert)
-            .map_err(|f| f.into_error())?;
+        let r = update_docs(
+            s,
+            &ns,
+            &query,
+            sort.as_ref(),
+            &spec,
+            false,
+            upsert,
+            cmd.get("hint"),
+        )
+        .map_err(|f| f.into_error())?;
         let mut leo = doc! {
             "n": if r.matched > 0 || r.upserted.is_some() { 1 } else { 0 },
             "updatedExisting": r.matched > 0,
@@ -911,7 +925,8 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         c.count().map_err(coll_err)?
     } else {
         let matcher = Arc::new(new_matcher(&filter)?);
-        let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
+        let choice = plan::choose(&c, &filter, &matcher, None, cmd.get("hint"))?;
+        let mut src = MatchSource::with_plan(c, &choice.plan, Some(matcher), deadline(cmd)?);
         let mut n = 0u64;
         while src.next_match()?.is_some() {
             n += 1;
