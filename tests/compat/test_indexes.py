@@ -3,6 +3,7 @@ planner's choices through explain, sort from an index, hints."""
 import random
 
 import pytest
+from bson import MaxKey, MinKey
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
@@ -273,6 +274,7 @@ def test_results_equal_with_and_without_hint(db):
     db.c.create_index("t")
     db.c.create_index("b")
     db.c.create_index([("a", -1)])
+    db.c.create_index("t.0")
     filters = [
         {"a": 5, "b": {"$gt": 1}}, {"a": 5, "b": {"$lte": "y"}}, {"a": {"$lt": 4}},
         {"a": {"$gte": 4, "$lt": 7}}, {"b": {"$gt": 1, "$lt": 3}}, {"a": {"$in": [3, 4]}, "b": "x"},
@@ -280,6 +282,7 @@ def test_results_equal_with_and_without_hint(db):
         {"b": {"$gte": 1}}, {"b": {"$lt": "y"}}, {"t": 3}, {"t": {"$in": [0, 5]}},
         {"$or": [{"a": 1}, {"t": 2}]}, {"a": {"$gt": 5, "$lt": 9}, "b": {"$in": ["x", 1]}},
         {"t": {"$gt": 1, "$lt": 3}}, {"a": None}, {"b": None},
+        {"a": {"$gt": MinKey()}}, {"b": {"$lt": MaxKey()}}, {"t.0": 2}, {"t.0": {"$gte": 3}},
     ]
     for f in filters:
         want = sorted(d["_id"] for d in db.c.find(f).hint({"$natural": 1}))

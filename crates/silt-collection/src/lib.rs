@@ -753,13 +753,20 @@ impl Collection {
                 }
             }
         }
+        // Flag multikey before any entry is written, so no planner sees an array key in an
+        // index it believes is not multikey.
+        let mut flag_changed = false;
+        for (ix, _, _, mk) in &plans {
+            if *mk && ix.set_multikey() {
+                flag_changed = true;
+            }
+        }
         let bytes = new.map(encode_doc);
         match &bytes {
             Some(b) => self.dict.put(key, b)?,
             None => self.dict.delete(key)?,
         }
-        let mut flag_changed = false;
-        for (ix, ok, nk, mk) in &plans {
+        for (ix, ok, nk, _) in &plans {
             let entry = |p: &[u8]| {
                 let mut e = Vec::with_capacity(p.len() + key.len());
                 e.extend_from_slice(p);
@@ -780,9 +787,6 @@ impl Collection {
                 if ix.spec.clustering || !ok.iter().any(|(o, _)| o == p) {
                     ix.dict().put(&entry(p), val)?;
                 }
-            }
-            if *mk && ix.set_multikey() {
-                flag_changed = true;
             }
         }
         if flag_changed {

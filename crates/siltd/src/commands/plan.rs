@@ -501,6 +501,14 @@ fn conjuncts<'a>(e: &'a MatchExpr, out: &mut Vec<&'a MatchExpr>) {
 /// The predicate the conjunction puts on `path` (for a multikey index, one operator only:
 /// intersecting two bounds on an array field would lose documents).
 fn field_pred(leaves: &[&MatchExpr], path: &str, multikey: bool) -> Option<FieldPred> {
+    // A numeric component ("a.0") means positions in arrays, which keys and the matcher
+    // treat differently enough that such fields never get bounds.
+    if path
+        .split('.')
+        .any(|p| silt_bson::path::array_index(p).is_some())
+    {
+        return None;
+    }
     let mut points: Option<Vec<Bson>> = None;
     let mut lo: Option<VBound> = None;
     let mut hi: Option<VBound> = None;
@@ -527,7 +535,10 @@ fn field_pred(leaves: &[&MatchExpr], path: &str, multikey: bool) -> Option<Field
                 points = Some(list.values.clone());
             }
             LeafOp::In(_) => {}
-            LeafOp::Cmp(op, v) if is_plain(v) || matches!(v, Bson::Document(_)) => {
+            LeafOp::Cmp(op, v)
+                if (is_plain(v) || matches!(v, Bson::Document(_)))
+                    && !matches!(v, Bson::MinKey | Bson::MaxKey) =>
+            {
                 let t = keyenc::tag(v);
                 if tag.is_some_and(|x| x != t) || (multikey && (lo.is_some() || hi.is_some())) {
                     continue;
