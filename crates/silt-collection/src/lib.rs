@@ -1166,4 +1166,34 @@ mod tests {
         assert_eq!(entries(&c, "u_1").len(), 20);
         assert_eq!(c.count().unwrap(), 20);
     }
+
+    #[test]
+    fn a_build_blocks_only_its_own_collection() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        let a = s.get_or_create("db.a").unwrap();
+        let b = s.get_or_create("db.b").unwrap();
+        // What an index build holds for its whole duration.
+        let held = a.build.write();
+        b.insert(&doc! {"_id": 1}).unwrap();
+        s.get_or_create("db.new")
+            .unwrap()
+            .insert(&doc! {"_id": 1})
+            .unwrap();
+        assert!(a.get(&Bson::Int32(1)).unwrap().is_none()); // reads go on
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                a.insert(&doc! {"_id": 1}).unwrap();
+                done.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(
+                !done.load(Ordering::SeqCst),
+                "a write to the building collection waits"
+            );
+            drop(held);
+        });
+        assert!(done.load(Ordering::SeqCst));
+    }
 }
