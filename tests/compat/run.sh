@@ -5,9 +5,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="$root/target/compat-venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pymongo, pytest" 2>/dev/null; then
+stamp="$venv/.requirements"
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/requirements.txt" "$stamp"; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+    cp "$here/requirements.txt" "$stamp"
 fi
 (cd "$root" && cargo build --release -p siltd --quiet)
 export SILTD_BIN="$root/target/release/siltd"

@@ -78,3 +78,22 @@ def test_max_time_ms_and_comment(db):
     with pytest.raises(OperationFailure) as e:
         list(db.c.find({}).hint("nope_1"))
     assert e.value.code == 2
+
+
+def test_idle_cursor_times_out():
+    from conftest import Siltd
+    s = Siltd(extra=["--cursor-timeout-s", "1"]).start()
+    try:
+        c = s.client()
+        c.t.c.insert_many([{"_id": i} for i in range(10)])
+        r = c.t.command("find", "c", batchSize=2)
+        cid = r["cursor"]["id"]
+        assert cid != 0
+        import time
+        time.sleep(3)
+        with pytest.raises(OperationFailure) as e:
+            c.t.command("getMore", cid, collection="c")
+        assert e.value.code == 43
+        c.close()
+    finally:
+        s.cleanup()

@@ -369,3 +369,24 @@ def test_cursor_explain_and_id_index(db):
     assert e["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "a_1"
     assert e["executionStats"]["nReturned"] == 3
     assert e["executionStats"]["totalKeysExamined"] == 3
+
+
+def test_fast_updates_respect_indexes(db):
+    def upd(q, u, **kw):
+        return db.command("update", "c", updates=[dict({"q": q, "u": u}, **kw)], fastUpdate=True)
+
+    db.c.insert_many([{"_id": i, "a": i, "n": 0, "p": 1} for i in range(5)])
+    db.c.create_index("a")
+    db.c.create_index("q", partialFilterExpression={"p": {"$gt": 0}})
+    assert "fastUpdates" in upd({"_id": 1}, {"$inc": {"n": 1}})  # touches no indexed field
+    assert "fastUpdates" not in upd({"_id": 1}, {"$set": {"a": 50}})  # indexed field
+    assert "fastUpdates" not in upd({"_id": 1}, {"$set": {"p": 0}})  # read by a partial filter
+    assert [d["_id"] for d in db.c.find({"a": 50})] == [1]
+    # An upsert would create a document the non-sparse index must hold: normal path.
+    r = upd({"_id": 77}, {"$set": {"n": 1}}, upsert=True)
+    assert "fastUpdates" not in r
+    assert [d["_id"] for d in db.c.find({"a": None}).hint("a_1")] == [77]
+    # A clustering index carries whole documents: never the fast path.
+    db.c.create_index("k", clustering=True)
+    assert "fastUpdates" not in upd({"_id": 2}, {"$inc": {"n": 1}})
+    assert db.c.find_one({"k": None, "_id": 2}, hint="k_1")["n"] == 1

@@ -625,6 +625,13 @@ impl Collection {
             .cloned()
     }
 
+    /// Hold off index builds and drops on this collection (what every writer holds while it
+    /// writes). For writers that bypass [`Collection::insert`] and friends, such as fast
+    /// updates that inject engine messages.
+    pub fn write_guard(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.build.read()
+    }
+
     /// Lock the stripe of one `_id` key: writers of the same document serialise here.
     pub fn lock_key(&self, key: &[u8]) -> MutexGuard<'_, ()> {
         self.locks[stripe_of(&[key])].lock()

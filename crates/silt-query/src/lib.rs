@@ -2,7 +2,9 @@
 //! (`projection`), aggregation (`agg`, `expr`). It works on `bson::Document`s and knows
 //! nothing of storage, the network or the wire format.
 
+pub mod agg;
 pub mod error;
+pub mod expr;
 pub mod matcher;
 pub mod projection;
 pub mod update;

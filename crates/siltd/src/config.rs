@@ -43,6 +43,10 @@ pub struct Flags {
     /// Idle cursors are closed after this many seconds [default: 600].
     #[arg(long)]
     pub cursor_timeout_s: Option<u64>,
+    /// Apply eligible `$`-operator updates by `_id` without reading the document (see the
+    /// README); can also be switched at runtime with `setParameter fastUpdates`.
+    #[arg(long)]
+    pub fast_updates: bool,
 }
 
 /// The resolved settings.
@@ -57,6 +61,7 @@ pub struct Config {
     pub slow: Duration,
     pub log_level: String,
     pub cursor_timeout: Duration,
+    pub fast_updates: bool,
     /// The arguments as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
 }
@@ -110,6 +115,10 @@ impl Flags {
                 "log-level" => {
                     self.log_level.get_or_insert(v);
                 }
+                "fast-updates" => {
+                    self.fast_updates =
+                        self.fast_updates || matches!(v.as_str(), "true" | "1" | "yes");
+                }
                 "cursor-timeout-s" => {
                     let x = num(&v)?;
                     self.cursor_timeout_s.get_or_insert(x);
@@ -147,6 +156,7 @@ impl Flags {
             slow: Duration::from_millis(self.slow_ms.unwrap_or(100)),
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
             cursor_timeout: Duration::from_secs(self.cursor_timeout_s.unwrap_or(600)),
+            fast_updates: self.fast_updates,
             argv,
         })
     }

@@ -9,6 +9,7 @@
 mod commands;
 mod config;
 mod cursors;
+mod fast;
 mod server;
 mod state;
 
@@ -34,6 +35,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     if let Err(e) = run(cfg) {
@@ -73,7 +75,12 @@ fn run(cfg: config::Config) -> Result<(), String> {
         cache_mb = cfg.cache_bytes >> 20,
         "opening data directory"
     );
-    let store = Store::open(&cfg.dbpath, opts, UpdateRegistry::new()).map_err(|e| match e {
+    let fast = Arc::new(fast::FastUpdates::default());
+    fast.enabled
+        .store(cfg.fast_updates, std::sync::atomic::Ordering::Relaxed);
+    let mut fns = UpdateRegistry::new();
+    fast::register(&mut fns, fast.clone());
+    let store = Store::open(&cfg.dbpath, opts, fns).map_err(|e| match e {
         silt_collection::CollError::Storage(silt_storage::Error::Locked(p)) => format!(
             "the data directory {} is in use by another siltd (lock file {}/LOCK); stop it or choose another --dbpath",
             p.display(),
@@ -82,7 +89,7 @@ fn run(cfg: config::Config) -> Result<(), String> {
         other => format!("cannot open data directory {}: {other}", cfg.dbpath.display()),
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
-    let server = Arc::new(state::Server::new(cfg, store));
+    let server = Arc::new(state::Server::new(cfg, store, fast));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("siltd-net")

@@ -29,7 +29,9 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
 
     let reaper = s.clone();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        let period =
+            (reaper.cursors.timeout / 2).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
             let n = reaper.cursors.reap();

@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{doc, Bson, Document};
@@ -13,6 +14,7 @@ use silt_query::QueryError;
 
 use crate::config::Config;
 use crate::cursors::Cursors;
+use crate::fast::FastUpdates;
 
 /// Result of a command: the reply body without `ok`, or an error.
 pub type CmdResult = Result<Document, QueryError>;
@@ -40,6 +42,7 @@ pub struct Server {
     pub cfg: Config,
     pub store: Store,
     pub cursors: Cursors,
+    pub fast: Arc<FastUpdates>,
     pub started: Instant,
     /// Identifies this process in `hello`'s topologyVersion.
     pub process_id: bson::oid::ObjectId,
@@ -51,12 +54,13 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(cfg: Config, store: Store) -> Server {
+    pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
         Server {
             cfg,
             store,
             cursors,
+            fast,
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
             conns_current: AtomicU64::new(0),

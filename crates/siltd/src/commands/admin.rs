@@ -111,7 +111,10 @@ pub fn server_status(s: &Server) -> CmdResult {
             "command": o.command.load(Ordering::Relaxed) as i64,
         },
         "mem": { "bits": 64, "resident": rss, "virtual": virt, "supported": true },
-        "metrics": { "cursor": { "open": { "total": s.cursors.len() as i64 } } },
+        "metrics": {
+            "cursor": { "open": { "total": s.cursors.len() as i64 } },
+            "fastUpdates": s.fast.metrics(),
+        },
         "storageEngine": {
             "name": "silt",
             "supportsCommittedReads": false,
@@ -155,7 +158,8 @@ pub fn host_info() -> CmdResult {
     })
 }
 
-pub fn get_parameter(cmd: &Document) -> CmdResult {
+pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
+    let fast = s.fast.enabled.load(Ordering::Relaxed);
     let all = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get_bool("allParameters").unwrap_or(false));
     let known = |name: &str| -> Option<Bson> {
@@ -165,6 +169,7 @@ pub fn get_parameter(cmd: &Document) -> CmdResult {
             "logLevel" => Some(Bson::Int32(0)),
             "maxBSONDepth" => Some(Bson::Int32(100)),
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
+            "fastUpdates" => Some(Bson::Boolean(fast)),
             _ => None,
         }
     };
@@ -174,6 +179,7 @@ pub fn get_parameter(cmd: &Document) -> CmdResult {
         "logLevel",
         "maxBSONDepth",
         "cursorTimeoutMillis",
+        "fastUpdates",
     ];
     let mut out = Document::new();
     if all {
@@ -248,4 +254,33 @@ pub fn start_session() -> CmdResult {
         bytes: bson::Uuid::new().bytes().to_vec(),
     };
     Ok(doc! { "id": { "id": uuid }, "timeoutMinutes": 30 })
+}
+
+pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
+    let mut out = Document::new();
+    for (k, v) in cmd {
+        if k == "setParameter" || k.starts_with('$') || k == "lsid" || k == "comment" {
+            continue;
+        }
+        match (k.as_str(), v) {
+            ("fastUpdates", Bson::Boolean(b)) => {
+                let was = s.fast.enabled.swap(*b, Ordering::Relaxed);
+                out.insert("was", was);
+            }
+            ("fastUpdates", _) => {
+                return Err(QueryError::bad_value("fastUpdates must be a boolean"))
+            }
+            _ => {
+                return Err(QueryError::invalid_options(format!(
+                    "attempted to set unrecognized parameter [{k}], use help:true to see options"
+                )))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(QueryError::invalid_options(
+            "no option found to set, use help:true to see options",
+        ));
+    }
+    Ok(out)
 }

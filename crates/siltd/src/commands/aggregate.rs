@@ -67,15 +67,14 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if bool_arg(cmd, "explain")?.unwrap_or(false) {
         return Err(QueryError::not_implemented("explain is not supported yet"));
     }
-    let cursor_opts = match cmd.get("cursor") {
-        Some(Bson::Document(c)) => c.clone(),
-        None => {
-            return Err(QueryError::failed_to_parse(
+    let cursor_opts =
+        match cmd.get("cursor") {
+            Some(Bson::Document(c)) => c.clone(),
+            None => return Err(QueryError::failed_to_parse(
                 "The 'cursor' option is required, except for aggregate with the explain argument",
-            ))
-        }
-        Some(_) => return Err(QueryError::type_mismatch("cursor field must be an object")),
-    };
+            )),
+            Some(_) => return Err(QueryError::type_mismatch("cursor field must be an object")),
+        };
     for st in &stages {
         if let Some(name) = st.keys().next() {
             if name == "$out" || name == "$merge" {
@@ -87,35 +86,44 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     let dl = deadline(cmd)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
-    let (input_stages, input): (&[Document], Vec<Document>) = if first.as_deref()
-        == Some("$collStats")
-    {
-        let spec = stages[0].get_document("$collStats").cloned().unwrap_or_default();
-        let mut d = doc! { "ns": &ns, "localTime": bson::DateTime::now() };
-        if spec.contains_key("storageStats") {
-            let scale = match spec.get_document("storageStats") {
-                Ok(ss) => int_arg(ss, "scale")?.unwrap_or(1).max(1),
-                Err(_) => 1,
-            };
-            d.insert("storageStats", super::catalog::storage_stats(s, &ns, scale)?);
-        }
-        if spec.contains_key("count") {
-            let n = match s.store.get(&ns) {
-                Some(c) => c.count().map_err(coll_err)?,
-                None => {
-                    return Err(QueryError::namespace_not_found(format!(
-                        "Unable to retrieve count in $collStats stage: ns {ns} does not exist"
-                    )))
-                }
-            };
-            d.insert("count", n as i64);
-        }
-        (&stages[1..], vec![d])
-    } else {
-        (&stages[..], Vec::new())
-    };
+    let (input_stages, input): (&[Document], Vec<Document>) =
+        if first.as_deref() == Some("$collStats") {
+            let spec = stages[0]
+                .get_document("$collStats")
+                .cloned()
+                .unwrap_or_default();
+            let mut d = doc! { "ns": &ns, "localTime": bson::DateTime::now() };
+            if spec.contains_key("storageStats") {
+                let scale = match spec.get_document("storageStats") {
+                    Ok(ss) => int_arg(ss, "scale")?.unwrap_or(1).max(1),
+                    Err(_) => 1,
+                };
+                d.insert(
+                    "storageStats",
+                    super::catalog::storage_stats(s, &ns, scale)?,
+                );
+            }
+            if spec.contains_key("count") {
+                let n = match s.store.get(&ns) {
+                    Some(c) => c.count().map_err(coll_err)?,
+                    None => {
+                        return Err(QueryError::namespace_not_found(format!(
+                            "Unable to retrieve count in $collStats stage: ns {ns} does not exist"
+                        )))
+                    }
+                };
+                d.insert("count", n as i64);
+            }
+            (&stages[1..], vec![d])
+        } else {
+            (&stages[..], Vec::new())
+        };
     let pipeline = silt_query::agg::parse_pipeline(input_stages)?;
-    let ctx = DbContext { s, db, deadline: dl };
+    let ctx = DbContext {
+        s,
+        db,
+        deadline: dl,
+    };
     let out = if first.as_deref() == Some("$collStats") {
         pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
     } else {

@@ -461,9 +461,34 @@ pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 // ---- updates ----
 
+/// The paths a fast update must not touch: every secondary index's key fields and the fields
+/// its partial filter reads. `None` when no fast update may run at all: a clustering index
+/// (its entries carry the whole document), a partial filter with operators at the top level,
+/// or an upsert while a non-sparse or partial index exists (the new document would need
+/// index entries, which a blind message cannot write).
+fn fast_index_paths(c: &Collection, upsert: bool) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for ix in c.indexes() {
+        let sp = &ix.spec;
+        if sp.clustering || (upsert && (!sp.sparse || sp.partial.is_some())) {
+            return None;
+        }
+        out.extend(sp.fields.iter().map(|(f, _)| f.clone()));
+        if let Some((pfe, _)) = &sp.partial {
+            for k in pfe.keys() {
+                if k.starts_with('$') {
+                    return None;
+                }
+                out.push(k.clone());
+            }
+        }
+    }
+    Some(out)
+}
+
 /// A matcher that can evaluate `$expr`.
 pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
-    Matcher::new(filter)
+    Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
 }
 
 /// The hook the update operators use for `$pull` conditions and `arrayFilters`.
@@ -533,6 +558,8 @@ struct UpdateResult {
     matched: u64,
     modified: u64,
     upserted: Option<Bson>,
+    /// Applied as a fast update (counts are assumed, not known).
+    fast: bool,
     /// The document before and after the last change (for findAndModify).
     before: Option<Document>,
     after: Option<Document>,
@@ -684,7 +711,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let stmts = docs_arg(cmd, "updates")?;
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
-    let (mut n, mut modified) = (0i64, 0i64);
+    let (mut n, mut modified, mut fast) = (0i64, 0i64, 0i64);
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
     for (i, st) in stmts.iter().enumerate() {
@@ -699,6 +726,48 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             let spec = update_spec(u, af.as_deref())?;
             let multi = bool_arg(st, "multi")?.unwrap_or(false);
             let upsert = bool_arg(st, "upsert")?.unwrap_or(false);
+            let want_fast = match bool_arg(st, "fastUpdate")? {
+                Some(b) => b,
+                None => bool_arg(cmd, "fastUpdate")?
+                    .unwrap_or_else(|| s.fast.enabled.load(AtomicOrdering::Relaxed)),
+            };
+            if let (Some(id), Bson::Document(u)) = (crate::fast::id_only_filter(&q), u) {
+                // Index builds and drops wait while a fast update decides and injects, so
+                // the index list it was judged against stays current.
+                let existing = s.store.get(&ns);
+                let _w = existing.as_ref().map(|c| c.write_guard());
+                let paths = match &existing {
+                    Some(c) => fast_index_paths(c, upsert),
+                    None => Some(Vec::new()),
+                };
+                if paths.is_some_and(|p| crate::fast::update_is_eligible(&spec, &p)) {
+                    s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
+                    if want_fast && af.is_none() {
+                        let coll = match &existing {
+                            Some(c) => c.clone(),
+                            None => s
+                                .store
+                                .get_or_create(&ns)
+                                .map_err(|e| WriteFail::Other(coll_err(e)))?,
+                        };
+                        let arg = crate::fast::message_arg(id, u, upsert);
+                        coll.dict()
+                            .update(
+                                &silt_collection::id_key(id),
+                                crate::fast::FAST_UPDATE_FN,
+                                &arg,
+                            )
+                            .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
+                        s.fast.performed.fetch_add(1, AtomicOrdering::Relaxed);
+                        return Ok(UpdateResult {
+                            matched: 1,
+                            modified: 1,
+                            fast: true,
+                            ..UpdateResult::default()
+                        });
+                    }
+                }
+            }
             update_docs(s, &ns, &q, None, &spec, multi, upsert, st.get("hint"))
         })();
         match r {
@@ -709,6 +778,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 } else {
                     n += r.matched as i64;
                     modified += r.modified as i64;
+                    fast += i64::from(r.fast);
                 }
             }
             Err(f) => {
@@ -721,6 +791,12 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     write_concern(s, cmd)?;
     let mut r = doc! { "n": n as i32, "nModified": modified as i32 };
+    if fast > 0 {
+        r.insert(
+            "fastUpdates",
+            doc! { "count": fast as i32, "countsAreUnknown": true },
+        );
+    }
     if !upserted.is_empty() {
         r.insert("upserted", upserted);
     }
@@ -996,11 +1072,4 @@ fn distinct_values(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
         }
         _ => {}
     }
-}
-
-pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
-    let _ = (s, db, cmd);
-    Err(QueryError::not_implemented(
-        "aggregate is not available in this build",
-    ))
 }

@@ -3,6 +3,7 @@
 //! error into MongoDB's error shape.
 
 mod admin;
+mod aggregate;
 mod catalog;
 mod crud;
 pub mod plan;
@@ -48,6 +49,7 @@ pub const COMMANDS: &[&str] = &[
     "ping",
     "renameCollection",
     "serverStatus",
+    "setParameter",
     "startSession",
     "update",
     "whatsmyuri",
@@ -60,7 +62,8 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInf
         "buildInfo" | "buildinfo" => admin::build_info(),
         "serverStatus" => admin::server_status(s),
         "hostInfo" => admin::host_info(),
-        "getParameter" => admin::get_parameter(cmd),
+        "getParameter" => admin::get_parameter(s, cmd),
+        "setParameter" => admin::set_parameter(s, cmd),
         "getCmdLineOpts" => admin::cmd_line_opts(s),
         "connectionStatus" => admin::connection_status(),
         "whatsmyuri" => Ok(bson::doc! { "you": conn.peer.clone() }),
@@ -91,7 +94,7 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInf
         "findAndModify" | "findandmodify" => crud::find_and_modify(s, db, cmd),
         "count" => crud::count(s, db, cmd),
         "distinct" => crud::distinct(s, db, cmd),
-        "aggregate" => crud::aggregate(s, db, cmd),
+        "aggregate" => aggregate::aggregate(s, db, cmd),
         _ => Err(QueryError::command_not_found(format!(
             "no such command: '{name}'"
         ))),

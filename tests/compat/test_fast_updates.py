@@ -1,0 +1,104 @@
+"""Fast updates: $-operator updates by _id applied as engine messages without a read."""
+import random
+
+import pytest
+
+from conftest import Siltd
+
+
+def upd(db, coll, q, u, **kw):
+    return db.command("update", coll, updates=[dict({"q": q, "u": u}, **kw)])
+
+
+def test_off_by_default_and_per_operation(db):
+    db.c.insert_one({"_id": 1, "n": 0})
+    r = upd(db, "c", {"_id": 1}, {"$inc": {"n": 1}})
+    assert "fastUpdates" not in r and r["n"] == 1
+    r = db.command("update", "c", updates=[{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}}], fastUpdate=True)
+    assert r["fastUpdates"] == {"count": 1, "countsAreUnknown": True}
+    assert db.c.find_one({"_id": 1})["n"] == 2
+    # A document that does not exist: the reply cannot know, the message is a no-op.
+    r = upd(db, "c", {"_id": 99}, {"$inc": {"n": 1}}, fastUpdate=True)
+    assert r["n"] == 1 and r["fastUpdates"]["countsAreUnknown"]
+    assert db.c.find_one({"_id": 99}) is None
+    # Not eligible: a filter beyond _id, a replacement, a positional update.
+    for q, u in [({"_id": 1, "n": 2}, {"$inc": {"n": 1}}), ({"_id": 1}, {"n": 5}),
+                 ({"_id": {"$gte": 1}}, {"$inc": {"n": 1}})]:
+        r = upd(db, "c", q, u, fastUpdate=True)
+        assert "fastUpdates" not in r
+
+
+def test_server_wide_switch_and_metrics(client, db):
+    was = client.admin.command("setParameter", 1, fastUpdates=True)["was"]
+    try:
+        assert client.admin.command("getParameter", 1, fastUpdates=1)["fastUpdates"] is True
+        db.c.insert_one({"_id": 1, "n": 0, "s": "text"})
+        before = client.admin.command("serverStatus")["metrics"]["fastUpdates"]
+        r = db.c.update_one({"_id": 1}, {"$inc": {"n": 5}})
+        assert r.raw_result["fastUpdates"]["count"] == 1
+        assert db.c.find_one({"_id": 1})["n"] == 5
+        # A deferred failure leaves the document intact and is counted.
+        db.c.update_one({"_id": 1}, {"$inc": {"s": 1}})
+        assert db.c.find_one({"_id": 1}) == {"_id": 1, "n": 5, "s": "text"}
+        after = client.admin.command("serverStatus")["metrics"]["fastUpdates"]
+        assert after["errors"] > before["errors"]
+        assert after["performed"]["primaryKey"] >= before["performed"]["primaryKey"] + 2
+        # Upsert on the fast path, with $setOnInsert honoured.
+        db.c.update_one({"_id": 7}, {"$inc": {"n": 1}, "$setOnInsert": {"new": True}}, upsert=True)
+        assert db.c.find_one({"_id": 7}) == {"_id": 7, "n": 1, "new": True}
+        db.c.update_one({"_id": 7}, {"$inc": {"n": 1}, "$setOnInsert": {"new": False}}, upsert=True)
+        assert db.c.find_one({"_id": 7}) == {"_id": 7, "n": 2, "new": True}
+    finally:
+        client.admin.command("setParameter", 1, fastUpdates=was)
+
+
+def test_fast_equals_normal_on_random_sequences(db):
+    rng = random.Random(7)
+    for name in ("fast", "slow"):
+        db[name].insert_many([{"_id": i, "n": 0, "arr": [], "s": "x"} for i in range(20)])
+    ops = []
+    for _ in range(400):
+        i = rng.randrange(25)  # some ids do not exist
+        kind = rng.randrange(7)
+        if kind == 0:
+            u = {"$inc": {"n": rng.randrange(-3, 4)}}
+        elif kind == 1:
+            u = {"$set": {"s": rng.choice("abc"), "sub.v": rng.randrange(9)}}
+        elif kind == 2:
+            u = {"$push": {"arr": rng.randrange(5)}}
+        elif kind == 3:
+            u = {"$pull": {"arr": rng.randrange(5)}}
+        elif kind == 4:
+            u = {"$unset": {"sub": ""}}
+        elif kind == 5:
+            u = {"$max": {"n": rng.randrange(-2, 8)}, "$addToSet": {"tags": rng.choice("xyz")}}
+        else:
+            u = {"$inc": {"s": 1}}  # fails on both paths (string)
+        ops.append((i, u))
+    for i, u in ops:
+        upd(db, "fast", {"_id": i}, u, fastUpdate=True)
+        try:
+            upd(db, "slow", {"_id": i}, u)
+        except Exception:
+            pass
+    fast = list(db.fast.find().sort("_id", 1))
+    slow = list(db.slow.find().sort("_id", 1))
+    assert fast == slow
+
+
+def test_fast_updates_survive_kill9():
+    s = Siltd(extra=["--fast-updates"]).start()
+    try:
+        c = s.client()
+        c.t.c.insert_many([{"_id": i, "n": 0} for i in range(10)])
+        for k in range(200):
+            c.t.command("update", "c", updates=[{"q": {"_id": k % 10}, "u": {"$inc": {"n": 1}}}],
+                        writeConcern={"j": True})
+        c.close()
+        s.kill9()
+        s.start()
+        c = s.client()
+        assert sorted(d["n"] for d in c.t.c.find()) == [20] * 10
+        c.close()
+    finally:
+        s.cleanup()
