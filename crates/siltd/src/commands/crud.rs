@@ -470,7 +470,11 @@ fn fast_index_paths(c: &Collection, upsert: bool) -> Option<Vec<String>> {
     let mut out = Vec::new();
     for ix in c.indexes() {
         let sp = &ix.spec;
-        if sp.clustering || (upsert && (!sp.sparse || sp.partial.is_some())) {
+        let on_id = sp
+            .fields
+            .iter()
+            .any(|(f, _)| f == "_id" || f.starts_with("_id."));
+        if sp.clustering || (upsert && (!sp.sparse || sp.partial.is_some() || on_id)) {
             return None;
         }
         out.extend(sp.fields.iter().map(|(f, _)| f.clone()));
