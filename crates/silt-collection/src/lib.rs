@@ -9,15 +9,19 @@
 //!
 //! It knows nothing of the wire protocol, commands or the query language.
 
+pub mod index;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use silt_storage::{Dict, Env, EnvOptions, UpdateRegistry};
+
+pub use index::{Index, IndexSpec, KeyError, SpecError};
 
 /// Name of the catalog dictionary inside the engine.
 const CATALOG: &str = "_catalog";
@@ -28,14 +32,34 @@ pub enum CollError {
     /// The storage engine failed.
     #[error(transparent)]
     Storage(#[from] silt_storage::Error),
-    /// A document with this `_id` exists.
-    #[error("E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}")]
+    /// A unique index (`_id_` included) already holds this key for another document.
+    #[error(
+        "E11000 duplicate key error collection: {ns} index: {index} dup key: {}",
+        fmt_key(key_value)
+    )]
     DuplicateKey {
         /// Namespace.
         ns: String,
-        /// The duplicate `_id`, printed.
-        id: String,
+        /// The index name.
+        index: String,
+        /// The index's key pattern.
+        key_pattern: Box<Document>,
+        /// The duplicate key's values by field.
+        key_value: Box<Document>,
     },
+    /// A document that an index cannot hold (two indexed arrays).
+    #[error("cannot index parallel arrays [{0}] [{1}]")]
+    ParallelArrays(String, String),
+    /// An index request that conflicts with an existing index (code 85 or 86).
+    #[error("{msg}")]
+    IndexConflict {
+        /// 85 IndexOptionsConflict or 86 IndexKeySpecsConflict.
+        code: i32,
+        msg: String,
+    },
+    /// No such index.
+    #[error("{0}")]
+    IndexNotFound(String),
     /// The namespace exists already.
     #[error("Collection {0} already exists.")]
     NamespaceExists(String),
@@ -54,6 +78,15 @@ pub enum CollError {
 
 /// Shorthand.
 pub type Result<T, E = CollError> = std::result::Result<T, E>;
+
+/// `{ a: 1, b: "x" }`, as MongoDB prints a duplicate key.
+pub fn fmt_key(d: &Document) -> String {
+    if d.is_empty() {
+        return "{}".into();
+    }
+    let parts: Vec<String> = d.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!("{{ {} }}", parts.join(", "))
+}
 
 /// The encoded primary key of a document with this `_id`.
 pub fn id_key(id: &Bson) -> Vec<u8> {
@@ -89,6 +122,29 @@ pub struct CollStats {
     pub size: u64,
     /// Bytes the collection's file takes on disk.
     pub storage_size: u64,
+    /// Each secondary index's file size (`_id_` is the collection's own tree).
+    pub index_sizes: Vec<(String, u64)>,
+    /// Their sum.
+    pub total_index_size: u64,
+}
+
+/// What `create_indexes` did.
+#[derive(Debug, Clone, Default)]
+pub struct CreateIndexesOutcome {
+    pub before: usize,
+    pub after: usize,
+    pub created_collection: bool,
+    /// Specs already present (identical), skipped.
+    pub existing: usize,
+}
+
+/// Keys between progress lines of an index build.
+const BUILD_PROGRESS_EVERY: u64 = 100_000;
+
+fn dict_number(name: &str) -> Option<u64> {
+    name.strip_prefix("coll-")
+        .or_else(|| name.strip_prefix("idx-"))
+        .and_then(|s| s.parse::<u64>().ok())
 }
 
 impl Store {
@@ -98,25 +154,44 @@ impl Store {
         let catalog = env.open_or_create(CATALOG)?;
         let mut colls = BTreeMap::new();
         let mut next = 1u64;
+        let mut known: Vec<String> = Vec::new();
         for (k, v) in catalog.range(Bound::Unbounded, Bound::Unbounded)? {
             let ns = String::from_utf8_lossy(&k).into_owned();
             let meta = decode_doc(&ns, &v)?;
             let dict_name = meta.get_str("dict").unwrap_or_default().to_string();
-            if let Some(n) = dict_name
-                .strip_prefix("coll-")
-                .and_then(|s| s.parse::<u64>().ok())
-            {
+            if let Some(n) = dict_number(&dict_name) {
                 next = next.max(n + 1);
             }
             let dict = env.open_dict(&dict_name)?;
+            known.push(dict_name);
             let options = meta.get_document("options").cloned().unwrap_or_default();
-            colls.insert(ns.clone(), Arc::new(Collection::new(ns, dict, options)));
+            let mut indexes = Vec::new();
+            if let Ok(list) = meta.get_array("indexes") {
+                for ix in list {
+                    let Bson::Document(ix) = ix else { continue };
+                    let spec = IndexSpec::parse(ix).map_err(|e| CollError::BadStoredDocument {
+                        ns: ns.clone(),
+                        detail: format!("index spec: {}", e.0),
+                    })?;
+                    let name = ix.get_str("dict").unwrap_or_default().to_string();
+                    if let Some(n) = dict_number(&name) {
+                        next = next.max(n + 1);
+                    }
+                    let idict = env.open_dict(&name)?;
+                    known.push(name);
+                    let mk = ix.get_bool("multikey").unwrap_or(true);
+                    indexes.push(Arc::new(Index::new(spec, idict, mk)));
+                }
+            }
+            colls.insert(
+                ns.clone(),
+                Arc::new(Collection::new(ns, dict, options, indexes, catalog.clone())),
+            );
         }
-        // Dictionaries a crash left without a catalog entry.
-        let known: Vec<String> = colls.values().map(|c| c.dict.name()).collect();
+        // Dictionaries a crash left without a catalog entry (collections, or index builds).
         for name in env.list_dicts() {
-            if name.starts_with("coll-") && !known.contains(&name) {
-                tracing::info!(dict = %name, "dropping orphaned collection dictionary");
+            if (name.starts_with("coll-") || name.starts_with("idx-")) && !known.contains(&name) {
+                tracing::info!(dict = %name, "dropping orphaned dictionary");
                 env.drop_dict(&name)?;
             }
         }
@@ -161,12 +236,26 @@ impl Store {
         }
         let dict_name = format!("coll-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
         let dict = self.env.create_dict(&dict_name)?;
-        let meta = doc! { "dict": &dict_name, "options": options.clone() };
-        self.catalog.put(ns.as_bytes(), &encode_doc(&meta))?;
-        let c = Arc::new(Collection::new(ns.to_string(), dict, options));
+        let c = Arc::new(Collection::new(
+            ns.to_string(),
+            dict,
+            options,
+            Vec::new(),
+            self.catalog.clone(),
+        ));
+        c.persist_meta()?;
         self.colls.write().insert(ns.to_string(), c.clone());
         tracing::debug!(ns, dict = %dict_name, "created collection");
         Ok(c)
+    }
+
+    fn drop_dicts_of(&self, c: &Collection) -> Result<()> {
+        c.live.store(false, Ordering::Release);
+        self.env.drop_dict(&c.dict.name())?;
+        for ix in c.indexes.read().iter() {
+            self.env.drop_dict(&ix.dict().name())?;
+        }
+        Ok(())
     }
 
     /// Drop collection `ns`; false if it did not exist.
@@ -176,35 +265,197 @@ impl Store {
             return Ok(false);
         };
         self.catalog.delete(ns.as_bytes())?;
-        self.env.drop_dict(&c.dict.name())?;
+        self.drop_dicts_of(&c)?;
         Ok(true)
     }
 
     /// Rename `from` to `to`; `drop_target` drops an existing `to` first.
     pub fn rename(&self, from: &str, to: &str, drop_target: bool) -> Result<()> {
-        let _g = self.ddl.lock();
-        let mut colls = self.colls.write();
-        let Some(c) = colls.get(from).cloned() else {
+        // Lock order everywhere: a collection's build lock, then `ddl`. Holding the build
+        // lock means no writer of the old handle is in flight while the indexes move over.
+        let Some(c) = self.get(from) else {
             return Err(CollError::NamespaceNotFound(from.to_string()));
         };
+        let _b = c.build.write();
+        let _g = self.ddl.lock();
+        let mut colls = self.colls.write();
+        if !colls.get(from).is_some_and(|x| Arc::ptr_eq(x, &c)) {
+            return Err(CollError::NamespaceNotFound(from.to_string()));
+        }
         if let Some(t) = colls.get(to).cloned() {
             if !drop_target {
                 return Err(CollError::NamespaceExists(to.to_string()));
             }
             colls.remove(to);
             self.catalog.delete(to.as_bytes())?;
-            self.env.drop_dict(&t.dict.name())?;
+            self.drop_dicts_of(&t)?;
         }
+        c.live.store(false, Ordering::Release);
         let options = c.options.read().clone();
-        let meta = doc! { "dict": c.dict.name(), "options": options.clone() };
-        self.catalog.put(to.as_bytes(), &encode_doc(&meta))?;
+        let indexes = c.indexes.read().clone();
+        let nc = Arc::new(Collection::new(
+            to.to_string(),
+            c.dict.clone(),
+            options,
+            indexes,
+            self.catalog.clone(),
+        ));
+        nc.persist_meta()?;
         self.catalog.delete(from.as_bytes())?;
         colls.remove(from);
-        colls.insert(
-            to.to_string(),
-            Arc::new(Collection::new(to.to_string(), c.dict.clone(), options)),
-        );
+        colls.insert(to.to_string(), nc);
         Ok(())
+    }
+
+    /// Create indexes on `ns` (creating the collection if needed). Identical existing
+    /// indexes are skipped; conflicting ones fail the whole request before anything is
+    /// built. Writes to this collection wait during the build; other collections are not
+    /// affected. A failed build (a unique violation) leaves no index behind.
+    pub fn create_indexes(&self, ns: &str, specs: Vec<IndexSpec>) -> Result<CreateIndexesOutcome> {
+        let created_collection = self.get(ns).is_none();
+        let c = self.get_or_create(ns)?;
+        let _w = c.build.write();
+        let existing = c.indexes.read().clone();
+        let before = existing.len() + 1;
+        let mut todo: Vec<IndexSpec> = Vec::new();
+        let mut skipped = 0;
+        for spec in specs {
+            let id_only = spec.fields == [("_id".to_string(), false)]
+                && !spec.sparse
+                && spec.partial.is_none()
+                && !spec.clustering;
+            if spec.name == "_id_" || id_only {
+                if id_only {
+                    // The `_id` index always exists (it is the primary tree).
+                    skipped += 1;
+                    continue;
+                }
+                return Err(CollError::IndexConflict {
+                    code: 86,
+                    msg: format!(
+                        "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
+                        spec.to_doc()
+                    ),
+                });
+            }
+            let mut dup = false;
+            for have in existing.iter().map(|i| &i.spec).chain(todo.iter()) {
+                if have.name == spec.name {
+                    if have.same_as(&spec) {
+                        dup = true;
+                        break;
+                    }
+                    let code = if have.same_key(&spec) { 85 } else { 86 };
+                    return Err(CollError::IndexConflict {
+                        code,
+                        msg: format!(
+                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                            spec.to_doc(),
+                            have.to_doc()
+                        ),
+                    });
+                }
+                if have.same_key(&spec)
+                    && have.partial.as_ref().map(|p| &p.0) == spec.partial.as_ref().map(|p| &p.0)
+                {
+                    if have.same_as(&spec) {
+                        // Same index under another name.
+                        return Err(CollError::IndexConflict {
+                            code: 85,
+                            msg: format!(
+                                "Index already exists with a different name: {}",
+                                have.name
+                            ),
+                        });
+                    }
+                    return Err(CollError::IndexConflict {
+                        code: 85,
+                        msg: format!(
+                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                            spec.to_doc(),
+                            have.to_doc()
+                        ),
+                    });
+                }
+            }
+            if dup {
+                skipped += 1;
+            } else {
+                todo.push(spec);
+            }
+        }
+        let mut built: Vec<Arc<Index>> = Vec::new();
+        for spec in todo {
+            let name = format!("idx-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
+            let r = self
+                .env
+                .create_dict(&name)
+                .map_err(CollError::from)
+                .and_then(|dict| {
+                    let mk = c.build_index(&spec, &dict)?;
+                    Ok(Arc::new(Index::new(spec, dict, mk)))
+                });
+            match r {
+                Ok(ix) => built.push(ix),
+                Err(e) => {
+                    let _ = self.env.drop_dict(&name);
+                    for ix in built {
+                        let _ = self.env.drop_dict(&ix.dict().name());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let after = before + built.len();
+        if !built.is_empty() {
+            let _g = self.ddl.lock();
+            let still = self.get(ns).is_some_and(|x| Arc::ptr_eq(&x, &c));
+            if !still || !c.live.load(Ordering::Acquire) {
+                for ix in built {
+                    let _ = self.env.drop_dict(&ix.dict().name());
+                }
+                return Err(CollError::NamespaceNotFound(ns.to_string()));
+            }
+            c.indexes.write().extend(built);
+            c.persist_meta()?;
+        }
+        Ok(CreateIndexesOutcome {
+            before,
+            after,
+            created_collection,
+            existing: skipped,
+        })
+    }
+
+    /// Drop the named indexes of `ns` (all must exist; `_id_` is refused by the caller).
+    /// Returns how many indexes there were (with `_id_`).
+    pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<usize> {
+        let c = self
+            .get(ns)
+            .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
+        let _w = c.build.write();
+        let was = c.indexes.read().len() + 1;
+        for n in names {
+            if !c.indexes.read().iter().any(|i| i.name() == n) {
+                return Err(CollError::IndexNotFound(format!(
+                    "index not found with name [{n}]"
+                )));
+            }
+        }
+        let _g = self.ddl.lock();
+        let gone: Vec<Arc<Index>> = {
+            let mut list = c.indexes.write();
+            let (gone, keep): (Vec<_>, Vec<_>) = list
+                .drain(..)
+                .partition(|i| names.iter().any(|n| n == i.name()));
+            *list = keep;
+            gone
+        };
+        c.persist_meta()?;
+        for ix in gone {
+            self.env.drop_dict(&ix.dict().name())?;
+        }
+        Ok(was)
     }
 
     /// Namespaces of database `db` (collection names without the database prefix).
@@ -262,12 +513,35 @@ fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
 
 const STRIPES: usize = 256;
 
-/// One collection: its primary dictionary and options.
+/// Largest index entry key (the engine's key limit): checked before anything is written.
+const MAX_INDEX_KEY_BYTES: usize = silt_storage::MAX_KEY_BYTES;
+
+fn stripe_of(parts: &[&[u8]]) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % STRIPES as u64) as usize
+}
+
+/// One collection: its primary dictionary, options and secondary indexes.
 pub struct Collection {
     ns: String,
     dict: Dict,
     options: RwLock<Document>,
     locks: Vec<Mutex<()>>,
+    /// Stripes for unique-index key prefixes (taken after the `_id` stripe, in index order).
+    ukey_locks: Vec<Mutex<()>>,
+    indexes: RwLock<Vec<Arc<Index>>>,
+    /// Writers take it shared; an index build or drop takes it exclusively.
+    build: RwLock<()>,
+    catalog: Dict,
+    /// False once dropped or renamed away (its catalog entry must not be written again).
+    live: AtomicBool,
+    meta_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for Collection {
@@ -276,14 +550,50 @@ impl std::fmt::Debug for Collection {
     }
 }
 
+/// The keys one index has for one version of a document.
+type KeySet = Vec<(Vec<u8>, Vec<Bson>)>;
+
 impl Collection {
-    fn new(ns: String, dict: Dict, options: Document) -> Collection {
+    fn new(
+        ns: String,
+        dict: Dict,
+        options: Document,
+        indexes: Vec<Arc<Index>>,
+        catalog: Dict,
+    ) -> Collection {
         Collection {
             ns,
             dict,
             options: RwLock::new(options),
             locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            ukey_locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            indexes: RwLock::new(indexes),
+            build: RwLock::new(()),
+            catalog,
+            live: AtomicBool::new(true),
+            meta_lock: Mutex::new(()),
         }
+    }
+
+    /// Write this collection's catalog entry (dictionary, options, index specs).
+    fn persist_meta(&self) -> Result<()> {
+        let _g = self.meta_lock.lock();
+        if !self.live.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let idx: Vec<Bson> = self
+            .indexes
+            .read()
+            .iter()
+            .map(|i| Bson::Document(i.catalog_doc()))
+            .collect();
+        let meta = doc! {
+            "dict": self.dict.name(),
+            "options": self.options.read().clone(),
+            "indexes": idx,
+        };
+        self.catalog.put(self.ns.as_bytes(), &encode_doc(&meta))?;
+        Ok(())
     }
 
     /// `db.coll`.
@@ -301,13 +611,30 @@ impl Collection {
         &self.dict
     }
 
+    /// The secondary indexes (not `_id_`, which is the primary dictionary).
+    pub fn indexes(&self) -> Vec<Arc<Index>> {
+        self.indexes.read().clone()
+    }
+
+    /// The secondary index named `name`.
+    pub fn index(&self, name: &str) -> Option<Arc<Index>> {
+        self.indexes
+            .read()
+            .iter()
+            .find(|i| i.name() == name)
+            .cloned()
+    }
+
+    /// Hold off index builds and drops on this collection (what every writer holds while it
+    /// writes). For writers that bypass [`Collection::insert`] and friends, such as fast
+    /// updates that inject engine messages.
+    pub fn write_guard(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.build.read()
+    }
+
     /// Lock the stripe of one `_id` key: writers of the same document serialise here.
     pub fn lock_key(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in key {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.locks[(h % STRIPES as u64) as usize].lock()
+        self.locks[stripe_of(&[key])].lock()
     }
 
     /// The document with this encoded key.
@@ -323,31 +650,223 @@ impl Collection {
         self.get_by_key(&id_key(id))
     }
 
-    /// Insert `doc` (which must carry `_id`); a document with the same `_id` is an error.
+    /// Decode a stored document (as held by a clustering index entry).
+    pub fn decode(&self, bytes: &[u8]) -> Result<Document> {
+        decode_doc(&self.ns, bytes)
+    }
+
+    /// Insert `doc` (which must carry `_id`); a document with the same `_id` is an error, as
+    /// is a unique-index violation (nothing is written then).
     pub fn insert(&self, doc: &Document) -> Result<()> {
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
         let key = id_key(&id);
+        // Lock order on every write path: the `_id` stripe, then `build` shared, then the
+        // unique-key stripes (sorted). Updates and deletes take the `_id` stripe in siltd.
         let _g = self.lock_key(&key);
+        let _b = self.build.read();
         if self.dict.get(&key)?.is_some() {
             return Err(CollError::DuplicateKey {
                 ns: self.ns.clone(),
-                id: id.to_string(),
+                index: "_id_".into(),
+                key_pattern: Box::new(doc! { "_id": 1 }),
+                key_value: Box::new(doc! { "_id": id }),
             });
         }
-        self.dict.put(&key, &encode_doc(doc))?;
+        self.write_doc(&key, None, Some(doc))
+    }
+
+    /// Replace `old` by `new` under `key` (the caller holds the key's lock and has read `old`
+    /// under it). Index entries follow; a unique violation writes nothing.
+    pub fn replace_locked(&self, key: &[u8], old: &Document, new: &Document) -> Result<()> {
+        let _b = self.build.read();
+        self.write_doc(key, Some(old), Some(new))
+    }
+
+    /// Delete the document `old` under `key` (the caller holds the key's lock).
+    pub fn delete_locked(&self, key: &[u8], old: &Document) -> Result<()> {
+        let _b = self.build.read();
+        self.write_doc(key, Some(old), None)
+    }
+
+    fn keys_of(&self, ix: &Index, d: Option<&Document>) -> Result<(KeySet, bool)> {
+        match d {
+            None => Ok((Vec::new(), false)),
+            Some(d) => match ix.spec.keys(d) {
+                Ok(k) => Ok((k.keys, k.multikey)),
+                Err(KeyError::ParallelArrays(a, b)) => Err(CollError::ParallelArrays(a, b)),
+            },
+        }
+    }
+
+    /// The write itself, with index maintenance (the caller holds `build` shared and the
+    /// `_id` stripe). Every index key is computed and every unique constraint checked before
+    /// anything is written.
+    fn write_doc(&self, key: &[u8], old: Option<&Document>, new: Option<&Document>) -> Result<()> {
+        let idxs = self.indexes.read().clone();
+        let mut plans = Vec::with_capacity(idxs.len());
+        for ix in &idxs {
+            let (ok, _) = self.keys_of(ix, old)?;
+            let (nk, mk) = self.keys_of(ix, new)?;
+            for (p, _) in &nk {
+                if p.len() + key.len() > MAX_INDEX_KEY_BYTES {
+                    return Err(CollError::Storage(silt_storage::Error::TooLarge {
+                        what: "index key",
+                        len: p.len() + key.len(),
+                        limit: MAX_INDEX_KEY_BYTES,
+                    }));
+                }
+            }
+            plans.push((ix, ok, nk, mk));
+        }
+        // Unique checks under the stripes of the new prefixes.
+        let mut stripes: Vec<usize> = Vec::new();
+        for (ix, ok, nk, _) in &plans {
+            if !ix.spec.unique {
+                continue;
+            }
+            for (p, _) in nk {
+                if !ok.iter().any(|(o, _)| o == p) {
+                    stripes.push(stripe_of(&[ix.name().as_bytes(), p]));
+                }
+            }
+        }
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _guards: Vec<MutexGuard<'_, ()>> =
+            stripes.iter().map(|s| self.ukey_locks[*s].lock()).collect();
+        for (ix, ok, nk, _) in &plans {
+            if !ix.spec.unique {
+                continue;
+            }
+            for (p, vals) in nk {
+                if ok.iter().any(|(o, _)| o == p) {
+                    continue;
+                }
+                let hi = index::prefix_end(p);
+                let hi_b = match &hi {
+                    Some(h) => Bound::Excluded(h.as_slice()),
+                    None => Bound::Unbounded,
+                };
+                let mut cur = ix.dict().cursor(Bound::Included(p.as_slice()), hi_b);
+                while let Some((k, _)) = cur.next()? {
+                    if k.get(p.len()..) != Some(key) {
+                        return Err(CollError::DuplicateKey {
+                            ns: self.ns.clone(),
+                            index: ix.name().to_string(),
+                            key_pattern: Box::new(ix.spec.key_pattern.clone()),
+                            key_value: Box::new(ix.spec.key_value_doc(vals)),
+                        });
+                    }
+                }
+            }
+        }
+        // Flag multikey before any entry is written, so no planner sees an array key in an
+        // index it believes is not multikey.
+        let mut flag_changed = false;
+        for (ix, _, _, mk) in &plans {
+            if *mk && ix.set_multikey() {
+                flag_changed = true;
+            }
+        }
+        let bytes = new.map(encode_doc);
+        match &bytes {
+            Some(b) => self.dict.put(key, b)?,
+            None => self.dict.delete(key)?,
+        }
+        for (ix, ok, nk, _) in &plans {
+            let entry = |p: &[u8]| {
+                let mut e = Vec::with_capacity(p.len() + key.len());
+                e.extend_from_slice(p);
+                e.extend_from_slice(key);
+                e
+            };
+            for (p, _) in ok {
+                if !nk.iter().any(|(n, _)| n == p) {
+                    ix.dict().delete(&entry(p))?;
+                }
+            }
+            let val: &[u8] = if ix.spec.clustering {
+                bytes.as_deref().unwrap_or(&[])
+            } else {
+                &[]
+            };
+            for (p, _) in nk {
+                if ix.spec.clustering || !ok.iter().any(|(o, _)| o == p) {
+                    ix.dict().put(&entry(p), val)?;
+                }
+            }
+        }
+        if flag_changed {
+            self.persist_meta()?;
+        }
         Ok(())
     }
 
-    /// Write `doc` under `key` (the caller holds the key's lock and has checked what it needs).
-    pub fn put_locked(&self, key: &[u8], doc: &Document) -> Result<()> {
-        self.dict.put(key, &encode_doc(doc))?;
-        Ok(())
+    /// Build `spec` into the empty `dict` from the collection's documents (the caller holds
+    /// `build` exclusively): collect every entry, sort, check uniqueness, bulk load.
+    /// Returns whether the index is multikey.
+    fn build_index(&self, spec: &IndexSpec, dict: &Dict) -> Result<bool> {
+        let started = std::time::Instant::now();
+        tracing::info!(ns = %self.ns, index = %spec.name, "index build: scanning collection");
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut multikey = false;
+        let mut cur = self.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut docs = 0u64;
+        let mut next_log = BUILD_PROGRESS_EVERY;
+        while let Some((k, v)) = cur.next()? {
+            let d = decode_doc(&self.ns, &v)?;
+            let (keys, mk) = self.keys_of_spec(spec, &d)?;
+            multikey |= mk;
+            for (p, _) in keys {
+                let mut e = p;
+                e.extend_from_slice(&k);
+                let val = if spec.clustering {
+                    v.clone()
+                } else {
+                    Vec::new()
+                };
+                entries.push((e, val));
+            }
+            docs += 1;
+            if entries.len() as u64 >= next_log {
+                tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = entries.len(), "index build: collecting keys");
+                next_log += BUILD_PROGRESS_EVERY;
+            }
+        }
+        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = entries.len(), "index build: sorting");
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if spec.unique {
+            let desc = spec.directions();
+            for w in entries.windows(2) {
+                let (a, b) = (&w[0].0, &w[1].0);
+                let (Some(la), Some(lb)) =
+                    (index::prefix_len(a, &desc), index::prefix_len(b, &desc))
+                else {
+                    continue;
+                };
+                if a[..la] == b[..lb] {
+                    let vals = silt_bson::keyenc::decode_key(&b[..lb], &desc).unwrap_or_default();
+                    tracing::info!(ns = %self.ns, index = %spec.name, "index build failed: duplicate key");
+                    return Err(CollError::DuplicateKey {
+                        ns: self.ns.clone(),
+                        index: spec.name.clone(),
+                        key_pattern: Box::new(spec.key_pattern.clone()),
+                        key_value: Box::new(spec.key_value_doc(&vals)),
+                    });
+                }
+            }
+        }
+        let n = entries.len();
+        dict.bulk_load(entries)?;
+        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, ms = started.elapsed().as_millis() as u64, "index build: done");
+        Ok(multikey)
     }
 
-    /// Delete the document under `key` (the caller holds the key's lock).
-    pub fn delete_locked(&self, key: &[u8]) -> Result<()> {
-        self.dict.delete(key)?;
-        Ok(())
+    fn keys_of_spec(&self, spec: &IndexSpec, d: &Document) -> Result<(KeySet, bool)> {
+        match spec.keys(d) {
+            Ok(k) => Ok((k.keys, k.multikey)),
+            Err(KeyError::ParallelArrays(a, b)) => Err(CollError::ParallelArrays(a, b)),
+        }
     }
 
     /// A cursor over documents in `_id` order between encoded bounds.
@@ -371,10 +890,18 @@ impl Collection {
     /// Size figures.
     pub fn stats(&self) -> CollStats {
         let s = self.dict.stats();
+        let index_sizes: Vec<(String, u64)> = self
+            .indexes
+            .read()
+            .iter()
+            .map(|i| (i.name().to_string(), i.dict().stats().file_bytes))
+            .collect();
         CollStats {
             count: s.rows,
             size: s.data_bytes,
             storage_size: s.file_bytes,
+            total_index_size: index_sizes.iter().map(|(_, n)| n).sum(),
+            index_sizes,
         }
     }
 }
@@ -409,6 +936,8 @@ pub fn sum_stats<'a>(colls: impl Iterator<Item = &'a Arc<Collection>>) -> CollSt
         t.count += s.count;
         t.size += s.size;
         t.storage_size += s.storage_size;
+        t.total_index_size += s.total_index_size;
+        t.index_sizes.extend(s.index_sizes);
     }
     t
 }
@@ -467,5 +996,211 @@ mod tests {
         assert_eq!(s.list_databases(), vec!["db".to_string()]);
         s.drop_database("db").unwrap();
         assert!(s.list_databases().is_empty());
+    }
+
+    fn spec(d: Document) -> IndexSpec {
+        IndexSpec::parse(&d).unwrap()
+    }
+
+    fn vals(s: &IndexSpec, d: Document) -> Vec<Vec<Bson>> {
+        s.keys(&d)
+            .unwrap()
+            .keys
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    #[test]
+    fn key_generation_follows_mongodb() {
+        let a = spec(doc! {"key": {"a": 1}});
+        assert_eq!(a.name, "a_1");
+        assert_eq!(vals(&a, doc! {"a": 5}), vec![vec![Bson::Int32(5)]]);
+        assert_eq!(vals(&a, doc! {"b": 5}), vec![vec![Bson::Null]]);
+        // Multikey: one key per distinct element; an empty array is undefined.
+        let k = a.keys(&doc! {"a": [1, 2, 2, 1.0]}).unwrap();
+        assert!(k.multikey);
+        assert_eq!(k.keys.len(), 2);
+        assert_eq!(vals(&a, doc! {"a": []}), vec![vec![Bson::Undefined]]);
+        // Dotted paths through arrays of documents.
+        let ab = spec(doc! {"key": {"a.b": 1}});
+        let mut got = vals(&ab, doc! {"a": [{"b": 1}, {"b": [2, 3]}, {"c": 1}]});
+        got.sort_by(|x, y| silt_bson::cmp_values(&x[0], &y[0]));
+        assert_eq!(got.len(), 4);
+        // Compound with one array: the product; with two: parallel arrays.
+        let c = spec(doc! {"key": {"a": 1, "b": -1}});
+        assert_eq!(c.name, "a_1_b_-1");
+        assert_eq!(vals(&c, doc! {"a": [1, 2], "b": "x"}).len(), 2);
+        assert!(matches!(
+            c.keys(&doc! {"a": [1], "b": [2]}),
+            Err(KeyError::ParallelArrays(x, y)) if x == "a" && y == "b"
+        ));
+        // Descending components order in reverse.
+        let (k1, k2) = (
+            c.keys(&doc! {"a": 1, "b": 1}).unwrap().keys[0].0.clone(),
+            c.keys(&doc! {"a": 1, "b": 2}).unwrap().keys[0].0.clone(),
+        );
+        assert!(k1 > k2);
+        // Sparse: skipped only when every field is missing.
+        let sp = spec(doc! {"key": {"a": 1, "b": 1}, "sparse": true});
+        assert!(sp.keys(&doc! {"c": 1}).unwrap().keys.is_empty());
+        assert_eq!(
+            vals(&sp, doc! {"b": 1}),
+            vec![vec![Bson::Null, Bson::Int32(1)]]
+        );
+        // Partial: only documents matching the filter.
+        let p = spec(doc! {"key": {"a": 1}, "partialFilterExpression": {"x": {"$gt": 5}}});
+        assert!(p.keys(&doc! {"a": 1, "x": 1}).unwrap().keys.is_empty());
+        assert_eq!(p.keys(&doc! {"a": 1, "x": 9}).unwrap().keys.len(), 1);
+        assert!(IndexSpec::parse(&doc! {"key": {"a": "text"}}).is_err());
+        assert!(IndexSpec::parse(&doc! {"key": {"a": 0}}).is_err());
+    }
+
+    fn entries(c: &Collection, name: &str) -> Vec<(Vec<Bson>, Bson)> {
+        let ix = c.index(name).unwrap();
+        let mut cur = ix.dict().cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut out = Vec::new();
+        while let Some((k, _)) = cur.next().unwrap() {
+            let id = silt_bson::keyenc::decode_value(ix.entry_id_key(&k).unwrap())
+                .unwrap()
+                .0;
+            out.push((ix.entry_values(&k).unwrap(), id));
+        }
+        out
+    }
+
+    #[test]
+    fn maintenance_unique_build_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+            let c = s.get_or_create("db.c").unwrap();
+            for i in 0..100 {
+                c.insert(&doc! {"_id": i, "a": i % 10, "u": i}).unwrap();
+            }
+            // Build on existing data.
+            let out = s
+                .create_indexes(
+                    "db.c",
+                    vec![
+                        spec(doc! {"key": {"a": 1}}),
+                        spec(doc! {"key": {"u": 1}, "unique": true}),
+                        spec(doc! {"key": {"t": 1}, "clustering": true}),
+                    ],
+                )
+                .unwrap();
+            assert_eq!((out.before, out.after), (1, 4));
+            assert_eq!(entries(&c, "a_1").len(), 100);
+            // A unique build over duplicates fails and leaves nothing.
+            let e = s.create_indexes(
+                "db.c",
+                vec![spec(doc! {"key": {"a": -1}, "unique": true, "name": "ua"})],
+            );
+            assert!(matches!(e, Err(CollError::DuplicateKey { .. })));
+            assert!(c.index("ua").is_none());
+            // Insert: a unique violation writes nothing anywhere.
+            let e = c.insert(&doc! {"_id": 500, "a": 77, "u": 5});
+            assert!(matches!(e, Err(CollError::DuplicateKey { ref index, .. }) if index == "u_1"));
+            assert!(c.get(&Bson::Int32(500)).unwrap().is_none());
+            assert!(!entries(&c, "a_1")
+                .iter()
+                .any(|(v, _)| v[0] == Bson::Int32(77)));
+            // Update moves keys; delete removes them.
+            let key = id_key(&Bson::Int32(3));
+            let old = c.get_by_key(&key).unwrap().unwrap();
+            let new = doc! {"_id": 3, "a": [40, 41], "u": 3, "t": "x"};
+            c.replace_locked(&key, &old, &new).unwrap();
+            let a = entries(&c, "a_1");
+            assert_eq!(a.iter().filter(|(_, id)| *id == Bson::Int32(3)).count(), 2);
+            assert!(c.index("a_1").unwrap().is_multikey());
+            let t = entries(&c, "t_1");
+            assert!(t.contains(&(vec![Bson::String("x".into())], Bson::Int32(3))));
+            let old = c.get_by_key(&key).unwrap().unwrap();
+            let moved = doc! {"_id": 3, "a": 1, "u": 4};
+            assert!(matches!(
+                c.replace_locked(&key, &old, &moved),
+                Err(CollError::DuplicateKey { .. })
+            ));
+            assert_eq!(c.get_by_key(&key).unwrap().unwrap(), old);
+            c.delete_locked(&key, &old).unwrap();
+            assert!(!entries(&c, "a_1")
+                .iter()
+                .any(|(_, id)| *id == Bson::Int32(3)));
+            assert_eq!(entries(&c, "t_1").len(), 99);
+            // Drop one index.
+            assert_eq!(s.drop_indexes("db.c", &["t_1".to_string()]).unwrap(), 4);
+            s.close().unwrap();
+        }
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        let c = s.get("db.c").unwrap();
+        let names: Vec<String> = c.indexes().iter().map(|i| i.name().to_string()).collect();
+        assert_eq!(names, vec!["a_1".to_string(), "u_1".to_string()]);
+        assert!(c.index("a_1").unwrap().is_multikey());
+        assert!(!c.index("u_1").unwrap().is_multikey());
+        assert_eq!(entries(&c, "u_1").len(), 99);
+        assert!(matches!(
+            c.insert(&doc! {"_id": 1000, "u": 7}),
+            Err(CollError::DuplicateKey { .. })
+        ));
+        s.rename("db.c", "db.d", false).unwrap();
+        let d = s.get("db.d").unwrap();
+        assert_eq!(d.indexes().len(), 2);
+        assert!(s.drop_collection("db.d").unwrap());
+        assert!(!s.env().list_dicts().iter().any(|n| n.starts_with("idx-")));
+    }
+
+    #[test]
+    fn concurrent_unique_inserts_admit_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        s.create_indexes("db.c", vec![spec(doc! {"key": {"u": 1}, "unique": true})])
+            .unwrap();
+        let c = s.get("db.c").unwrap();
+        for round in 0..20 {
+            let ok = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|sc| {
+                for t in 0..4 {
+                    let (c, ok) = (&c, &ok);
+                    sc.spawn(move || {
+                        if c.insert(&doc! {"_id": round * 10 + t, "u": round}).is_ok() {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
+            });
+            assert_eq!(ok.load(Ordering::Relaxed), 1);
+        }
+        assert_eq!(entries(&c, "u_1").len(), 20);
+        assert_eq!(c.count().unwrap(), 20);
+    }
+
+    #[test]
+    fn a_build_blocks_only_its_own_collection() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        let a = s.get_or_create("db.a").unwrap();
+        let b = s.get_or_create("db.b").unwrap();
+        // What an index build holds for its whole duration.
+        let held = a.build.write();
+        b.insert(&doc! {"_id": 1}).unwrap();
+        s.get_or_create("db.new")
+            .unwrap()
+            .insert(&doc! {"_id": 1})
+            .unwrap();
+        assert!(a.get(&Bson::Int32(1)).unwrap().is_none()); // reads go on
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                a.insert(&doc! {"_id": 1}).unwrap();
+                done.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(
+                !done.load(Ordering::SeqCst),
+                "a write to the building collection waits"
+            );
+            drop(held);
+        });
+        assert!(done.load(Ordering::SeqCst));
     }
 }

@@ -131,6 +131,21 @@ pub fn coll_err(e: CollError) -> QueryError {
         CollError::DuplicateKey { .. } => QueryError::duplicate_key(e.to_string()),
         CollError::NamespaceExists(_) => QueryError::namespace_exists(e.to_string()),
         CollError::NamespaceNotFound(_) => QueryError::namespace_not_found(e.to_string()),
+        CollError::ParallelArrays(..) => QueryError {
+            code: 171,
+            code_name: "CannotIndexParallelArrays",
+            msg: e.to_string(),
+        },
+        CollError::IndexConflict { code, msg } => QueryError {
+            code,
+            code_name: if code == 86 {
+                "IndexKeySpecsConflict"
+            } else {
+                "IndexOptionsConflict"
+            },
+            msg,
+        },
+        CollError::IndexNotFound(m) => QueryError::index_not_found(m),
         CollError::Storage(silt_storage::Error::TooLarge { .. }) => {
             QueryError::bson_object_too_large(e.to_string())
         }

@@ -53,8 +53,9 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 pub fn drop(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "drop")?;
     let ns = format!("{db}.{coll}");
+    let n = s.store.get(&ns).map(|c| c.indexes().len() + 1).unwrap_or(1);
     if s.store.drop_collection(&ns).map_err(coll_err)? {
-        Ok(doc! { "nIndexesWas": 1, "ns": ns })
+        Ok(doc! { "nIndexesWas": n as i32, "ns": ns })
     } else {
         // MongoDB 7.0 reports success for a collection that does not exist.
         Ok(Document::new())
@@ -143,18 +144,27 @@ pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "listIndexes")?;
     let ns = format!("{db}.{coll}");
-    if s.store.get(&ns).is_none() {
+    let Some(c) = s.store.get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns does not exist: {ns}"
         )));
-    }
-    let idx = doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" };
+    };
+    let mut out = vec![doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }];
+    out.extend(c.indexes().iter().map(|i| i.spec.to_doc()));
     Ok(cursor_reply(
         &format!("{db}.$cmd.listIndexes.{coll}"),
-        vec![idx],
+        out,
         0,
         true,
     ))
+}
+
+fn cannot_create(msg: impl Into<String>) -> QueryError {
+    QueryError {
+        code: 67,
+        code_name: "CannotCreateIndex",
+        msg: msg.into(),
+    }
 }
 
 pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -163,35 +173,57 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let specs = cmd
         .get_array("indexes")
         .map_err(|_| QueryError::type_mismatch("'indexes' must be an array"))?;
-    let created = s.store.get(&ns).is_none();
+    if specs.is_empty() {
+        return Err(QueryError::bad_value("Must specify at least one index"));
+    }
+    let mut parsed = Vec::new();
     for spec in specs {
         let Bson::Document(spec) = spec else {
             return Err(QueryError::type_mismatch(
                 "each index spec must be a document",
             ));
         };
-        let key = spec
-            .get_document("key")
-            .map_err(|_| QueryError::failed_to_parse("index spec needs a 'key' document"))?;
-        let only_id = key.len() == 1
-            && key
-                .get("_id")
-                .is_some_and(|v| matches!(v, Bson::Int32(1) | Bson::Int64(1) | Bson::Double(_)));
-        if !only_id {
-            return Err(QueryError {
-                code: 67,
-                code_name: "CannotCreateIndex",
-                msg: "siltd does not build secondary indexes yet".into(),
-            });
+        for k in spec.keys() {
+            if !matches!(
+                k.as_str(),
+                "key"
+                    | "name"
+                    | "unique"
+                    | "sparse"
+                    | "partialFilterExpression"
+                    | "clustering"
+                    | "background"
+                    | "v"
+                    | "ns"
+            ) {
+                return Err(QueryError::invalid_options(format!(
+                    "siltd does not support the index option '{k}'"
+                )));
+            }
         }
+        if !spec.contains_key("key") {
+            return Err(QueryError::failed_to_parse(
+                "The 'key' field is a required property of an index specification",
+            ));
+        }
+        if !spec.contains_key("name") {
+            return Err(QueryError::failed_to_parse(
+                "The 'name' field is a required property of an index specification",
+            ));
+        }
+        let p = silt_collection::IndexSpec::parse(spec).map_err(|e| cannot_create(e.0))?;
+        parsed.push(p);
     }
-    s.store.get_or_create(&ns).map_err(coll_err)?;
-    Ok(doc! {
-        "numIndexesBefore": 1,
-        "numIndexesAfter": 1,
-        "createdCollectionAutomatically": created,
-        "note": "all indexes already exist",
-    })
+    let out = s.store.create_indexes(&ns, parsed).map_err(coll_err)?;
+    let mut r = doc! {
+        "numIndexesBefore": out.before as i32,
+        "numIndexesAfter": out.after as i32,
+        "createdCollectionAutomatically": out.created_collection,
+    };
+    if out.after == out.before {
+        r.insert("note", "all indexes already exist");
+    }
+    Ok(r)
 }
 
 pub fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -202,21 +234,67 @@ pub fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     };
     let coll = coll_arg(db, cmd, name)?;
     let ns = format!("{db}.{coll}");
-    if s.store.get(&ns).is_none() {
+    let Some(c) = s.store.get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns not found {ns}"
         )));
-    }
-    match cmd.get("index") {
-        Some(Bson::String(n)) if n == "*" => Ok(doc! { "nIndexesWas": 1 }),
-        Some(Bson::String(n)) if n == "_id_" => {
-            Err(QueryError::invalid_options("cannot drop _id index"))
+    };
+    let idxs = c.indexes();
+    let cant_id = || QueryError::invalid_options("cannot drop _id index");
+    let names: Vec<String> = match cmd.get("index") {
+        Some(Bson::String(n)) if n == "*" => idxs.iter().map(|i| i.name().to_string()).collect(),
+        Some(Bson::String(n)) if n == "_id_" => return Err(cant_id()),
+        Some(Bson::String(n)) => vec![n.clone()],
+        Some(Bson::Array(a)) => {
+            let mut v = Vec::new();
+            for x in a {
+                match x {
+                    Bson::String(n) if n == "_id_" => return Err(cant_id()),
+                    Bson::String(n) if n == "*" => {
+                        return Err(QueryError::bad_value(
+                            "'*' cannot be used in a list of index names",
+                        ))
+                    }
+                    Bson::String(n) => v.push(n.clone()),
+                    _ => return Err(QueryError::type_mismatch("index names must be strings")),
+                }
+            }
+            v
         }
-        Some(Bson::String(n)) => Err(QueryError::index_not_found(format!(
-            "index not found with name [{n}]"
-        ))),
-        _ => Err(QueryError::index_not_found("can't find index with key")),
-    }
+        Some(Bson::Document(k)) => {
+            let want = silt_collection::IndexSpec::parse(&doc! { "key": k.clone(), "name": "x" })
+                .map_err(|e| QueryError::bad_value(e.0))?;
+            if want.fields == [("_id".to_string(), false)] {
+                return Err(cant_id());
+            }
+            let found: Vec<String> = idxs
+                .iter()
+                .filter(|i| i.spec.same_key(&want))
+                .map(|i| i.name().to_string())
+                .collect();
+            match found.len() {
+                0 => {
+                    return Err(QueryError::index_not_found(format!(
+                        "can't find index with key: {k}"
+                    )))
+                }
+                1 => found,
+                _ => {
+                    return Err(QueryError::located(
+                        3,
+                        "index key pattern matches several indexes; drop by name",
+                    ))
+                }
+            }
+        }
+        _ => {
+            return Err(QueryError::type_mismatch(
+                "BSON field 'dropIndexes.index' must be a string, an array or an object",
+            ))
+        }
+    };
+    let was = s.store.drop_indexes(&ns, &names).map_err(coll_err)?;
+    Ok(doc! { "nIndexesWas": was as i32 })
 }
 
 fn scale_arg(cmd: &Document) -> Result<i64, QueryError> {
@@ -240,9 +318,9 @@ pub fn db_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         "avgObjSize": avg as f64,
         "dataSize": (t.size as i64 / scale) as f64,
         "storageSize": (t.storage_size as i64 / scale) as f64,
-        "indexes": colls.len() as i64,
-        "indexSize": 0.0,
-        "totalSize": (t.storage_size as i64 / scale) as f64,
+        "indexes": (colls.len() + t.index_sizes.len()) as i64,
+        "indexSize": (t.total_index_size as i64 / scale) as f64,
+        "totalSize": ((t.storage_size + t.total_index_size) as i64 / scale) as f64,
         "scaleFactor": scale,
     })
 }
@@ -255,6 +333,10 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         .ok_or_else(|| QueryError::namespace_not_found(format!("Collection [{ns}] not found.")))?;
     let st = c.stats();
     let avg = st.size.checked_div(st.count).unwrap_or(0);
+    let mut sizes = doc! { "_id_": 0i64 };
+    for (n, b) in &st.index_sizes {
+        sizes.insert(n.clone(), *b as i64 / scale);
+    }
     Ok(doc! {
         "ns": ns,
         "size": st.size as i64 / scale,
@@ -263,12 +345,12 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         "storageSize": st.storage_size as i64 / scale,
         "freeStorageSize": 0i64,
         "capped": false,
-        "nindexes": 1,
+        "nindexes": (st.index_sizes.len() + 1) as i32,
         "indexDetails": {},
         "indexBuilds": [],
-        "totalIndexSize": 0i64,
-        "totalSize": st.storage_size as i64 / scale,
-        "indexSizes": { "_id_": 0i64 },
+        "totalIndexSize": st.total_index_size as i64 / scale,
+        "totalSize": (st.storage_size + st.total_index_size) as i64 / scale,
+        "indexSizes": sizes,
         "scaleFactor": scale,
         "silt": { "clusteredBy": "_id", "note": "the _id index is the collection's own tree" },
     })

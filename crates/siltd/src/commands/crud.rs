@@ -14,7 +14,7 @@ use silt_query::projection::Projection;
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::{QResult, QueryError};
 
-use super::plan::{MatchSource, Shaped, SortSpec};
+use super::plan::{self, MatchSource, Shaped, SortSpec};
 use super::{bool_arg, coll_arg, cursor_reply, doc_arg, int_arg, type_name};
 use crate::cursors::{DocSource, VecSource};
 use crate::state::{coll_err, CmdResult, Server};
@@ -48,18 +48,19 @@ fn write_error(index: usize, e: &QueryError) -> Document {
     doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() }
 }
 
-fn dup_key_error(ns: &str, id: &Bson) -> QueryError {
-    QueryError::duplicate_key(format!(
-        "E11000 duplicate key error collection: {ns} index: _id_ dup key: {{ _id: {id} }}"
-    ))
+/// A duplicate key: the index, its key pattern and the duplicate values.
+struct DupKey {
+    msg: String,
+    key_pattern: Document,
+    key_value: Document,
 }
 
-fn dup_write_error(index: usize, ns: &str, id: &Bson) -> Document {
-    let e = dup_key_error(ns, id);
-    let mut d = write_error(index, &e);
-    d.insert("keyPattern", doc! { "_id": 1 });
-    d.insert("keyValue", doc! { "_id": id.clone() });
-    d
+fn dup_write_error(index: usize, d: DupKey) -> Document {
+    let e = QueryError::duplicate_key(d.msg);
+    let mut w = write_error(index, &e);
+    w.insert("keyPattern", d.key_pattern);
+    w.insert("keyValue", d.key_value);
+    w
 }
 
 fn doc_size(d: &Document) -> usize {
@@ -115,9 +116,9 @@ pub fn prepare_insert(mut d: Document) -> QResult<Document> {
     Ok(d)
 }
 
-/// A failed write of one document: a duplicate `_id` (reported with the key) or another error.
+/// A failed write of one document: a duplicate key (reported with the key) or another error.
 enum WriteFail {
-    Dup(Bson),
+    Dup(Box<DupKey>),
     Other(QueryError),
 }
 
@@ -127,28 +128,40 @@ impl From<QueryError> for WriteFail {
     }
 }
 
+impl From<CollError> for WriteFail {
+    fn from(e: CollError) -> Self {
+        match e {
+            CollError::DuplicateKey {
+                ref key_pattern,
+                ref key_value,
+                ..
+            } => WriteFail::Dup(Box::new(DupKey {
+                key_pattern: (**key_pattern).clone(),
+                key_value: (**key_value).clone(),
+                msg: e.to_string(),
+            })),
+            other => WriteFail::Other(coll_err(other)),
+        }
+    }
+}
+
 impl WriteFail {
-    fn into_write_error(self, index: usize, ns: &str) -> Document {
+    fn into_write_error(self, index: usize) -> Document {
         match self {
-            WriteFail::Dup(id) => dup_write_error(index, ns, &id),
+            WriteFail::Dup(d) => dup_write_error(index, *d),
             WriteFail::Other(e) => write_error(index, &e),
         }
     }
-    fn into_error(self, ns: &str) -> QueryError {
+    fn into_error(self) -> QueryError {
         match self {
-            WriteFail::Dup(id) => dup_key_error(ns, &id),
+            WriteFail::Dup(d) => QueryError::duplicate_key(d.msg),
             WriteFail::Other(e) => e,
         }
     }
 }
 
 fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
-    coll.insert(d).map_err(|e| match e {
-        CollError::DuplicateKey { .. } => {
-            WriteFail::Dup(d.get("_id").cloned().unwrap_or(Bson::Null))
-        }
-        other => WriteFail::Other(coll_err(other)),
-    })
+    coll.insert(d).map_err(WriteFail::from)
 }
 
 fn docs_arg(cmd: &Document, name: &str) -> QResult<Vec<Document>> {
@@ -200,7 +213,7 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         match r {
             Ok(()) => n += 1,
             Err(f) => {
-                errors.push(f.into_write_error(i, &ns));
+                errors.push(f.into_write_error(i));
                 if ordered {
                     break;
                 }
@@ -224,23 +237,16 @@ struct Query {
     limit: Option<u64>,
     projection: Option<Projection>,
     deadline: Option<Instant>,
+    hint: Option<Bson>,
 }
 
+/// The hint's shape (whether it names an existing index is checked when planning).
 fn check_hint(cmd: &Document) -> QResult<()> {
-    let ok = match cmd.get("hint") {
-        None | Some(Bson::Null) => true,
-        Some(Bson::String(n)) => n == "_id_" || n.is_empty(),
-        Some(Bson::Document(k)) => {
-            k.is_empty() || k.contains_key("$natural") || (k.len() == 1 && k.contains_key("_id"))
-        }
-        Some(_) => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(QueryError::bad_value(
-            "hint provided does not correspond to an existing index",
-        ))
+    match cmd.get("hint") {
+        None | Some(Bson::Null) | Some(Bson::String(_)) | Some(Bson::Document(_)) => Ok(()),
+        Some(_) => Err(QueryError::bad_value(
+            "hint must be a string (an index name) or an object (a key pattern)",
+        )),
     }
 }
 
@@ -275,6 +281,10 @@ fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
         limit: non_negative(cmd, "limit")?.filter(|l| *l > 0),
         projection,
         deadline: deadline(cmd)?,
+        hint: cmd
+            .get("hint")
+            .filter(|h| !matches!(h, Bson::Null))
+            .cloned(),
     })
 }
 
@@ -283,16 +293,23 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
-    let mut src = MatchSource::new(coll, &q.filter, Some(q.matcher.clone()), q.deadline);
+    let choice = plan::choose(
+        &coll,
+        &q.filter,
+        &q.matcher,
+        q.sort.as_ref(),
+        q.hint.as_ref(),
+    )?;
+    let mut src = MatchSource::with_plan(coll, &choice.plan, Some(q.matcher.clone()), q.deadline);
     let inner: Box<dyn DocSource> = match &q.sort {
-        Some(sort) => {
+        Some(sort) if !choice.sorted => {
             let mut all = Vec::new();
             while let Some(d) = src.next_doc()? {
                 all.push(d);
             }
             Box::new(VecSource(sort.sort(all).into()))
         }
-        None => Box::new(src),
+        _ => Box::new(src),
     };
     Ok(Box::new(Shaped {
         inner,
@@ -302,6 +319,78 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
         projection: q.projection,
         matcher: Some(q.matcher),
     }))
+}
+
+/// `explain` of a `find`: the chosen plan and, unless `verbosity` is `queryPlanner`, the
+/// figures of running it.
+pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let inner = doc_arg(cmd, "explain")?
+        .ok_or_else(|| QueryError::failed_to_parse("explain needs a command document"))?;
+    let verbosity = cmd.get_str("verbosity").unwrap_or("allPlansExecution");
+    if !inner.contains_key("find") {
+        return Err(QueryError::not_implemented(
+            "siltd explains find commands only",
+        ));
+    }
+    let coll = coll_arg(db, inner, "find")?;
+    let ns = format!("{db}.{coll}");
+    let q = parse_query(inner, "filter")?;
+    let started = Instant::now();
+    let c = s.store.get(&ns);
+    let choice = match &c {
+        Some(c) => plan::choose(c, &q.filter, &q.matcher, q.sort.as_ref(), q.hint.as_ref())?,
+        None => plan::Choice {
+            plan: plan::Plan::Primary(plan::Access::FullScan),
+            sorted: false,
+        },
+    };
+    let winning = plan::explain_plan(&choice, &q.filter, q.sort.as_ref());
+    let mut r = doc! {
+        "explainVersion": "1",
+        "queryPlanner": {
+            "namespace": &ns,
+            "indexFilterSet": false,
+            "parsedQuery": q.filter.clone(),
+            "winningPlan": winning.clone(),
+            "rejectedPlans": [],
+        },
+    };
+    if verbosity != "queryPlanner" {
+        let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
+        if let Some(c) = c {
+            let mut src =
+                MatchSource::with_plan(c, &choice.plan, Some(q.matcher.clone()), q.deadline);
+            let want = q.limit.map(|l| l + q.skip);
+            let mut got = 0u64;
+            while let Some((_, _)) = src.next_match()? {
+                got += 1;
+                if (choice.sorted || q.sort.is_none()) && want.is_some_and(|w| got >= w) {
+                    break;
+                }
+            }
+            let after_skip = got.saturating_sub(q.skip);
+            n = q.limit.map_or(after_skip, |l| after_skip.min(l));
+            keys = src.keys;
+            docs = src.examined;
+        }
+        r.insert(
+            "executionStats",
+            doc! {
+                "executionSuccess": true,
+                "nReturned": n as i64,
+                "executionTimeMillis": started.elapsed().as_millis() as i64,
+                "totalKeysExamined": keys as i64,
+                "totalDocsExamined": docs as i64,
+                "executionStages": winning,
+            },
+        );
+    }
+    r.insert("command", inner.clone());
+    r.insert(
+        "serverInfo",
+        doc! { "host": "siltd", "version": "7.0.0-silt" },
+    );
+    Ok(r)
 }
 
 fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
@@ -372,11 +461,33 @@ pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 // ---- updates ----
 
-/// Top-level paths of the collection's secondary-index keys (updates touching them never take
-/// the fast path). There are no secondary indexes yet, so only `_id`, which is excluded
-/// separately.
-fn indexed_paths(_s: &Server, _ns: &str) -> Vec<String> {
-    Vec::new()
+/// The paths a fast update must not touch: every secondary index's key fields and the fields
+/// its partial filter reads. `None` when no fast update may run at all: a clustering index
+/// (its entries carry the whole document), a partial filter with operators at the top level,
+/// or an upsert while a non-sparse or partial index exists (the new document would need
+/// index entries, which a blind message cannot write).
+fn fast_index_paths(c: &Collection, upsert: bool) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for ix in c.indexes() {
+        let sp = &ix.spec;
+        let on_id = sp
+            .fields
+            .iter()
+            .any(|(f, _)| f == "_id" || f.starts_with("_id."));
+        if sp.clustering || (upsert && (!sp.sparse || sp.partial.is_some() || on_id)) {
+            return None;
+        }
+        out.extend(sp.fields.iter().map(|(f, _)| f.clone()));
+        if let Some((pfe, _)) = &sp.partial {
+            for k in pfe.keys() {
+                if k.starts_with('$') {
+                    return None;
+                }
+                out.push(k.clone());
+            }
+        }
+    }
+    Some(out)
 }
 
 /// A matcher that can evaluate `$expr`.
@@ -468,6 +579,7 @@ fn update_docs(
     spec: &UpdateSpec,
     multi: bool,
     upsert: bool,
+    hint: Option<&Bson>,
 ) -> Result<UpdateResult, WriteFail> {
     if multi && spec.is_replacement() {
         return Err(WriteFail::Other(QueryError::failed_to_parse(
@@ -479,7 +591,9 @@ fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
+        let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
+        let mut src =
+            MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
         let mut keys = Vec::new();
         match sort {
             Some(sort) if !multi => {
@@ -531,8 +645,8 @@ fn update_docs(
                         "Resulting document after update is larger than 16777216",
                     )));
                 }
-                coll.put_locked(&key, &new)
-                    .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                coll.replace_locked(&key, &old, &new)
+                    .map_err(WriteFail::from)?;
                 res.modified += 1;
             }
             res.before = Some(old);
@@ -622,13 +736,24 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     .unwrap_or_else(|| s.fast.enabled.load(AtomicOrdering::Relaxed)),
             };
             if let (Some(id), Bson::Document(u)) = (crate::fast::id_only_filter(&q), u) {
-                if crate::fast::update_is_eligible(&spec, &indexed_paths(s, &ns)) {
+                // Index builds and drops wait while a fast update decides and injects, so
+                // the index list it was judged against stays current.
+                let existing = s.store.get(&ns);
+                let _w = existing.as_ref().map(|c| c.write_guard());
+                let paths = match &existing {
+                    Some(c) => fast_index_paths(c, upsert),
+                    None => Some(Vec::new()),
+                };
+                if paths.is_some_and(|p| crate::fast::update_is_eligible(&spec, &p)) {
                     s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
                     if want_fast && af.is_none() {
-                        let coll = s
-                            .store
-                            .get_or_create(&ns)
-                            .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                        let coll = match &existing {
+                            Some(c) => c.clone(),
+                            None => s
+                                .store
+                                .get_or_create(&ns)
+                                .map_err(|e| WriteFail::Other(coll_err(e)))?,
+                        };
                         let arg = crate::fast::message_arg(id, u, upsert);
                         coll.dict()
                             .update(
@@ -647,7 +772,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     }
                 }
             }
-            update_docs(s, &ns, &q, None, &spec, multi, upsert)
+            update_docs(s, &ns, &q, None, &spec, multi, upsert, st.get("hint"))
         })();
         match r {
             Ok(r) => {
@@ -661,7 +786,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 }
             }
             Err(f) => {
-                errors.push(f.into_write_error(i, &ns));
+                errors.push(f.into_write_error(i));
                 if ordered {
                     break;
                 }
@@ -692,12 +817,14 @@ fn delete_docs(
     filter: &Document,
     sort: Option<&SortSpec>,
     multi: bool,
+    hint: Option<&Bson>,
 ) -> QResult<Vec<Document>> {
     let Some(coll) = s.store.get(ns) else {
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let mut src = MatchSource::new(coll.clone(), filter, Some(matcher.clone()), None);
+    let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
+    let mut src = MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
     let mut keys = Vec::new();
     match sort {
         Some(sort) if !multi => {
@@ -726,7 +853,7 @@ fn delete_docs(
         if !matcher.matches(&old) {
             continue;
         }
-        coll.delete_locked(&key).map_err(coll_err)?;
+        coll.delete_locked(&key, &old).map_err(coll_err)?;
         out.push(old);
     }
     Ok(out)
@@ -752,7 +879,7 @@ pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 )));
             }
             check_hint(st)?;
-            Ok(delete_docs(s, &ns, &q, None, limit == 0)?.len())
+            Ok(delete_docs(s, &ns, &q, None, limit == 0, st.get("hint"))?.len())
         })();
         match r {
             Ok(k) => n += k as i64,
@@ -812,7 +939,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ));
         }
         s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
-        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false)?;
+        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false, cmd.get("hint"))?;
         let n = gone.len() as i32;
         doc! {
             "lastErrorObject": { "n": n },
@@ -827,8 +954,17 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
         let af = array_filters_arg(cmd)?;
         let spec = update_spec(u, af.as_deref())?;
-        let r = update_docs(s, &ns, &query, sort.as_ref(), &spec, false, upsert)
-            .map_err(|f| f.into_error(&ns))?;
+        let r = update_docs(
+            s,
+            &ns,
+            &query,
+            sort.as_ref(),
+            &spec,
+            false,
+            upsert,
+            cmd.get("hint"),
+        )
+        .map_err(|f| f.into_error())?;
         let mut leo = doc! {
             "n": if r.matched > 0 || r.upserted.is_some() { 1 } else { 0 },
             "updatedExisting": r.matched > 0,
@@ -869,7 +1005,8 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         c.count().map_err(coll_err)?
     } else {
         let matcher = Arc::new(new_matcher(&filter)?);
-        let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
+        let choice = plan::choose(&c, &filter, &matcher, None, cmd.get("hint"))?;
+        let mut src = MatchSource::with_plan(c, &choice.plan, Some(matcher), deadline(cmd)?);
         let mut n = 0u64;
         while src.next_match()?.is_some() {
             n += 1;

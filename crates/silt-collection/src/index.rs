@@ -1,0 +1,422 @@
+//! Secondary indexes: specs, key generation (MongoDB's rules) and the entry layout.
+//!
+//! Each index is its own engine dictionary. An entry's key is
+//! `keyenc::encode_key(index values with their directions) ++ keyenc::encode(_id)`; its value
+//! is empty, or the whole document's BSON for a clustering index. The part before the `_id`
+//! is the entry's *prefix*; a unique index allows one `_id` per prefix.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bson::{doc, Bson, Document};
+use silt_bson::keyenc;
+use silt_query::matcher::Matcher;
+use silt_storage::Dict;
+
+/// A parsed index specification.
+#[derive(Clone, Debug)]
+pub struct IndexSpec {
+    /// The index name (`a_1_b_-1` by default).
+    pub name: String,
+    /// Fields and directions (`true` = descending).
+    pub fields: Vec<(String, bool)>,
+    /// The key pattern as given.
+    pub key_pattern: Document,
+    pub unique: bool,
+    pub sparse: bool,
+    /// `partialFilterExpression`, and its compiled matcher.
+    pub partial: Option<(Document, Matcher)>,
+    /// Entries carry the whole document (TokuMX's clustering indexes).
+    pub clustering: bool,
+}
+
+/// Why an index spec is refused.
+#[derive(Debug, Clone)]
+pub struct SpecError(pub String);
+
+/// The default name of an index on `key`: `a_1_b_-1`.
+pub fn default_name(key: &Document) -> String {
+    let mut parts = Vec::new();
+    for (k, v) in key {
+        let d = match v {
+            Bson::Int32(i) => i.to_string(),
+            Bson::Int64(i) => i.to_string(),
+            Bson::Double(d) if d.fract() == 0.0 => format!("{}", *d as i64),
+            Bson::Double(d) => d.to_string(),
+            Bson::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        parts.push(format!("{k}_{d}"));
+    }
+    parts.join("_")
+}
+
+fn truthy(v: Option<&Bson>) -> bool {
+    match v {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(Bson::Int32(i)) => *i != 0,
+        Some(Bson::Int64(i)) => *i != 0,
+        Some(Bson::Double(d)) => *d != 0.0,
+        Some(_) => true,
+    }
+}
+
+impl IndexSpec {
+    /// Parse a `createIndexes` spec (or a stored one).
+    pub fn parse(spec: &Document) -> Result<IndexSpec, SpecError> {
+        let key = spec
+            .get_document("key")
+            .map_err(|_| {
+                SpecError("The 'key' field is a required property of an index specification".into())
+            })?
+            .clone();
+        if key.is_empty() {
+            return Err(SpecError("Index keys cannot be empty.".into()));
+        }
+        let mut fields = Vec::new();
+        for (k, v) in &key {
+            if k.is_empty() || k.starts_with('$') || k.split('.').any(str::is_empty) {
+                return Err(SpecError(format!(
+                    "Index key contains an illegal field name: '{k}'"
+                )));
+            }
+            let desc = match v {
+                Bson::Int32(i) if *i != 0 => *i < 0,
+                Bson::Int64(i) if *i != 0 => *i < 0,
+                Bson::Double(d) if *d != 0.0 && d.is_finite() => *d < 0.0,
+                Bson::String(s) => {
+                    return Err(SpecError(format!(
+                        "siltd does not support '{s}' indexes (field '{k}')"
+                    )))
+                }
+                other => {
+                    return Err(SpecError(format!(
+                        "Values in the index key pattern can't be 0 or non-numbers: {k}: {other}"
+                    )))
+                }
+            };
+            if fields.iter().any(|(f, _)| f == k) {
+                return Err(SpecError(format!("duplicate field in index key: {k}")));
+            }
+            fields.push((k.clone(), desc));
+        }
+        let name = match spec.get("name") {
+            Some(Bson::String(n)) if !n.is_empty() => n.clone(),
+            Some(Bson::String(_)) => return Err(SpecError("index name cannot be empty".into())),
+            Some(_) => return Err(SpecError("The 'name' field must be a string".into())),
+            None => default_name(&key),
+        };
+        let partial = match spec.get("partialFilterExpression") {
+            None => None,
+            Some(Bson::Document(d)) => {
+                let m = Matcher::new(d).map_err(|e| SpecError(e.msg))?;
+                Some((d.clone(), m))
+            }
+            Some(_) => {
+                return Err(SpecError(
+                    "partialFilterExpression must be an object".into(),
+                ))
+            }
+        };
+        let sparse = truthy(spec.get("sparse"));
+        if sparse && partial.is_some() {
+            return Err(SpecError(
+                "cannot mix \"partialFilterExpression\" and \"sparse\" options".into(),
+            ));
+        }
+        Ok(IndexSpec {
+            name,
+            fields,
+            key_pattern: key,
+            unique: truthy(spec.get("unique")),
+            sparse,
+            partial,
+            clustering: truthy(spec.get("clustering")),
+        })
+    }
+
+    /// The spec as `listIndexes` shows it.
+    pub fn to_doc(&self) -> Document {
+        let mut d = doc! { "v": 2, "key": self.key_pattern.clone(), "name": &self.name };
+        if self.unique {
+            d.insert("unique", true);
+        }
+        if self.sparse {
+            d.insert("sparse", true);
+        }
+        if let Some((p, _)) = &self.partial {
+            d.insert("partialFilterExpression", p.clone());
+        }
+        if self.clustering {
+            d.insert("clustering", true);
+        }
+        d
+    }
+
+    /// Whether `other` describes the same index (key and options; the name aside).
+    pub fn same_as(&self, other: &IndexSpec) -> bool {
+        self.same_key(other)
+            && self.unique == other.unique
+            && self.sparse == other.sparse
+            && self.clustering == other.clustering
+            && self.partial.as_ref().map(|p| &p.0) == other.partial.as_ref().map(|p| &p.0)
+    }
+
+    /// Whether the key patterns are the same fields in the same directions.
+    pub fn same_key(&self, other: &IndexSpec) -> bool {
+        self.fields == other.fields
+    }
+
+    /// The directions of the fields.
+    pub fn directions(&self) -> Vec<bool> {
+        self.fields.iter().map(|(_, d)| *d).collect()
+    }
+
+    /// The index keys of `doc`: for each, the encoded prefix (without `_id`) and the values.
+    /// Empty if the document is not indexed (sparse and missing every field, or outside
+    /// the partial filter). Also tells whether any field held an array (multikey).
+    pub fn keys(&self, doc: &Document) -> Result<DocKeys, KeyError> {
+        if let Some((_, m)) = &self.partial {
+            if !m.matches(doc) {
+                return Ok(DocKeys::default());
+            }
+        }
+        let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(self.fields.len());
+        let mut arrays: Vec<&str> = Vec::new();
+        let mut any_present = false;
+        for (path, _) in &self.fields {
+            let parts: Vec<&str> = path.split('.').collect();
+            let mut w = Walk::default();
+            match doc.get(parts[0]) {
+                Some(x) => w.walk(x, &parts[1..]),
+                None => w.out.push(Bson::Null),
+            }
+            if w.out.is_empty() {
+                w.out.push(Bson::Null);
+            }
+            any_present |= w.present;
+            if w.array {
+                arrays.push(path);
+            }
+            // Deduplicate values equal as keys.
+            let mut seen: Vec<Vec<u8>> = Vec::new();
+            let mut vals = Vec::new();
+            for v in w.out {
+                let e = keyenc::encode(&v);
+                if !seen.contains(&e) {
+                    seen.push(e);
+                    vals.push(v);
+                }
+            }
+            per_field.push(vals);
+        }
+        if arrays.len() > 1 {
+            return Err(KeyError::ParallelArrays(
+                arrays[0].to_string(),
+                arrays[1].to_string(),
+            ));
+        }
+        if self.sparse && !any_present {
+            return Ok(DocKeys::default());
+        }
+        let mut combos: Vec<Vec<Bson>> = vec![Vec::new()];
+        for vals in per_field {
+            let mut next = Vec::with_capacity(combos.len() * vals.len());
+            for c in &combos {
+                for v in &vals {
+                    let mut c2 = c.clone();
+                    c2.push(v.clone());
+                    next.push(c2);
+                }
+            }
+            combos = next;
+        }
+        let keys = combos
+            .into_iter()
+            .map(|vals| {
+                let pairs: Vec<(&Bson, bool)> = vals
+                    .iter()
+                    .zip(self.fields.iter())
+                    .map(|(v, (_, d))| (v, *d))
+                    .collect();
+                (keyenc::encode_key(&pairs), vals)
+            })
+            .collect();
+        Ok(DocKeys {
+            keys,
+            multikey: !arrays.is_empty(),
+        })
+    }
+
+    /// `{ a: 1, b: "x" }` for a key's values, as MongoDB prints a duplicate key.
+    pub fn key_value_doc(&self, vals: &[Bson]) -> Document {
+        let mut d = Document::new();
+        for ((f, _), v) in self.fields.iter().zip(vals) {
+            d.insert(f.clone(), v.clone());
+        }
+        d
+    }
+}
+
+/// The keys of one document under one index.
+#[derive(Debug, Default, Clone)]
+pub struct DocKeys {
+    /// (encoded prefix, values), deduplicated.
+    pub keys: Vec<(Vec<u8>, Vec<Bson>)>,
+    pub multikey: bool,
+}
+
+/// A document that cannot be indexed.
+#[derive(Debug, Clone)]
+pub enum KeyError {
+    /// Two indexed fields hold arrays.
+    ParallelArrays(String, String),
+}
+
+#[derive(Default)]
+struct Walk {
+    out: Vec<Bson>,
+    array: bool,
+    present: bool,
+}
+
+impl Walk {
+    fn walk(&mut self, v: &Bson, parts: &[&str]) {
+        let Some((first, rest)) = parts.split_first() else {
+            self.present = true;
+            match v {
+                Bson::Array(a) => {
+                    self.array = true;
+                    if a.is_empty() {
+                        self.out.push(Bson::Undefined);
+                    } else {
+                        self.out.extend(a.iter().cloned());
+                    }
+                }
+                other => self.out.push(other.clone()),
+            }
+            return;
+        };
+        match v {
+            Bson::Document(d) => match d.get(*first) {
+                Some(x) => self.walk(x, rest),
+                None => self.out.push(Bson::Null),
+            },
+            Bson::Array(a) => {
+                if let Some(i) = silt_bson::path::array_index(first) {
+                    if let Some(x) = a.get(i) {
+                        self.walk(x, rest);
+                        return;
+                    }
+                }
+                self.array = true;
+                let before = self.out.len();
+                for x in a {
+                    if let Bson::Document(_) = x {
+                        self.walk(x, parts);
+                    }
+                }
+                if self.out.len() == before {
+                    self.out.push(Bson::Null);
+                }
+            }
+            _ => self.out.push(Bson::Null),
+        }
+    }
+}
+
+/// The smallest byte string greater than every string that starts with `p` (None if there is
+/// none: `p` is all `0xFF`).
+pub fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last != 0xFF {
+            v.push(last + 1);
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The length of the index-value part (the prefix) of an entry key.
+pub fn prefix_len(key: &[u8], desc: &[bool]) -> Option<usize> {
+    let mut pos = 0;
+    for &d in desc {
+        let rest = key.get(pos..)?;
+        let (_, n) = if d {
+            keyenc::decode_value_desc(rest)?
+        } else {
+            keyenc::decode_value(rest)?
+        };
+        pos += n;
+    }
+    Some(pos)
+}
+
+/// One secondary index of a collection: its spec and dictionary.
+pub struct Index {
+    pub spec: IndexSpec,
+    dict: Dict,
+    multikey: AtomicBool,
+    desc: Vec<bool>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("name", &self.spec.name)
+            .finish()
+    }
+}
+
+impl Index {
+    pub(crate) fn new(spec: IndexSpec, dict: Dict, multikey: bool) -> Index {
+        let desc = spec.directions();
+        Index {
+            spec,
+            dict,
+            multikey: AtomicBool::new(multikey),
+            desc,
+        }
+    }
+
+    /// The index's dictionary.
+    pub fn dict(&self) -> &Dict {
+        &self.dict
+    }
+
+    /// The index name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Whether some document ever had an array in an indexed field.
+    pub fn is_multikey(&self) -> bool {
+        self.multikey.load(Ordering::Relaxed)
+    }
+
+    /// Mark multikey; true if this changed the flag.
+    pub(crate) fn set_multikey(&self) -> bool {
+        !self.multikey.swap(true, Ordering::Relaxed)
+    }
+
+    /// The encoded `_id` (primary key) of an entry key.
+    pub fn entry_id_key<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
+        let n = prefix_len(key, &self.desc)?;
+        key.get(n..)
+    }
+
+    /// The index values of an entry key, decoded.
+    pub fn entry_values(&self, key: &[u8]) -> Option<Vec<Bson>> {
+        let n = prefix_len(key, &self.desc)?;
+        keyenc::decode_key(&key[..n], &self.desc)
+    }
+
+    /// The catalog form: the spec plus the dictionary name and the multikey flag.
+    pub(crate) fn catalog_doc(&self) -> Document {
+        let mut d = self.spec.to_doc();
+        d.insert("dict", self.dict.name());
+        d.insert("multikey", self.is_multikey());
+        d
+    }
+}
