@@ -1,6 +1,7 @@
 //! The `aggregate` command: pipelines over a collection, `$collStats`, and `$lookup`'s access
 //! to the other collections of the database.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{doc, Bson, Document};
@@ -130,11 +131,31 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         let filter = pipeline.leading_match().cloned().unwrap_or_default();
         match s.store.get(&ns) {
             Some(c) => {
-                // Only the _id access path is taken from the leading $match; the pipeline
-                // applies the full filter itself.
-                let mut src = MatchSource::new(c, &filter, None, dl);
-                let iter = std::iter::from_fn(move || src.next_doc().transpose());
-                pipeline.run(Box::new(iter), &ctx)?
+                let matcher = Arc::new(super::crud::new_matcher(&filter)?);
+                match count_shape(&stages) {
+                    // countDocuments: answered inside the storage layer when it can be.
+                    Some((id, field))
+                        if cmd.get("hint").is_none()
+                            && let Some(n) = super::plan::fast_count(&c, &matcher)? =>
+                    {
+                        if n == 0 {
+                            Vec::new()
+                        } else {
+                            let mut d = doc! { "_id": id };
+                            d.insert(field, n as i64);
+                            vec![d]
+                        }
+                    }
+                    _ => {
+                        // The access path comes from the leading $match (index bounds or
+                        // _id); the pipeline applies the full filter itself.
+                        let choice =
+                            super::plan::choose(&c, &filter, &matcher, None, cmd.get("hint"))?;
+                        let mut src = MatchSource::with_plan(c, &choice.plan, None, dl);
+                        let iter = std::iter::from_fn(move || src.next_doc().transpose());
+                        pipeline.run(Box::new(iter), &ctx)?
+                    }
+                }
             }
             None => pipeline.run(Box::new(std::iter::empty()), &ctx)?,
         }
@@ -150,4 +171,33 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         false,
     )?;
     Ok(cursor_reply(&ns, docs, id, true))
+}
+
+/// `[{$match: F}?, {$group: {_id: <constant>, n: {$sum: 1}}}]`, the pipeline drivers send for
+/// `countDocuments`: the constant `_id` and the count field's name.
+fn count_shape(stages: &[Document]) -> Option<(Bson, String)> {
+    let group = match stages {
+        [m, g] if m.keys().next().map(String::as_str) == Some("$match") => g,
+        [g] => g,
+        _ => return None,
+    };
+    let spec = group.get_document("$group").ok()?;
+    if group.len() != 1 || spec.len() != 2 {
+        return None;
+    }
+    let id = spec.get("_id")?;
+    if !matches!(
+        id,
+        Bson::Null | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::String(_)
+    ) || matches!(id, Bson::String(s) if s.starts_with('$'))
+    {
+        return None;
+    }
+    let (field, acc) = spec.iter().find(|(k, _)| k.as_str() != "_id")?;
+    let acc = acc.as_document()?;
+    match acc.get("$sum")? {
+        Bson::Int32(1) | Bson::Int64(1) if acc.len() == 1 => Some((id.clone(), field.clone())),
+        Bson::Double(d) if *d == 1.0 && acc.len() == 1 => Some((id.clone(), field.clone())),
+        _ => None,
+    }
 }

@@ -739,6 +739,11 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 // Index builds and drops wait while a fast update decides and injects, so
                 // the index list it was judged against stays current.
                 let existing = s.store.get(&ns);
+                // The document's lock first (the documented order): a normal update's
+                // read-modify-write of this document then sees the message or comes before it,
+                // never straddles it.
+                let key = silt_collection::id_key(id);
+                let _k = existing.as_ref().map(|c| c.lock_key(&key));
                 let _w = existing.as_ref().map(|c| c.write_guard());
                 let paths = match &existing {
                     Some(c) => fast_index_paths(c, upsert),
@@ -756,11 +761,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                         };
                         let arg = crate::fast::message_arg(id, u, upsert);
                         coll.dict()
-                            .update(
-                                &silt_collection::id_key(id),
-                                crate::fast::FAST_UPDATE_FN,
-                                &arg,
-                            )
+                            .update(&key, crate::fast::FAST_UPDATE_FN, &arg)
                             .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
                         s.fast.performed.fetch_add(1, AtomicOrdering::Relaxed);
                         return Ok(UpdateResult {
@@ -1001,10 +1002,17 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let Some(c) = s.store.get(&ns) else {
         return Ok(doc! { "n": 0 });
     };
-    let total = if filter.is_empty() {
-        c.count().map_err(coll_err)?
+    let matcher = Arc::new(new_matcher(&filter)?);
+    // A hint is validated and honoured by the planner; without one, count in the tree.
+    let hinted = !matches!(cmd.get("hint"), None | Some(Bson::Null));
+    let fast = if hinted {
+        None
     } else {
-        let matcher = Arc::new(new_matcher(&filter)?);
+        plan::fast_count(&c, &matcher)?
+    };
+    let total = if let Some(n) = fast {
+        n
+    } else {
         let choice = plan::choose(&c, &filter, &matcher, None, cmd.get("hint"))?;
         let mut src = MatchSource::with_plan(c, &choice.plan, Some(matcher), deadline(cmd)?);
         let mut n = 0u64;

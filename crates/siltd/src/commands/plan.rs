@@ -1127,6 +1127,106 @@ impl IxFeed {
     }
 }
 
+// ---- fast counts ----
+
+/// Whether every leaf of the filter's conjunction is answered exactly by `scan`'s bounds, so
+/// that the number of index entries in its ranges is the number of matching documents.
+fn bounds_are_exact(scan: &IxScan, leaves: &[&MatchExpr]) -> bool {
+    let fields = &scan.index.spec.fields;
+    let mut eq_leaves = vec![0usize; scan.n_eq];
+    for l in leaves {
+        let MatchExpr::Leaf { path, op } = l else {
+            return false;
+        };
+        let Some(i) = fields.iter().position(|(f, _)| f == path.as_str()) else {
+            return false;
+        };
+        if i < scan.n_eq {
+            match op {
+                LeafOp::Cmp(CmpOp::Eq, _) | LeafOp::In(_) => eq_leaves[i] += 1,
+                _ => return false,
+            }
+        } else if i == scan.n_eq && scan.has_range {
+            // field_pred folds every same-typed range operator into the interval; a
+            // different type was skipped and is caught by the re-count below.
+            if !matches!(
+                op,
+                LeafOp::Cmp(CmpOp::Gt | CmpOp::Gte | CmpOp::Lt | CmpOp::Lte, _)
+            ) {
+                return false;
+            }
+        } else {
+            return false;
+        }
+    }
+    if eq_leaves.iter().any(|&n| n != 1) {
+        return false;
+    }
+    if scan.has_range {
+        // All range leaves must share one type bracket (field_pred skips the others).
+        let path = &fields[scan.n_eq].0;
+        let mut tags = leaves.iter().filter_map(|l| match l {
+            MatchExpr::Leaf {
+                path: p,
+                op: LeafOp::Cmp(_, v),
+            } if p.as_str() == path => Some(keyenc::tag(v)),
+            _ => None,
+        });
+        if let Some(first) = tags.next() {
+            if tags.any(|t| t != first) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Count the documents matching `matcher` inside the storage layer, without reading or
+/// decoding a document, when the filter is fully answered by one index's bounds (no matcher
+/// needed): an empty filter counts the smallest complete tree; otherwise a non-multikey,
+/// non-sparse, non-partial index whose bounds consume every predicate. `None` when no such
+/// plan exists (the caller then counts by reading).
+pub fn fast_count(coll: &Collection, matcher: &Matcher) -> QResult<Option<u64>> {
+    let mut leaves = Vec::new();
+    conjuncts(matcher.expr(), &mut leaves);
+    let complete =
+        |ix: &Arc<Index>| !ix.is_multikey() && !ix.spec.sparse && ix.spec.partial.is_none();
+    if leaves.is_empty() || matches!(leaves.as_slice(), [MatchExpr::AlwaysTrue]) {
+        // Every document has one entry in the primary tree and in each complete index;
+        // count the smallest.
+        let mut best: (u64, Option<Arc<Index>>) = (coll.stats().storage_size, None);
+        for ix in coll.indexes().into_iter().filter(complete) {
+            let size = ix.dict().stats().file_bytes;
+            if size < best.0 {
+                best = (size, Some(ix));
+            }
+        }
+        let n = match best.1 {
+            Some(ix) => ix.dict().count_range(Bound::Unbounded, Bound::Unbounded),
+            None => coll.dict().count_range(Bound::Unbounded, Bound::Unbounded),
+        }
+        .map_err(|e| coll_err(e.into()))?;
+        return Ok(Some(n));
+    }
+    for ix in coll.indexes().into_iter().filter(complete) {
+        let Some(scan) = scan_for(&ix, &leaves, false) else {
+            continue;
+        };
+        if !bounds_are_exact(&scan, &leaves) {
+            continue;
+        }
+        let mut n = 0u64;
+        for (lo, hi) in &scan.ranges {
+            n += ix
+                .dict()
+                .count_range(as_ref(lo), as_ref(hi))
+                .map_err(|e| coll_err(e.into()))?;
+        }
+        return Ok(Some(n));
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
