@@ -102,3 +102,38 @@ def test_fast_updates_survive_kill9():
         c.close()
     finally:
         s.cleanup()
+
+
+def test_fast_update_through_secondary_index(db):
+    for name in ("f", "s"):
+        db[name].insert_many([{"_id": i, "k": i % 10, "c": 0} for i in range(200)])
+        db[name].create_index("k")
+    rng = random.Random(5)
+    for _ in range(100):
+        k = rng.randrange(12)
+        rf = db.command("update", "f", updates=[{"q": {"k": k}, "u": {"$inc": {"c": 1}}, "multi": True}],
+                        fastUpdate=True)
+        rs = db.command("update", "s", updates=[{"q": {"k": k}, "u": {"$inc": {"c": 1}}, "multi": True}])
+        assert rf["n"] == rs["n"]
+        assert "fastUpdates" in rf
+    assert list(db.f.find().sort("_id", 1)) == list(db.s.find().sort("_id", 1))
+    # An update of the indexed field never takes the fast path.
+    r = db.command("update", "f", updates=[{"q": {"k": 1}, "u": {"$inc": {"k": 1}}, "multi": True}],
+                   fastUpdate=True)
+    assert "fastUpdates" not in r and r["n"] == 20
+    # A filter that needs a matcher beyond the index bounds takes the normal path.
+    r = db.command("update", "f", updates=[{"q": {"k": 3, "c": {"$gt": 0}}, "u": {"$inc": {"c": 1}}}],
+                   fastUpdate=True)
+    assert "fastUpdates" not in r
+
+
+def test_counts_see_fast_updates(db):
+    db.c.insert_many([{"_id": i} for i in range(10)])
+    for i in range(5, 15):
+        db.command("update", "c", updates=[{"q": {"_id": i}, "u": {"$set": {"x": 1}}, "upsert": True}],
+                   fastUpdate=True)
+    for i in range(20, 25):
+        db.command("update", "c", updates=[{"q": {"_id": i}, "u": {"$set": {"x": 1}}}], fastUpdate=True)
+    assert db.c.count_documents({}) == 15
+    assert db.command("count", "c")["n"] == 15
+    assert sum(1 for _ in db.c.find()) == 15

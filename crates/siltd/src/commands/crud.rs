@@ -490,6 +490,48 @@ fn fast_index_paths(c: &Collection, upsert: bool) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// The fast path through a secondary index (W1b): when one index's bounds answer the filter
+/// exactly and the update touches no indexed field, read the matching `_id`s from the index
+/// alone and inject one message per document, carrying the filter to re-check at apply time.
+/// `Some(n)`: done, `n` documents were selected by the index. `None`: not eligible.
+fn fast_by_index(
+    s: &Server,
+    c: &Arc<Collection>,
+    q: &Document,
+    u: &Document,
+    spec: &UpdateSpec,
+    multi: bool,
+) -> Result<Option<u64>, WriteFail> {
+    let _w = c.write_guard();
+    let Some(paths) = fast_index_paths(c, false) else {
+        return Ok(None);
+    };
+    if !crate::fast::update_is_eligible(spec, &paths) {
+        return Ok(None);
+    }
+    let matcher = new_matcher(q)?;
+    let Some(scan) = plan::exact_scan(c, &matcher) else {
+        return Ok(None);
+    };
+    s.fast
+        .eligible_secondary
+        .fetch_add(1, AtomicOrdering::Relaxed);
+    let keys = plan::scan_id_keys(&scan, if multi { None } else { Some(1) })?;
+    drop(_w);
+    let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q));
+    for key in &keys {
+        let _k = c.lock_key(key);
+        let _w = c.write_guard();
+        c.dict()
+            .update(key, crate::fast::FAST_UPDATE_FN, &arg)
+            .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
+    }
+    s.fast
+        .performed_secondary
+        .fetch_add(keys.len() as u64, AtomicOrdering::Relaxed);
+    Ok(Some(keys.len() as u64))
+}
+
 /// A matcher that can evaluate `$expr`.
 pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
     Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
@@ -759,7 +801,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                                 .get_or_create(&ns)
                                 .map_err(|e| WriteFail::Other(coll_err(e)))?,
                         };
-                        let arg = crate::fast::message_arg(id, u, upsert);
+                        let arg = crate::fast::message_arg(id, u, upsert, None);
                         coll.dict()
                             .update(&key, crate::fast::FAST_UPDATE_FN, &arg)
                             .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
@@ -767,6 +809,18 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                         return Ok(UpdateResult {
                             matched: 1,
                             modified: 1,
+                            fast: true,
+                            ..UpdateResult::default()
+                        });
+                    }
+                }
+            }
+            if want_fast && !upsert && af.is_none() && !q.is_empty() {
+                if let (Some(c), Bson::Document(u)) = (s.store.get(&ns), u) {
+                    if let Some(n) = fast_by_index(s, &c, &q, u, &spec, multi)? {
+                        return Ok(UpdateResult {
+                            matched: n,
+                            modified: n,
                             fast: true,
                             ..UpdateResult::default()
                         });

@@ -1181,6 +1181,39 @@ fn bounds_are_exact(scan: &IxScan, leaves: &[&MatchExpr]) -> bool {
     true
 }
 
+/// A scan of one complete (non-multikey, non-sparse, non-partial) index whose entries in its
+/// ranges are exactly the documents matching `matcher`, if there is one.
+pub fn exact_scan(coll: &Collection, matcher: &Matcher) -> Option<IxScan> {
+    let mut leaves = Vec::new();
+    conjuncts(matcher.expr(), &mut leaves);
+    if leaves.is_empty() {
+        return None;
+    }
+    coll.indexes()
+        .into_iter()
+        .filter(|ix| !ix.is_multikey() && !ix.spec.sparse && ix.spec.partial.is_none())
+        .filter_map(|ix| scan_for(&ix, &leaves, false))
+        .find(|scan| bounds_are_exact(scan, &leaves))
+}
+
+/// The `_id` keys of the entries in `scan`'s ranges (at most `limit`), read from the index
+/// alone.
+pub fn scan_id_keys(scan: &IxScan, limit: Option<usize>) -> QResult<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for (lo, hi) in &scan.ranges {
+        let mut cur = scan.index.dict().cursor(as_ref(lo), as_ref(hi));
+        while let Some((k, _)) = cur.next().map_err(|e| coll_err(e.into()))? {
+            if let Some(id) = scan.index.entry_id_key(&k) {
+                out.push(id.to_vec());
+            }
+            if limit.is_some_and(|l| out.len() >= l) {
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Count the documents matching `matcher` inside the storage layer, without reading or
 /// decoding a document, when the filter is fully answered by one index's bounds (no matcher
 /// needed): an empty filter counts the smallest complete tree; otherwise a non-multikey,
@@ -1208,13 +1241,8 @@ pub fn fast_count(coll: &Collection, matcher: &Matcher) -> QResult<Option<u64>> 
         .map_err(|e| coll_err(e.into()))?;
         return Ok(Some(n));
     }
-    for ix in coll.indexes().into_iter().filter(complete) {
-        let Some(scan) = scan_for(&ix, &leaves, false) else {
-            continue;
-        };
-        if !bounds_are_exact(&scan, &leaves) {
-            continue;
-        }
+    if let Some(scan) = exact_scan(coll, matcher) {
+        let ix = scan.index.clone();
         let mut n = 0u64;
         for (lo, hi) in &scan.ranges {
             n += ix
