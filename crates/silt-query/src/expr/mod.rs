@@ -222,30 +222,7 @@ pub fn truthy(v: Option<&Bson>) -> bool {
 
 /// MongoDB's name for the type of a value (`"missing"` for a missing one), as `$type` returns.
 pub fn type_name(v: Option<&Bson>) -> &'static str {
-    let Some(v) = v else { return "missing" };
-    match v {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
+    v.map_or("missing", silt_bson::compare::type_name)
 }
 
 /// A value as MongoDB's error messages print it (`{ a: 1 }`, `[ 1, 2 ]`, `"s"`).
