@@ -169,17 +169,7 @@ impl Server {
 
     /// Peak resident memory of the server process.
     pub fn peak_rss(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                    l.split_whitespace()
-                        .nth(1)
-                        .and_then(|k| k.parse::<u64>().ok())
-                })
-            })
-            .map(|kb| kb * 1024)
-            .unwrap_or(0)
+        crate::engine::peak_rss_of(&self.child.id().to_string())
     }
 }
 

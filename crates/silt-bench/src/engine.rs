@@ -64,8 +64,9 @@ fn value(rng: &mut SmallRng, n: usize) -> Vec<u8> {
     v
 }
 
-fn peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// Peak resident memory of a process (`VmHWM` in `/proc/<pid>/status`); 0 where unknown.
+pub(crate) fn peak_rss_of(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
@@ -76,6 +77,10 @@ fn peak_rss() -> u64 {
         })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
+}
+
+fn peak_rss() -> u64 {
+    peak_rss_of("self")
 }
 
 struct Progress {

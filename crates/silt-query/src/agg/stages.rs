@@ -9,28 +9,6 @@ use crate::error::{QResult, QueryError};
 use crate::expr::{fmt_doc, fmt_value, type_name, Expr, Vars};
 use crate::matcher::Matcher;
 
-/// Split a stage's field path (without its `$`), rejecting empty components and `$` names.
-fn field_parts(path: &str) -> QResult<Vec<String>> {
-    path.split('.')
-        .map(|p| {
-            if p.is_empty() {
-                Err(QueryError::located(
-                    15998,
-                    "FieldPath field names may not be empty strings.",
-                ))
-            } else if p.starts_with('$') {
-                Err(QueryError::located(
-                    16410,
-                    "FieldPath field names may not start with '$'. Consider using $getField or \
-                     $setField.",
-                ))
-            } else {
-                Ok(p.to_string())
-            }
-        })
-        .collect()
-}
-
 /// The value at `parts` through documents only (no array traversal).
 fn get_in_docs<'a>(d: &'a Document, parts: &[String]) -> Option<&'a Bson> {
     let (first, rest) = parts.split_first()?;
@@ -166,11 +144,11 @@ impl Unwind {
                     ),
                 ))
             }
-            Some(i) => Some(field_parts(&i)?),
+            Some(i) => Some(crate::expr::path_parts(&i)?),
             None => None,
         };
         Ok(Unwind {
-            path: field_parts(rest)?,
+            path: crate::expr::path_parts(rest)?,
             index_field,
             preserve,
         })
@@ -353,7 +331,7 @@ impl Lookup {
         Ok(Lookup {
             from,
             fields,
-            as_path: field_parts(&as_)?,
+            as_path: crate::expr::path_parts(&as_)?,
             pipeline,
             let_vars,
             raw_pipeline,
@@ -588,7 +566,7 @@ impl Facet {
         };
         let mut facets = Vec::with_capacity(d.len());
         for (name, v) in d {
-            field_parts(name)?;
+            crate::expr::path_parts(name)?;
             let Bson::Array(stages) = v else {
                 return Err(QueryError::located(
                     40170,

@@ -23,6 +23,7 @@ mod convert;
 mod date;
 mod ops;
 mod parse;
+pub(crate) use parse::path_parts;
 #[cfg(test)]
 mod tests;
 

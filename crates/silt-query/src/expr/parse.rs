@@ -339,7 +339,7 @@ pub(crate) fn check_var_name(name: &str) -> QResult<()> {
 }
 
 /// Split and validate the components of a field path (after its `$` or `$$name`).
-fn path_parts(rest: &str) -> QResult<Vec<String>> {
+pub(crate) fn path_parts(rest: &str) -> QResult<Vec<String>> {
     rest.split('.')
         .map(|p| {
             if p.is_empty() {

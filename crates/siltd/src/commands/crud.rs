@@ -598,6 +598,36 @@ fn upsert_seed(filter: &Document) -> QResult<Document> {
     Ok(seed)
 }
 
+/// The keys of the documents a write selects: every match when `multi`, else the first match
+/// (the first in `sort` order when one is given). They are chosen before anything is written
+/// so that written documents are not met again.
+fn select_keys(
+    src: &mut MatchSource,
+    sort: Option<&SortSpec>,
+    multi: bool,
+) -> QResult<Vec<Vec<u8>>> {
+    if let (Some(sort), false) = (sort, multi) {
+        let mut best: Option<(Vec<u8>, Document)> = None;
+        while let Some((k, d)) = src.next_match()? {
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| sort.compare(&d, b) == std::cmp::Ordering::Less)
+            {
+                best = Some((k, d));
+            }
+        }
+        return Ok(best.map(|(k, _)| k).into_iter().collect());
+    }
+    let mut keys = Vec::new();
+    while let Some((k, _)) = src.next_match()? {
+        keys.push(k);
+        if !multi {
+            break;
+        }
+    }
+    Ok(keys)
+}
+
 /// Outcome of one update statement.
 #[derive(Default)]
 struct UpdateResult {
@@ -636,25 +666,7 @@ fn update_docs(
         let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
         let mut src =
             MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
-        let mut keys = Vec::new();
-        match sort {
-            Some(sort) if !multi => {
-                let mut all = Vec::new();
-                while let Some((k, d)) = src.next_match()? {
-                    all.push((k, d));
-                }
-                all.sort_by(|a, b| sort.compare(&a.1, &b.1));
-                keys.extend(all.into_iter().take(1).map(|(k, _)| k));
-            }
-            _ => {
-                while let Some((k, _)) = src.next_match()? {
-                    keys.push(k);
-                    if !multi {
-                        break;
-                    }
-                }
-            }
-        }
+        let keys = select_keys(&mut src, sort, multi)?;
         for key in keys {
             let _g = coll.lock_key(&key);
             // Re-read under the lock: another writer may have changed or removed it.
@@ -880,25 +892,7 @@ fn delete_docs(
     let matcher = Arc::new(new_matcher(filter)?);
     let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
     let mut src = MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
-    let mut keys = Vec::new();
-    match sort {
-        Some(sort) if !multi => {
-            let mut all = Vec::new();
-            while let Some((k, d)) = src.next_match()? {
-                all.push((k, d));
-            }
-            all.sort_by(|a, b| sort.compare(&a.1, &b.1));
-            keys.extend(all.into_iter().take(1).map(|(k, _)| k));
-        }
-        _ => {
-            while let Some((k, _)) = src.next_match()? {
-                keys.push(k);
-                if !multi {
-                    break;
-                }
-            }
-        }
-    }
+    let keys = select_keys(&mut src, sort, multi)?;
     let mut out = Vec::new();
     for key in keys {
         let _g = coll.lock_key(&key);
