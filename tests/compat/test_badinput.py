@@ -1,6 +1,7 @@
 """Bad bytes on the wire get an error reply or a closed connection, never a dead server."""
 import socket
 import struct
+import time
 
 import bson
 
@@ -30,6 +31,16 @@ def raw(server, payload, expect_reply=False):
 def op_msg(body_bytes, flags=0, request_id=1):
     payload = struct.pack("<I", flags) + b"\x00" + body_bytes
     return struct.pack("<iiii", 16 + len(payload), request_id, 0, 2013) + payload
+
+
+def read_reply(s):
+    """One whole reply from a socket."""
+    data = b""
+    while len(data) < 4 or len(data) < struct.unpack("<i", data[:4])[0]:
+        chunk = s.recv(65536)
+        assert chunk, "connection closed before the reply"
+        data += chunk
+    return data
 
 
 def reply_doc(data):
@@ -92,7 +103,16 @@ def test_many_idle_connections(server, client):
         for _ in range(1000):
             socks.append(socket.create_connection(("127.0.0.1", server.port), timeout=10))
         assert client.admin.command("ping")["ok"] == 1.0
-        assert client.admin.command("serverStatus")["connections"]["current"] >= 1000
+        # A connect returns once the kernel has the connection queued; the server accepts it
+        # a moment later.
+        deadline = time.time() + 10
+        while client.admin.command("serverStatus")["connections"]["current"] < 1000:
+            assert time.time() < deadline, "the server did not accept 1,000 connections"
+            time.sleep(0.05)
+        # Every one of them is served.
+        for s in socks[::100]:
+            s.sendall(op_msg(bson.encode({"ping": 1, "$db": "admin"})))
+            assert reply_doc(read_reply(s))["ok"] == 1.0
     finally:
         for s in socks:
             s.close()

@@ -230,7 +230,7 @@ impl Env {
         let cache = Arc::new(CacheCtl::new(opts.cache_bytes));
         let mut dicts = BTreeMap::new();
         for (name, &id) in &catalog.by_name {
-            let file = DictFile::open(&dir.join(dict_file_name(id)))?;
+            let file = DictFile::open(&dir.join(dict_file_name(id)), opts.direct_io)?;
             dicts.insert(id, Arc::new(open_core(id, name.clone(), file, &cache)?));
         }
 
@@ -536,7 +536,7 @@ impl EnvInner {
         };
         let path = self.dir.join(dict_file_name(id));
         let _ = fs::remove_file(&path);
-        let file = DictFile::create(&path, header, &block)?;
+        let file = DictFile::create(&path, header, &block, self.opts.direct_io)?;
         sync_dir(&self.dir)?;
         let core = Arc::new(open_core(id, name.to_string(), file, &self.cache)?);
         cat.next_id += 1;

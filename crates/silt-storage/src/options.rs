@@ -73,6 +73,10 @@ pub struct EnvOptions {
     pub log_file_bytes: u64,
     /// Number of background flusher threads.
     pub flusher_threads: usize,
+    /// Read node blocks with `O_DIRECT`, bypassing the operating system's page cache, so that
+    /// the cache budget above is the only memory holding tree data (TokuMX's `directio`).
+    /// Writes stay buffered. Falls back to ordinary reads where the filesystem refuses it.
+    pub direct_io: bool,
 }
 
 impl Default for EnvOptions {
@@ -87,6 +91,7 @@ impl Default for EnvOptions {
             checkpoint_period: Some(Duration::from_secs(60)),
             log_file_bytes: 64 << 20,
             flusher_threads: 1,
+            direct_io: false,
         }
     }
 }

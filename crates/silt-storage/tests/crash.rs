@@ -23,6 +23,7 @@ fn opts(sync: SyncPolicy) -> EnvOptions {
         checkpoint_period: Some(Duration::from_millis(300)),
         log_file_bytes: 256 << 10,
         flusher_threads: 1,
+        direct_io: false,
     }
 }
 

@@ -13,6 +13,7 @@ fn small_opts() -> EnvOptions {
         checkpoint_period: None,
         log_file_bytes: 1 << 20,
         flusher_threads: 1,
+        direct_io: false,
     }
 }
 

@@ -47,6 +47,10 @@ pub struct Flags {
     /// README); can also be switched at runtime with `setParameter fastUpdates`.
     #[arg(long)]
     pub fast_updates: bool,
+    /// Read tree nodes with O_DIRECT, bypassing the OS page cache, so that `--cache-size` is
+    /// the only memory holding data (TokuMX's `directio`). Off by default.
+    #[arg(long)]
+    pub directio: bool,
 }
 
 /// The resolved settings.
@@ -62,6 +66,7 @@ pub struct Config {
     pub log_level: String,
     pub cursor_timeout: Duration,
     pub fast_updates: bool,
+    pub directio: bool,
     /// The arguments as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
 }
@@ -119,6 +124,9 @@ impl Flags {
                     self.fast_updates =
                         self.fast_updates || matches!(v.as_str(), "true" | "1" | "yes");
                 }
+                "directio" => {
+                    self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
+                }
                 "cursor-timeout-s" => {
                     let x = num(&v)?;
                     self.cursor_timeout_s.get_or_insert(x);
@@ -157,6 +165,7 @@ impl Flags {
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
             cursor_timeout: Duration::from_secs(self.cursor_timeout_s.unwrap_or(600)),
             fast_updates: self.fast_updates,
+            directio: self.directio,
             argv,
         })
     }

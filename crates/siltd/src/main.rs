@@ -86,6 +86,7 @@ fn engine_options(cfg: &config::Config) -> EnvOptions {
         node_bytes,
         basement_bytes: defaults.basement_bytes.min(node_bytes),
         sync,
+        direct_io: cfg.directio,
         checkpoint_period: if cfg.checkpoint_interval.is_zero() {
             None
         } else {
@@ -117,10 +118,10 @@ fn run(cfg: config::Config) -> Result<(), String> {
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
     let server = Arc::new(state::Server::new(cfg, store, fast));
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // Connections have their own threads (see `server`); the runtime only waits for signals
+    // and runs the cursor reaper.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("siltd-net")
-        .thread_stack_size(16 << 20)
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let s2 = server.clone();

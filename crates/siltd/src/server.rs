@@ -1,15 +1,20 @@
-//! The network side: accept connections, frame messages, hand commands to the blocking
-//! command layer, write replies. Bad input gets an error reply, or a closed connection with a
-//! log line when the stream can no longer be framed; it never takes the server down.
+//! The network side: accept connections, frame messages, run commands, write replies. Each
+//! connection has its own thread that reads a message, runs the command and writes the reply
+//! (mongod's synchronous model), so a request costs no hand-off between threads. Bad input
+//! gets an error reply, or a closed connection with a log line when the stream can no longer
+//! be framed; it never takes the server down.
 
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
+use parking_lot::{Condvar, Mutex};
 use silt_wire::{MsgHeader, OpReply, Request, HEADER_LEN, MAX_MESSAGE_BYTES};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use crate::state::{ConnInfo, Server};
 
@@ -19,11 +24,41 @@ fn request_id() -> i32 {
     NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Run until SIGINT or SIGTERM.
+/// Stack of a connection thread. Commands recurse over nested documents and expressions; the
+/// stack is reserved address space, and only the pages a command touches become resident.
+const CONN_STACK_BYTES: usize = 16 << 20;
+
+/// An open connection: a handle on its socket and its thread.
+type OpenConn = (TcpStream, Option<JoinHandle<()>>);
+
+/// The open connections, so that shutdown can close their sockets and wait for their threads.
+#[derive(Default)]
+struct Conns {
+    open: Mutex<HashMap<u64, OpenConn>>,
+    stopping: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Conns {
+    /// Sleep for `d`, or less if the server starts shutting down.
+    fn sleep(&self, d: Duration) {
+        let deadline = Instant::now() + d;
+        let mut g = self.stopping.lock();
+        while !*g {
+            if self.wake.wait_until(&mut g, deadline).timed_out() {
+                break;
+            }
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        *self.stopping.lock()
+    }
+}
+
+/// Run until SIGINT or SIGTERM, then close every connection and return.
 pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, "waiting for connections");
     s.remember_log(format!("waiting for connections on {addr}"));
 
@@ -41,60 +76,138 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
         }
     });
 
+    let conns = Arc::new(Conns::default());
+    let local = listener.local_addr().ok();
+    {
+        let s = s.clone();
+        let conns = conns.clone();
+        std::thread::Builder::new()
+            .name("siltd-accept".into())
+            .spawn(move || accept_loop(s, listener, conns))
+            .map_err(|e| format!("cannot start the accept thread: {e}"))?;
+    }
+
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot install SIGTERM handler: {e}"))?;
-    loop {
-        tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, peer)) => {
-                    let s = s.clone();
-                    tokio::spawn(async move { connection(s, stream, peer.to_string()).await });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => {
-                tracing::info!("SIGINT received");
-                break;
-            }
-            _ = term.recv() => {
-                tracing::info!("SIGTERM received");
-                break;
-            }
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+    }
+    *conns.stopping.lock() = true;
+    conns.wake.notify_all();
+    // Wake the accept thread so that it sees the flag.
+    if let Some(a) = local {
+        let _ = TcpStream::connect_timeout(&a, Duration::from_millis(200));
+    }
+    let open: Vec<_> = conns.open.lock().drain().collect();
+    let mut threads = Vec::new();
+    for (_, (stream, handle)) in open {
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        threads.extend(handle);
+    }
+    // A connection in the middle of a command finishes it; wait a while for them.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for t in threads {
+        while !t.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if t.is_finished() {
+            let _ = t.join();
         }
     }
     Ok(())
 }
 
-async fn connection(s: Arc<Server>, mut stream: TcpStream, peer: String) {
-    let id = s.conns_total.fetch_add(1, Ordering::Relaxed) + 1;
-    s.conns_current.fetch_add(1, Ordering::Relaxed);
+fn accept_loop(s: Arc<Server>, listener: TcpListener, conns: Arc<Conns>) {
+    for r in listener.incoming() {
+        if conns.stopping() {
+            break;
+        }
+        let stream = match r {
+            Ok(st) => st,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        let id = s.conns_total.fetch_add(1, Ordering::Relaxed) + 1;
+        // Counted here rather than in the thread, so that serverStatus sees every accepted
+        // connection at once.
+        s.conns_current.fetch_add(1, Ordering::Relaxed);
+        let Ok(registered) = stream.try_clone() else {
+            tracing::warn!(remote = %peer, "cannot register the connection; closing it");
+            s.conns_current.fetch_sub(1, Ordering::Relaxed);
+            continue;
+        };
+        // Hold the table's lock while spawning so the thread's own removal comes after this
+        // insertion.
+        let mut open = conns.open.lock();
+        let (s2, c2) = (s.clone(), conns.clone());
+        match std::thread::Builder::new()
+            .name(format!("conn{id}"))
+            .stack_size(CONN_STACK_BYTES)
+            .spawn(move || connection(s2, c2, stream, id, peer))
+        {
+            Ok(h) => {
+                open.insert(id, (registered, Some(h)));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start a connection thread; closing it");
+                s.conns_current.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn connection(s: Arc<Server>, conns: Arc<Conns>, mut stream: TcpStream, id: u64, peer: String) {
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
     let info = ConnInfo { id, peer };
-    let why = match serve_connection(&s, &mut stream, &info).await {
+    let why = match serve_connection(&s, &conns, &mut stream, &info) {
         Ok(()) => "client closed".to_string(),
         Err(e) => e,
     };
     s.conns_current.fetch_sub(1, Ordering::Relaxed);
     tracing::info!(conn = id, remote = %info.peer, reason = %why, "connection ended");
+    conns.open.lock().remove(&id);
 }
 
 fn error_doc(code: i32, name: &str, msg: &str) -> Document {
     doc! { "ok": 0.0, "errmsg": msg, "code": code, "codeName": name }
 }
 
-async fn serve_connection(
+/// Run a command, turning a panic into an error reply: one bad command must not take the
+/// connection, let alone the server, down.
+fn run_command(s: &Server, cmd: Document, info: &ConnInfo) -> Document {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run_command(cmd, info))) {
+        Ok(d) => d,
+        Err(_) => {
+            tracing::error!(conn = info.id, "command panicked");
+            error_doc(
+                1,
+                "InternalError",
+                "internal error while running the command",
+            )
+        }
+    }
+}
+
+fn serve_connection(
     s: &Arc<Server>,
+    conns: &Conns,
     stream: &mut TcpStream,
     info: &ConnInfo,
 ) -> Result<(), String> {
     let mut head = [0u8; HEADER_LEN];
     loop {
-        match stream.read_exact(&mut head).await {
+        match stream.read_exact(&mut head) {
             Ok(_) => {}
+            Err(_) if conns.stopping() => return Err("server shutting down".into()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(format!("read error: {e}")),
         }
@@ -110,7 +223,7 @@ async fn serve_connection(
             return Err("message too large".into());
         }
         let mut body = vec![0u8; len];
-        if let Err(e) = stream.read_exact(&mut body).await {
+        if let Err(e) = stream.read_exact(&mut body) {
             return Err(format!("truncated message: {e}"));
         }
         let parsed = silt_wire::parse_message_with_compressor(&header, &body);
@@ -126,7 +239,7 @@ async fn serve_connection(
                 let reply = error_doc(code, name, &e.to_string());
                 let bytes = silt_wire::op_msg_reply(&reply, request_id(), header.request_id)
                     .map_err(|e| e.to_string())?;
-                write_all(stream, &bytes).await?;
+                write_all(stream, &bytes)?;
                 continue;
             }
         };
@@ -137,9 +250,9 @@ async fn serve_connection(
                 if let Some(wait) = awaitable_hello_wait(s, &cmd) {
                     // Drivers' monitors ask "tell me when the topology changes, or after
                     // maxAwaitTimeMS". A standalone's topology never changes: wait, then answer.
-                    tokio::time::sleep(wait).await;
+                    conns.sleep(wait);
                 }
-                let reply = run_blocking(s, cmd, info).await;
+                let reply = run_command(s, cmd, info);
                 if quiet {
                     continue;
                 }
@@ -162,7 +275,7 @@ async fn serve_connection(
                             _ => q.query.clone(),
                         };
                         cmd.insert("$db", db.to_string());
-                        let r = run_blocking(s, cmd, info).await;
+                        let r = run_command(s, cmd, info);
                         OpReply::single(r)
                     }
                     None => OpReply {
@@ -192,7 +305,7 @@ async fn serve_connection(
             Some(c) => silt_wire::compress_message(&reply_bytes, c).unwrap_or(reply_bytes),
             None => reply_bytes,
         };
-        write_all(stream, &out).await?;
+        write_all(stream, &out)?;
     }
 }
 
@@ -216,26 +329,8 @@ fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<Duration> {
     Some(Duration::from_millis(ms.clamp(0, 60_000) as u64))
 }
 
-async fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> Result<(), String> {
+fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> Result<(), String> {
     stream
         .write_all(bytes)
-        .await
         .map_err(|e| format!("write error: {e}"))
-}
-
-/// Run a command on the blocking pool (commands read and write the engine, which may do I/O).
-async fn run_blocking(s: &Arc<Server>, cmd: Document, info: &ConnInfo) -> Document {
-    let s = s.clone();
-    let info = info.clone();
-    match tokio::task::spawn_blocking(move || s.run_command(cmd, &info)).await {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::error!(error = %e, "command panicked");
-            error_doc(
-                1,
-                "InternalError",
-                "internal error while running the command",
-            )
-        }
-    }
 }
