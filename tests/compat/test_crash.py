@@ -16,14 +16,18 @@ def test_kill9_keeps_acknowledged_writes():
         for rnd in range(3):
             c = s.client(w=1, journal=True, retryWrites=False)
             coll = c.crash.docs
+            coll.create_index("k")
             stop = threading.Event()
 
             def writer(tid):
                 i = 0
                 while not stop.is_set():
-                    doc = {"_id": f"{rnd}-{tid}-{i}", "pad": "x" * 200}
+                    doc = {"_id": f"{rnd}-{tid}-{i}", "k": i, "pad": "x" * 200}
                     try:
                         coll.insert_one(doc)
+                        if i % 3 == 0:
+                            # Moves the document's index entry.
+                            coll.update_one({"_id": doc["_id"]}, {"$inc": {"k": 1000}})
                     except PyMongoError:
                         return
                     acked.append(doc["_id"])
@@ -44,6 +48,12 @@ def test_kill9_keeps_acknowledged_writes():
             missing = [a for a in acked if a not in have]
             assert not missing, f"round {rnd}: {len(missing)} acknowledged documents lost"
             assert c.crash.docs.count_documents({}) >= len(acked)
+            # A document and its index entries are written as one: after the crash the
+            # index holds exactly the documents present, acknowledged or not.
+            by_index = [d["_id"] for d in c.crash.docs.find({"k": {"$gte": 0}}, {"_id": 1}).hint("k_1")]
+            assert len(by_index) == len(set(by_index)) == len(have)
+            assert set(by_index) == have
+            assert c.crash.docs.estimated_document_count() == len(have)
             c.close()
         assert len(acked) > 100
     finally:

@@ -126,3 +126,21 @@ def test_unacknowledged_writes(db, client):
         c.insert_one({"_id": i})
     # A later acknowledged command on the same connection sees them.
     assert db.c.count_documents({}) == 100
+
+
+def test_estimated_count_is_maintained_through_updates_and_deletes(db):
+    db.e.insert_many([{"_id": i, "v": 0, "pad": "x" * 200} for i in range(2000)])
+    db.e.create_index("v")
+    for r in range(3):
+        db.e.update_many({}, {"$inc": {"v": 1}})
+        db.e.replace_one({"_id": r}, {"v": -1})
+    db.e.delete_many({"_id": {"$lt": 100}})
+    db.e.insert_many([{"_id": -i} for i in range(1, 51)])
+    # O(1): the engine's maintained count, not a scan; exact for ordinary writes.
+    assert db.e.estimated_document_count() == 1950
+    assert db.e.count_documents({}) == 1950
+    assert db.command("compact", "e")["ok"] == 1.0
+    assert db.e.estimated_document_count() == 1950
+    with pytest.raises(OperationFailure) as e:
+        db.command("compact", "nope")
+    assert e.value.code == 26

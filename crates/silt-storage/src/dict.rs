@@ -351,7 +351,7 @@ pub struct DictStats {
     pub resident_nodes: usize,
 }
 
-fn check_key(k: &[u8]) -> Result<()> {
+pub(crate) fn check_key(k: &[u8]) -> Result<()> {
     if k.len() > MAX_KEY_BYTES {
         return Err(Error::TooLarge {
             what: "key",
@@ -362,7 +362,7 @@ fn check_key(k: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_val(v: &[u8]) -> Result<()> {
+pub(crate) fn check_val(v: &[u8]) -> Result<()> {
     if v.len() > MAX_VALUE_BYTES {
         return Err(Error::TooLarge {
             what: "value",
@@ -392,7 +392,7 @@ impl Dict {
         self.core.name.lock().clone()
     }
 
-    fn live(&self) -> Result<()> {
+    pub(crate) fn live(&self) -> Result<()> {
         if self.core.dropped.load(Ordering::Acquire) {
             return Err(Error::NoSuchDictionary(self.name()));
         }
@@ -400,7 +400,7 @@ impl Dict {
     }
 
     /// Log and inject one write; return once the log record is written.
-    fn write(&self, rec: LogRecord) -> Result<()> {
+    pub(crate) fn write(&self, rec: LogRecord) -> Result<()> {
         self.live()?;
         let lsn = {
             let _ck = self.env.ckpt_lock.read();
@@ -417,7 +417,7 @@ impl Dict {
 
     /// Keep buffers and memory in bounds: wake the background workers, and help them when
     /// the writer is far ahead.
-    fn after_write(&self) -> Result<()> {
+    pub(crate) fn after_write(&self) -> Result<()> {
         let pressure = self.core.tree.read().root_pressure();
         if pressure > 1.0 {
             self.env.wake_flusher(&self.core);
@@ -433,6 +433,18 @@ impl Dict {
         check_key(key)?;
         check_val(val)?;
         self.write(LogRecord::Put {
+            dict: self.core.id,
+            key: key.to_vec(),
+            val: val.to_vec(),
+        })
+    }
+
+    /// Set `key`, which the caller knows holds a value, to `val`. The effect is that of
+    /// [`Dict::put`]; the difference is in the maintained row count, which does not grow.
+    pub fn replace(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(val)?;
+        self.write(LogRecord::Replace {
             dict: self.core.id,
             key: key.to_vec(),
             val: val.to_vec(),
@@ -617,6 +629,16 @@ pub(crate) fn apply_record(t: &mut Tree, env: &EnvInner, rec: LogRecord) {
     match rec {
         LogRecord::Put { key, val, .. } => {
             t.inject(fns, &key, MsgKind::Insert(val.into()), xid);
+        }
+        LogRecord::Replace { key, val, .. } => {
+            t.inject(fns, &key, MsgKind::Replace(val.into()), xid);
+        }
+        LogRecord::Batch(v) => {
+            // Batches are split by the writer and by recovery; this is only reached if one
+            // holds a single dictionary's writes.
+            for r in v {
+                apply_record(t, env, r);
+            }
         }
         LogRecord::PutIfAbsent { key, val, .. } => {
             t.inject(fns, &key, MsgKind::InsertNoOverwrite(val.into()), xid);

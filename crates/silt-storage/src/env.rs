@@ -561,22 +561,27 @@ impl EnvInner {
         let mut n = 0u64;
         for lf in logs {
             for (lsn, rec) in lf.records {
-                let id = rec.dict();
-                let (Some(d), Some(&cl)) = (dicts.get(&id), ckpt.get(&id)) else {
-                    continue;
-                };
-                if lsn <= cl {
-                    continue;
+                // A batch is one record: it is in the log whole or not at all. Each of its
+                // writes goes to its own dictionary unless that one's checkpoint covers it.
+                for rec in rec.writes() {
+                    let id = rec.dict();
+                    let (Some(d), Some(&cl)) = (dicts.get(&id), ckpt.get(&id)) else {
+                        continue;
+                    };
+                    if lsn <= cl {
+                        continue;
+                    }
+                    if let LogRecord::Update { func, .. } | LogRecord::UpdateAll { func, .. } = &rec
+                    {
+                        self.fns.check(*func)?;
+                    }
+                    apply_record(&mut d.tree.write(), self, rec);
+                    n += 1;
+                    if d.tree.read().root_pressure() > 2.0 {
+                        d.flush_until(self, 1.0)?;
+                    }
+                    self.relieve_memory(true)?;
                 }
-                if let LogRecord::Update { func, .. } | LogRecord::UpdateAll { func, .. } = &rec {
-                    self.fns.check(*func)?;
-                }
-                apply_record(&mut d.tree.write(), self, rec);
-                n += 1;
-                if d.tree.read().root_pressure() > 2.0 {
-                    d.flush_until(self, 1.0)?;
-                }
-                self.relieve_memory(true)?;
             }
         }
         Ok(n)

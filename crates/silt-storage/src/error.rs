@@ -57,6 +57,10 @@ pub enum Error {
     /// The environment has been closed.
     #[error("environment is closed")]
     Closed,
+
+    /// A call that cannot be carried out as asked (a batch spanning two environments).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
 }
 
 /// Shorthand used throughout the crate.

@@ -23,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod bulk;
 mod cache;
 mod catalog;
@@ -38,6 +39,7 @@ mod options;
 mod tree;
 mod wal;
 
+pub use batch::WriteBatch;
 pub use dict::{Cursor, Dict, DictStats};
 pub use env::{Env, EnvStats};
 pub use error::{Error, Result};

@@ -56,17 +56,36 @@ pub enum LogRecord {
         func: u32,
         arg: Vec<u8>,
     },
+    /// `replace(key, val)`: a put over a key the writer knows exists.
+    Replace {
+        dict: DictId,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    },
+    /// Several writes, possibly to several dictionaries, logged as one record so that
+    /// recovery replays all of them or none. Never nested.
+    Batch(Vec<LogRecord>),
 }
 
 impl LogRecord {
-    /// The dictionary the record belongs to.
+    /// The dictionary the record belongs to (for a batch, its first write's).
     pub fn dict(&self) -> DictId {
         match self {
             LogRecord::Put { dict, .. }
             | LogRecord::PutIfAbsent { dict, .. }
             | LogRecord::Delete { dict, .. }
             | LogRecord::Update { dict, .. }
-            | LogRecord::UpdateAll { dict, .. } => *dict,
+            | LogRecord::UpdateAll { dict, .. }
+            | LogRecord::Replace { dict, .. } => *dict,
+            LogRecord::Batch(v) => v.first().map(|r| r.dict()).unwrap_or(DictId(0)),
+        }
+    }
+
+    /// The single writes this record stands for.
+    pub fn writes(self) -> Vec<LogRecord> {
+        match self {
+            LogRecord::Batch(v) => v,
+            r => vec![r],
         }
     }
 
@@ -107,12 +126,42 @@ impl LogRecord {
                 e.u32(*func);
                 e.lp(arg);
             }
+            LogRecord::Replace { dict, key, val } => {
+                e.u8(6);
+                e.u64(dict.0);
+                e.lp(key);
+                e.lp(val);
+            }
+            LogRecord::Batch(v) => {
+                e.u8(7);
+                e.u32(v.len() as u32);
+                for r in v {
+                    let mut sub = Enc::default();
+                    r.encode_body(&mut sub);
+                    e.lp(&sub.buf);
+                }
+            }
         }
     }
 
     fn decode_body(b: &[u8]) -> DecResult<LogRecord> {
         let mut d = Dec::new(b);
         let t = d.u8()?;
+        if t == 7 {
+            let n = d.u32()? as usize;
+            let mut v = Vec::with_capacity(n.min(4096));
+            for _ in 0..n {
+                let r = LogRecord::decode_body(d.lp()?)?;
+                if matches!(r, LogRecord::Batch(_)) {
+                    return Err("nested batch in log record".into());
+                }
+                v.push(r);
+            }
+            if d.remaining() != 0 {
+                return Err("trailing bytes in log record".into());
+            }
+            return Ok(LogRecord::Batch(v));
+        }
         let dict = DictId(d.u64()?);
         let r = match t {
             1 => LogRecord::Put {
@@ -139,6 +188,11 @@ impl LogRecord {
                 dict,
                 func: d.u32()?,
                 arg: d.lp()?.to_vec(),
+            },
+            6 => LogRecord::Replace {
+                dict,
+                key: d.lp()?.to_vec(),
+                val: d.lp()?.to_vec(),
             },
             t => return Err(format!("unknown log record type {t}")),
         };

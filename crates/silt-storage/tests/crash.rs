@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use silt_storage::{Compression, Env, EnvOptions, Error, SyncPolicy};
+use silt_storage::{Compression, Env, EnvOptions, Error, SyncPolicy, WriteBatch};
 
 fn opts(sync: SyncPolicy) -> EnvOptions {
     EnvOptions {
@@ -27,6 +27,14 @@ fn opts(sync: SyncPolicy) -> EnvOptions {
     }
 }
 
+/// The "index entry" of key `k`: a different order than the key's, so that a batch's two
+/// writes land in unrelated places of their trees.
+fn index_entry(k: &[u8]) -> Vec<u8> {
+    let mut e: Vec<u8> = k.iter().rev().copied().collect();
+    e.extend_from_slice(k);
+    e
+}
+
 fn val(i: u64) -> Vec<u8> {
     format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes()
 }
@@ -39,14 +47,22 @@ fn crash_child() {
     };
     let env = Env::open(&dir, opts(SyncPolicy::Never)).unwrap();
     let d = env.open_or_create("t").unwrap();
+    let ix = env.open_or_create("ix").unwrap();
     let start: u64 = std::env::var("SILT_CRASH_START").unwrap().parse().unwrap();
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     for i in start.. {
         let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes();
-        d.put(&k, &val(i)).unwrap();
+        // A "document" and its "index entry", written together.
+        let mut b = WriteBatch::new();
+        b.put(&d, &k, &val(i)).unwrap();
+        b.put(&ix, &index_entry(&k), b"").unwrap();
+        b.commit().unwrap();
         if i % 7 == 0 {
-            d.delete(&k).unwrap();
+            let mut b = WriteBatch::new();
+            b.delete(&d, &k).unwrap();
+            b.delete(&ix, &index_entry(&k)).unwrap();
+            b.commit().unwrap();
         }
         writeln!(out, "{i}").unwrap();
         out.flush().unwrap();
@@ -88,6 +104,28 @@ fn kill_minus_nine_keeps_every_acknowledged_write() {
         acked_upto = Some(last);
         let env = Env::open(dir.path(), opts(SyncPolicy::Never)).unwrap();
         let d = env.open_dict("t").unwrap();
+        // Batches are atomic: the index holds exactly the entries of the documents present,
+        // acknowledged or not.
+        let ix = env.open_dict("ix").unwrap();
+        let docs: Vec<Vec<u8>> = d
+            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| index_entry(&k))
+            .collect();
+        let mut docs = docs;
+        docs.sort();
+        let entries: Vec<Vec<u8>> = ix
+            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            entries, docs,
+            "round {round}: index entries match the documents"
+        );
+        drop(ix);
         for i in 0..=last {
             let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes();
             let want = if i % 7 == 0 { None } else { Some(val(i)) };

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::ops::Bound::{self, *};
 
 use proptest::prelude::*;
-use silt_storage::{Compression, Env, EnvOptions, SyncPolicy, UpdateOutcome, UpdateRegistry};
+use silt_storage::{
+    Compression, Env, EnvOptions, SyncPolicy, UpdateOutcome, UpdateRegistry, WriteBatch,
+};
 
 const ADD: u32 = 1;
 const TOGGLE: u32 = 2;
@@ -66,6 +68,10 @@ fn model_update(m: &mut BTreeMap<Vec<u8>, Vec<u8>>, k: &[u8], func: u32, arg: &[
 #[derive(Debug, Clone)]
 enum Op {
     Put(u16, Vec<u8>),
+    /// `replace` when the key exists, `put` when not (replace's contract).
+    Replace(u16, Vec<u8>),
+    /// Puts (`Some`) and deletes (`None`) committed as one `WriteBatch`.
+    Batch(Vec<(u16, Option<Vec<u8>>)>),
     PutIfAbsent(u16, Vec<u8>),
     Delete(u16),
     Update(u16, u32, Vec<u8>),
@@ -92,6 +98,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (k.clone(), val.clone()).prop_map(|(k, v)| Op::Put(k, v)),
         5 => (k.clone(), val.clone()).prop_map(|(k, v)| Op::PutIfAbsent(k, v)),
+        8 => (k.clone(), val.clone()).prop_map(|(k, v)| Op::Replace(k, v)),
+        3 => prop::collection::vec((k.clone(), prop::option::of(val.clone())), 1..6).prop_map(Op::Batch),
         10 => k.clone().prop_map(Op::Delete),
         8 => (k.clone(), prop_oneof![Just(ADD), Just(TOGGLE)], arg.clone()).prop_map(|(k, f, a)| Op::Update(k, f, a)),
         1 => (prop_oneof![Just(ADD), Just(TOGGLE)], arg).prop_map(|(f, a)| Op::UpdateAll(f, a)),
@@ -138,6 +146,30 @@ fn run(ops: Vec<Op>, compression: Compression, direct_io: bool) {
             Op::Put(k, v) => {
                 d.put(&key(k), &v).unwrap();
                 m.insert(key(k), v);
+            }
+            Op::Replace(k, v) => {
+                if m.contains_key(&key(k)) {
+                    d.replace(&key(k), &v).unwrap();
+                } else {
+                    d.put(&key(k), &v).unwrap();
+                }
+                m.insert(key(k), v);
+            }
+            Op::Batch(w) => {
+                let mut b = WriteBatch::new();
+                for (k, v) in w {
+                    match v {
+                        Some(v) => {
+                            b.put(&d, &key(k), &v).unwrap();
+                            m.insert(key(k), v);
+                        }
+                        None => {
+                            b.delete(&d, &key(k)).unwrap();
+                            m.remove(&key(k));
+                        }
+                    }
+                }
+                b.commit().unwrap();
             }
             Op::PutIfAbsent(k, v) => {
                 d.put_if_absent(&key(k), &v).unwrap();

@@ -126,3 +126,53 @@ fn checkpoint_rotates_log_and_returns_free_space() {
     }
     assert_eq!(d.count_range(Unbounded, Unbounded).unwrap(), 20_000);
 }
+
+#[test]
+fn replace_keeps_the_row_count_exact_and_batches_recover_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let env = Env::open_with(dir.path(), small_opts(), fns()).unwrap();
+        let d = env.create_dict("docs").unwrap();
+        let ix = env.create_dict("ix").unwrap();
+        for i in 0..300u32 {
+            let mut b = silt_storage::WriteBatch::new();
+            b.put(&d, &i.to_be_bytes(), b"v1").unwrap();
+            b.put(&ix, &(i % 7, i).0.to_be_bytes(), &i.to_be_bytes())
+                .unwrap();
+            b.commit().unwrap();
+        }
+        // Overwrites of keys known to exist: the maintained count does not move, with the
+        // messages still in buffers.
+        for round in 0..3u8 {
+            for i in 0..300u32 {
+                d.replace(&i.to_be_bytes(), &[b'v', b'2' + round]).unwrap();
+            }
+        }
+        assert_eq!(d.stats().rows, 300);
+        // A put over an existing key is counted when its message reaches the leaf.
+        d.put(&5u32.to_be_bytes(), b"v9").unwrap();
+        d.optimize().unwrap();
+        assert_eq!(d.stats().rows, 300);
+        // Recovery starts from here: what follows is replayed from the log.
+        env.checkpoint().unwrap();
+        for i in 300..320u32 {
+            let mut b = silt_storage::WriteBatch::new();
+            b.put(&d, &i.to_be_bytes(), b"late").unwrap();
+            b.delete(&d, &(i - 300).to_be_bytes()).unwrap();
+            b.commit().unwrap();
+        }
+        assert_eq!(d.stats().rows, 300);
+        drop((d, ix));
+        env.simulate_crash();
+    }
+    let env = Env::open_with(dir.path(), small_opts(), fns()).unwrap();
+    let d = env.open_dict("docs").unwrap();
+    assert_eq!(d.stats().rows, 300, "count after recovery");
+    assert_eq!(d.count_range(Unbounded, Unbounded).unwrap(), 300);
+    assert_eq!(d.get(&5u32.to_be_bytes()).unwrap(), None);
+    assert_eq!(d.get(&25u32.to_be_bytes()).unwrap(), Some(b"v4".to_vec()));
+    assert_eq!(
+        d.get(&310u32.to_be_bytes()).unwrap(),
+        Some(b"late".to_vec())
+    );
+}

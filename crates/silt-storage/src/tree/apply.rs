@@ -29,7 +29,8 @@ pub(crate) fn injected_delta(key: &[u8], kind: &MsgKind) -> Delta {
             bytes: (key.len() + v.len()) as i64,
         },
         MsgKind::Delete => Delta { rows: -1, bytes: 0 },
-        MsgKind::Update { .. } => Delta::default(),
+        // The old value's size is not known at injection; the application corrects it.
+        MsgKind::Replace(_) | MsgKind::Update { .. } => Delta::default(),
     }
 }
 
@@ -143,7 +144,7 @@ pub(crate) fn resolve_refs<'a>(
         }
         est.add(injected_of(&m, key));
         v = match m.tag {
-            tag::INSERT => Some(Cow::Borrowed(m.body)),
+            tag::INSERT | tag::REPLACE => Some(Cow::Borrowed(m.body)),
             tag::INSERT_NO_OVERWRITE => v.or(Some(Cow::Borrowed(m.body))),
             tag::DELETE => None,
             _ => match m.body.split_first_chunk::<4>() {

@@ -399,3 +399,17 @@ pub fn list_databases(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         "totalSizeMb": total >> 20,
     })
 }
+
+/// `compact`: apply every buffered message of the collection and its indexes to the leaves,
+/// then checkpoint. Reads afterwards meet no pending work, and the maintained count is exact.
+pub fn compact(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "compact")?;
+    let ns = format!("{db}.{coll}");
+    let Some(c) = s.store.get(&ns) else {
+        return Err(QueryError::namespace_not_found(format!(
+            "collection does not exist: {ns}"
+        )));
+    };
+    let freed = c.compact(s.store.env()).map_err(coll_err)?;
+    Ok(doc! { "bytesFreed": freed as i64 })
+}

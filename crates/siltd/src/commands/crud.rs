@@ -1055,6 +1055,10 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let hinted = !matches!(cmd.get("hint"), None | Some(Bson::Null));
     let fast = if hinted {
         None
+    } else if filter.is_empty() {
+        // No predicate: the collection's maintained count, as MongoDB answers from its
+        // metadata (this is what drivers' estimatedDocumentCount sends). O(1).
+        Some(c.estimated_count())
     } else {
         plan::fast_count(&c, &matcher)?
     };

@@ -77,6 +77,7 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInf
         "dropDatabase" => catalog::drop_database(s, db),
         "dbStats" => catalog::db_stats(s, db, cmd),
         "collStats" => catalog::coll_stats(s, db, cmd),
+        "compact" => catalog::compact(s, db, cmd),
         "create" => catalog::create(s, db, cmd),
         "drop" => catalog::drop(s, db, cmd),
         "renameCollection" => catalog::rename(s, db, cmd),

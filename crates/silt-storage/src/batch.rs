@@ -1,0 +1,171 @@
+//! Atomic groups of writes across dictionaries: a document and its index entries.
+//!
+//! A [`WriteBatch`] collects writes to any dictionaries of one environment and commits them as
+//! one log record. Recovery replays a record whole or not at all, and a checkpoint (which
+//! excludes writers) sees all of a batch's writes or none, so after a crash a batch is either
+//! complete or absent. Readers are not isolated from a batch in progress: there are no
+//! transactions yet, and a reader may see one dictionary's write before another's.
+
+use std::sync::Arc;
+
+use crate::dict::{apply_record, check_key, check_val, Dict};
+use crate::env::EnvInner;
+use crate::error::{Error, Result};
+use crate::options::SyncPolicy;
+use crate::wal::LogRecord;
+
+/// Writes to commit together. Build it with the methods named like [`Dict`]'s, then
+/// [`WriteBatch::commit`].
+#[derive(Default)]
+pub struct WriteBatch {
+    ops: Vec<(Dict, LogRecord)>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch::default()
+    }
+
+    /// Number of writes collected.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether no write was collected.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// [`Dict::put`] as part of the batch.
+    pub fn put(&mut self, d: &Dict, key: &[u8], val: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(val)?;
+        let dict = d.core.id;
+        self.push(
+            d,
+            LogRecord::Put {
+                dict,
+                key: key.to_vec(),
+                val: val.to_vec(),
+            },
+        )
+    }
+
+    /// [`Dict::replace`] as part of the batch.
+    pub fn replace(&mut self, d: &Dict, key: &[u8], val: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(val)?;
+        let dict = d.core.id;
+        self.push(
+            d,
+            LogRecord::Replace {
+                dict,
+                key: key.to_vec(),
+                val: val.to_vec(),
+            },
+        )
+    }
+
+    /// [`Dict::put_if_absent`] as part of the batch.
+    pub fn put_if_absent(&mut self, d: &Dict, key: &[u8], val: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(val)?;
+        let dict = d.core.id;
+        self.push(
+            d,
+            LogRecord::PutIfAbsent {
+                dict,
+                key: key.to_vec(),
+                val: val.to_vec(),
+            },
+        )
+    }
+
+    /// [`Dict::delete`] as part of the batch.
+    pub fn delete(&mut self, d: &Dict, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        let dict = d.core.id;
+        self.push(
+            d,
+            LogRecord::Delete {
+                dict,
+                key: key.to_vec(),
+            },
+        )
+    }
+
+    /// [`Dict::update`] as part of the batch.
+    pub fn update(&mut self, d: &Dict, key: &[u8], func: u32, arg: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_val(arg)?;
+        d.env.fns.check(func)?;
+        let dict = d.core.id;
+        self.push(
+            d,
+            LogRecord::Update {
+                dict,
+                key: key.to_vec(),
+                func,
+                arg: arg.to_vec(),
+            },
+        )
+    }
+
+    fn push(&mut self, d: &Dict, rec: LogRecord) -> Result<()> {
+        if let Some((first, _)) = self.ops.first() {
+            if !Arc::ptr_eq(&first.env, &d.env) {
+                return Err(Error::InvalidArgument(
+                    "a write batch spans one environment".into(),
+                ));
+            }
+        }
+        self.ops.push((d.clone(), rec));
+        Ok(())
+    }
+
+    /// Log the writes as one record, apply them, and return once the record is written (and
+    /// synced under [`SyncPolicy::EveryCommit`]).
+    pub fn commit(self) -> Result<()> {
+        let mut ops = self.ops;
+        if ops.len() <= 1 {
+            return match ops.pop() {
+                Some((d, rec)) => d.write(rec),
+                None => Ok(()),
+            };
+        }
+        let env: Arc<EnvInner> = ops[0].0.env.clone();
+        // Each dictionary once, in id order: the order every batch takes their locks in.
+        let mut dicts: Vec<Dict> = ops.iter().map(|(d, _)| d.clone()).collect();
+        dicts.sort_by_key(|d| d.core.id);
+        dicts.dedup_by_key(|d| d.core.id);
+        for d in &dicts {
+            d.live()?;
+        }
+        let lsn = {
+            let _ck = env.ckpt_lock.read();
+            // Every tree is locked while the record is appended, so that each dictionary's
+            // messages get their MSNs in log order, as with single writes.
+            let mut trees: Vec<_> = dicts
+                .iter()
+                .map(|d| (d.core.id, d.core.tree.write()))
+                .collect();
+            let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
+            let rec = LogRecord::Batch(recs);
+            let lsn = env.wal.append(&rec);
+            for (d, r) in handles.iter().zip(rec.writes()) {
+                let i = trees
+                    .binary_search_by_key(&d.core.id, |(id, _)| *id)
+                    .expect("every dictionary of the batch is locked");
+                apply_record(&mut trees[i].1, &env, r);
+            }
+            lsn
+        };
+        env.wal
+            .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
+        for d in &dicts {
+            d.after_write()?;
+        }
+        Ok(())
+    }
+}
