@@ -21,7 +21,10 @@ use crate::error::{corruption, Error, IoContext, Result};
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{DictId, Lsn};
 
-const WAL_MAGIC: &[u8; 8] = b"SILTWAL1";
+/// Magic of the log files written now. Version 2 added record types 6 (Replace) and 7
+/// (Batch); files of version 1 (`SILTWAL1`) hold a subset and are still read.
+const WAL_MAGIC: &[u8; 8] = b"SILTWAL2";
+const WAL_MAGIC_V1: &[u8; 8] = b"SILTWAL1";
 const WAL_HEADER: usize = 28;
 
 /// Every record type the log holds. Fields: the dictionary, the key, the value, the update
@@ -251,7 +254,7 @@ pub fn read_file(path: &Path) -> Result<LogFile> {
         .and_then(parse_seq)
         .unwrap_or(0);
     if data.len() < WAL_HEADER
-        || &data[..8] != WAL_MAGIC
+        || (&data[..8] != WAL_MAGIC && &data[..8] != WAL_MAGIC_V1)
         || crc32c::crc32c(&data[..24])
             != u32::from_le_bytes([data[24], data[25], data[26], data[27]])
     {

@@ -22,7 +22,9 @@ use crate::options::Compression;
 use crate::tree::node::{index_messages, Basement, ChildBuf, Key, Node, PartData, PartLoc};
 
 pub(crate) const NODE_MAGIC: &[u8; 8] = b"SILTNODE";
-pub(crate) const NODE_LAYOUT: u16 = 1;
+/// Layout written now. Version 2 added message type 3 (REPLACE); blocks of version 1 hold a
+/// subset and are still read.
+pub(crate) const NODE_LAYOUT: u16 = 2;
 pub(crate) const FIXED_HEADER: usize = 40;
 pub(crate) const DIR_ENTRY: usize = 12;
 const BASEMENT_TAG: u8 = 0xAA;
@@ -255,7 +257,7 @@ pub(crate) fn decode_header(buf: &[u8]) -> DecResult<BlockHeader> {
     let mut d = Dec::new(buf);
     d.take(8)?;
     let layout = d.u16()?;
-    if layout != NODE_LAYOUT {
+    if layout != NODE_LAYOUT && layout != 1 {
         return Err(format!("unsupported node layout {layout}"));
     }
     let _flags = d.u16()?;
