@@ -39,7 +39,9 @@ pub(crate) struct DictCore {
 /// point read of a cold path costs one header and one partition per level.
 pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
     let what = || format!("block {b} at offset {}", ext.offset);
-    let first = (ext.len as usize).min(64 << 10);
+    // Enough for the header of any ordinary node (as the original engine, which reads at most
+    // 32 KiB); a longer header costs a second read.
+    let first = (ext.len as usize).min(32 << 10);
     let mut buf = file.read_at(ext.offset, first)?;
     let hlen = fnode::header_len_from_fixed(&buf).map_err(|e| corruption(&file.path, what(), e))?;
     if hlen > ext.len as usize {

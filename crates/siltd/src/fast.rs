@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bson::{doc, Bson, Document};
+use bson::{RawBson, RawDocumentBuf, doc, Bson, Document};
 use parking_lot::Mutex;
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_storage::{UpdateOutcome, UpdateRegistry};
@@ -96,18 +96,20 @@ pub fn message_arg(
     upsert: bool,
     recheck: Option<&Document>,
 ) -> Vec<u8> {
-    let mut d = doc! {
-        "id": id.clone(),
-        "u": update.clone(),
-        "up": upsert,
-        "now": bson::DateTime::now(),
-    };
+    // Serialized straight from the caller's documents: no deep copy on the fast path.
+    let raw = |d: &Document| RawDocumentBuf::from_document(d).unwrap_or_default();
+    let mut d = RawDocumentBuf::new();
+    d.append(
+        "id",
+        RawBson::try_from(id.clone()).unwrap_or(RawBson::Null),
+    );
+    d.append("u", raw(update));
+    d.append("up", upsert);
+    d.append("now", bson::DateTime::now());
     if let Some(q) = recheck {
-        d.insert("q", q.clone());
+        d.append("q", raw(q));
     }
-    let mut v = Vec::new();
-    let _ = d.to_writer(&mut v);
-    v
+    d.into_bytes()
 }
 
 fn apply(old: Option<&[u8]>, arg: &[u8]) -> Result<UpdateOutcome, String> {

@@ -164,7 +164,7 @@ fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
     coll.insert(d).map_err(WriteFail::from)
 }
 
-fn docs_arg(cmd: &Document, name: &str) -> QResult<Vec<Document>> {
+fn docs_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Vec<&'a Document>> {
     let arr = match cmd.get(name) {
         Some(Bson::Array(a)) => a,
         Some(other) => {
@@ -188,7 +188,7 @@ fn docs_arg(cmd: &Document, name: &str) -> QResult<Vec<Document>> {
     }
     arr.iter()
         .map(|v| match v {
-            Bson::Document(d) => Ok(d.clone()),
+            Bson::Document(d) => Ok(d),
             other => Err(QueryError::type_mismatch(format!(
                 "BSON field '{name}' items must be objects, not '{}'",
                 type_name(other)
@@ -207,7 +207,7 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let mut errors = Vec::new();
     for (i, d) in docs.into_iter().enumerate() {
         s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
-        let r = prepare_insert(d)
+        let r = prepare_insert(d.clone())
             .map_err(WriteFail::Other)
             .and_then(|d| insert_one(&c, &d));
         match r {
