@@ -10,6 +10,7 @@
 //! It knows nothing of the wire protocol, commands or the query language.
 
 pub mod index;
+pub mod sorter;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -103,6 +104,8 @@ pub struct Store {
     /// Serialises catalog changes (create, drop, rename); data operations never take it.
     ddl: Mutex<()>,
     next_dict: AtomicU64,
+    /// Memory an index build may hold in keys before it spills sorted runs to disk.
+    build_memory: usize,
 }
 
 impl std::fmt::Debug for Store {
@@ -139,6 +142,8 @@ pub struct CreateIndexesOutcome {
 }
 
 /// Keys between progress lines of an index build.
+/// Where index builds spill sorted runs, under the data directory.
+const SORT_TMP_DIR: &str = "_tmp";
 const BUILD_PROGRESS_EVERY: u64 = 100_000;
 
 fn dict_number(name: &str) -> Option<u64> {
@@ -150,7 +155,11 @@ fn dict_number(name: &str) -> Option<u64> {
 impl Store {
     /// Open (creating if needed) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: EnvOptions, fns: UpdateRegistry) -> Result<Store> {
+        // A quarter of the cache, within mongod's default of 200 MB for index builds.
+        let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
         let env = Env::open_with(dir, opts, fns)?;
+        // Run files an index build left behind when the server stopped.
+        let _ = std::fs::remove_dir_all(env.dir().join(SORT_TMP_DIR));
         let catalog = env.open_or_create(CATALOG)?;
         let mut colls = BTreeMap::new();
         let mut next = 1u64;
@@ -201,6 +210,7 @@ impl Store {
             colls: RwLock::new(colls),
             ddl: Mutex::new(()),
             next_dict: AtomicU64::new(next),
+            build_memory,
         })
     }
 
@@ -392,7 +402,12 @@ impl Store {
                 .create_dict(&name)
                 .map_err(CollError::from)
                 .and_then(|dict| {
-                    let mk = c.build_index(&spec, &dict)?;
+                    let mk = c.build_index(
+                        &spec,
+                        &dict,
+                        &self.env.dir().join(SORT_TMP_DIR),
+                        self.build_memory,
+                    )?;
                     Ok(Arc::new(Index::new(spec, dict, mk)))
                 });
             match r {
@@ -815,10 +830,22 @@ impl Collection {
     /// Build `spec` into the empty `dict` from the collection's documents (the caller holds
     /// `build` exclusively): collect every entry, sort, check uniqueness, bulk load.
     /// Returns whether the index is multikey.
-    fn build_index(&self, spec: &IndexSpec, dict: &Dict) -> Result<bool> {
+    fn build_index(
+        &self,
+        spec: &IndexSpec,
+        dict: &Dict,
+        tmp: &Path,
+        memory: usize,
+    ) -> Result<bool> {
         let started = std::time::Instant::now();
         tracing::info!(ns = %self.ns, index = %spec.name, "index build: scanning collection");
-        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let io = |e: std::io::Error| {
+            CollError::Storage(silt_storage::Error::Io {
+                path: tmp.to_path_buf(),
+                source: e,
+            })
+        };
+        let mut sorter = sorter::Sorter::new(tmp, memory).map_err(io)?;
         let mut multikey = false;
         let mut cur = self.dict.cursor(Bound::Unbounded, Bound::Unbounded);
         let mut docs = 0u64;
@@ -835,39 +862,62 @@ impl Collection {
                 } else {
                     Vec::new()
                 };
-                entries.push((e, val));
+                sorter.push(e, val).map_err(io)?;
             }
             docs += 1;
-            if entries.len() as u64 >= next_log {
-                tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = entries.len(), "index build: collecting keys");
+            if sorter.len() >= next_log {
+                tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = sorter.len(), runs = sorter.spilled_runs(), "index build: collecting keys");
                 next_log += BUILD_PROGRESS_EVERY;
             }
         }
-        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = entries.len(), "index build: sorting");
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        if spec.unique {
-            let desc = spec.directions();
-            for w in entries.windows(2) {
-                let (a, b) = (&w[0].0, &w[1].0);
-                let (Some(la), Some(lb)) =
-                    (index::prefix_len(a, &desc), index::prefix_len(b, &desc))
-                else {
-                    continue;
-                };
-                if a[..la] == b[..lb] {
-                    let vals = silt_bson::keyenc::decode_key(&b[..lb], &desc).unwrap_or_default();
-                    tracing::info!(ns = %self.ns, index = %spec.name, "index build failed: duplicate key");
-                    return Err(CollError::DuplicateKey {
-                        ns: self.ns.clone(),
-                        index: spec.name.clone(),
-                        key_pattern: Box::new(spec.key_pattern.clone()),
-                        key_value: Box::new(spec.key_value_doc(&vals)),
-                    });
+        let n = sorter.len();
+        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, runs = sorter.spilled_runs(), "index build: sorting");
+        let merged = sorter.finish().map_err(io)?;
+        // The bulk loader takes a plain iterator: a read error or a duplicate stops it, and is
+        // reported once it returns.
+        let mut failure: Option<CollError> = None;
+        let desc = spec.directions();
+        let mut prev: Option<Vec<u8>> = None;
+        let mut loaded = 0u64;
+        let mut next_log = BUILD_PROGRESS_EVERY;
+        let entries = merged.map_while(|r| {
+            let (k, v) = match r {
+                Ok(e) => e,
+                Err(e) => {
+                    failure = Some(io(e));
+                    return None;
+                }
+            };
+            if spec.unique {
+                if let Some(lk) = index::prefix_len(&k, &desc) {
+                    if prev.as_deref() == Some(&k[..lk]) {
+                        let vals = silt_bson::keyenc::decode_key(&k[..lk], &desc).unwrap_or_default();
+                        failure = Some(CollError::DuplicateKey {
+                            ns: self.ns.clone(),
+                            index: spec.name.clone(),
+                            key_pattern: Box::new(spec.key_pattern.clone()),
+                            key_value: Box::new(spec.key_value_doc(&vals)),
+                        });
+                        return None;
+                    }
+                    prev = Some(k[..lk].to_vec());
                 }
             }
+            loaded += 1;
+            if loaded >= next_log {
+                tracing::info!(ns = %self.ns, index = %spec.name, keys = loaded, of = n, "index build: inserting keys from the external sorter");
+                next_log += BUILD_PROGRESS_EVERY;
+            }
+            Some((k, v))
+        });
+        let res = dict.bulk_load(entries);
+        if let Some(e) = failure {
+            if matches!(e, CollError::DuplicateKey { .. }) {
+                tracing::info!(ns = %self.ns, index = %spec.name, "index build failed: duplicate key");
+            }
+            return Err(e);
         }
-        let n = entries.len();
-        dict.bulk_load(entries)?;
+        res?;
         tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, ms = started.elapsed().as_millis() as u64, "index build: done");
         Ok(multikey)
     }
@@ -1095,6 +1145,58 @@ mod tests {
             out.push((ix.entry_values(&k).unwrap(), id));
         }
         out
+    }
+
+    #[test]
+    fn builds_larger_than_their_memory_spill_and_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        // An 8 MiB cache gives index builds 4 MiB: 120,000 entries of a clustering index
+        // (each holding its document) need several runs.
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        let c = s.get_or_create("db.big").unwrap();
+        let n = 120_000i64;
+        for i in 0..n {
+            let a = (i * 7919) % n;
+            c.insert(&doc! {"_id": i, "a": a, "u": i, "pad": "p".repeat(40)})
+                .unwrap();
+        }
+        s.create_indexes(
+            "db.big",
+            vec![
+                spec(doc! {"key": {"a": 1}, "name": "a_1", "clustering": true}),
+                spec(doc! {"key": {"u": -1}, "name": "u_-1", "unique": true}),
+            ],
+        )
+        .unwrap();
+        // Index keys hold numbers by value (an int64 that fits comes back as an int32).
+        let num = |b: &Bson| match b {
+            Bson::Int32(x) => i64::from(*x),
+            Bson::Int64(x) => *x,
+            other => panic!("{other:?}"),
+        };
+        let a = entries(&c, "a_1");
+        assert_eq!(a.len(), n as usize);
+        for (j, (vals, id)) in a.iter().enumerate() {
+            assert_eq!(num(&vals[0]), j as i64);
+            assert_eq!(num(id) * 7919 % n, j as i64);
+        }
+        let u = entries(&c, "u_-1");
+        let us: Vec<i64> = u.iter().map(|(v, _)| num(&v[0])).collect();
+        assert_eq!(us, (0..n).rev().collect::<Vec<_>>());
+        // A duplicate far from its twin is found in the merge, and nothing is left behind.
+        c.insert(&doc! {"_id": n, "a": 5i64, "u": n}).unwrap();
+        let e = s
+            .create_indexes(
+                "db.big",
+                vec![spec(
+                    doc! {"key": {"a": -1}, "name": "a_-1", "unique": true},
+                )],
+            )
+            .unwrap_err();
+        assert!(matches!(e, CollError::DuplicateKey { .. }), "{e:?}");
+        assert!(c.index("a_-1").is_none());
+        let tmp = dir.path().join(SORT_TMP_DIR);
+        assert_eq!(std::fs::read_dir(&tmp).map(|d| d.count()).unwrap_or(0), 0);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bson::{RawBson, RawDocumentBuf, doc, Bson, Document};
+use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 use parking_lot::Mutex;
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_storage::{UpdateOutcome, UpdateRegistry};
@@ -99,10 +99,7 @@ pub fn message_arg(
     // Serialized straight from the caller's documents: no deep copy on the fast path.
     let raw = |d: &Document| RawDocumentBuf::from_document(d).unwrap_or_default();
     let mut d = RawDocumentBuf::new();
-    d.append(
-        "id",
-        RawBson::try_from(id.clone()).unwrap_or(RawBson::Null),
-    );
+    d.append("id", RawBson::try_from(id.clone()).unwrap_or(RawBson::Null));
     d.append("u", raw(update));
     d.append("up", upsert);
     d.append("now", bson::DateTime::now());

@@ -1,0 +1,236 @@
+//! External sort for index builds: entries are collected up to a memory budget, sorted and
+//! spilled to run files, and merged back in key order. An index build over a collection much
+//! larger than memory therefore holds at most the budget, not every key.
+//!
+//! Run files live in a temporary directory (the data directory's `_tmp`, as mongod's external
+//! sorter) and are deleted when the sorter or its merge is dropped. Keys are unique (an index
+//! entry ends with the document's `_id`), so the merge needs no tie-breaking.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// What one in-memory entry is charged: its bytes plus the vector headers.
+fn cost(k: &[u8], v: &[u8]) -> usize {
+    k.len() + v.len() + 2 * std::mem::size_of::<Vec<u8>>()
+}
+
+/// Collects `(key, value)` pairs, spilling sorted runs to disk past the memory budget.
+pub struct Sorter {
+    dir: PathBuf,
+    budget: usize,
+    mem: Vec<(Vec<u8>, Vec<u8>)>,
+    mem_bytes: usize,
+    runs: Vec<PathBuf>,
+    len: u64,
+}
+
+impl Sorter {
+    /// A sorter that keeps at most about `budget` bytes of entries in memory and spills to
+    /// files under `dir` (created if missing).
+    pub fn new(dir: &Path, budget: usize) -> std::io::Result<Sorter> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Sorter {
+            dir: dir.to_path_buf(),
+            budget: budget.max(1),
+            mem: Vec::new(),
+            mem_bytes: 0,
+            runs: Vec::new(),
+            len: 0,
+        })
+    }
+
+    /// Entries pushed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Run files written so far.
+    pub fn spilled_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn push(&mut self, key: Vec<u8>, val: Vec<u8>) -> std::io::Result<()> {
+        self.mem_bytes += cost(&key, &val);
+        self.mem.push((key, val));
+        self.len += 1;
+        if self.mem_bytes >= self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> std::io::Result<()> {
+        if self.mem.is_empty() {
+            return Ok(());
+        }
+        self.mem.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let path = self.dir.join(format!(
+            "sort-{}-{:p}-{}.run",
+            std::process::id(),
+            self as *const Sorter,
+            self.runs.len()
+        ));
+        // Registered before writing, so a failed write still gets cleaned up.
+        self.runs.push(path.clone());
+        let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
+        for (k, v) in self.mem.drain(..) {
+            w.write_all(&(k.len() as u32).to_le_bytes())?;
+            w.write_all(&(v.len() as u32).to_le_bytes())?;
+            w.write_all(&k)?;
+            w.write_all(&v)?;
+        }
+        w.into_inner().map_err(|e| e.into_error())?;
+        self.mem = Vec::new();
+        self.mem_bytes = 0;
+        Ok(())
+    }
+
+    /// Every entry in key order.
+    pub fn finish(mut self) -> std::io::Result<Merge> {
+        if self.runs.is_empty() {
+            let mut mem = std::mem::take(&mut self.mem);
+            mem.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            return Ok(Merge {
+                mem: mem.into_iter(),
+                readers: Vec::new(),
+                heap: BinaryHeap::new(),
+                runs: Vec::new(),
+            });
+        }
+        self.spill()?;
+        let runs = std::mem::take(&mut self.runs);
+        let mut m = Merge {
+            mem: Vec::new().into_iter(),
+            readers: Vec::with_capacity(runs.len()),
+            heap: BinaryHeap::with_capacity(runs.len()),
+            runs,
+        };
+        // Small read buffers: many runs share the memory the budget allowed for one.
+        let buf = (self.budget / m.runs.len()).clamp(16 << 10, 1 << 20);
+        for (i, p) in m.runs.iter().enumerate() {
+            m.readers
+                .push(BufReader::with_capacity(buf, File::open(p)?));
+            if let Some(e) = read_entry(&mut m.readers[i])? {
+                m.heap.push(Reverse((e.0, i, e.1)));
+            }
+        }
+        Ok(m)
+    }
+}
+
+impl Drop for Sorter {
+    fn drop(&mut self) {
+        for p in &self.runs {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn read_entry(r: &mut BufReader<File>) -> std::io::Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let mut lens = [0u8; 8];
+    match r.read_exact(&mut lens) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let kl = u32::from_le_bytes(lens[..4].try_into().unwrap_or_default()) as usize;
+    let vl = u32::from_le_bytes(lens[4..].try_into().unwrap_or_default()) as usize;
+    let mut k = vec![0u8; kl];
+    r.read_exact(&mut k)?;
+    let mut v = vec![0u8; vl];
+    r.read_exact(&mut v)?;
+    Ok(Some((k, v)))
+}
+
+/// The sorted entries: from memory when nothing was spilled, else a k-way merge of the runs.
+pub struct Merge {
+    mem: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    readers: Vec<BufReader<File>>,
+    heap: BinaryHeap<Reverse<(Vec<u8>, usize, Vec<u8>)>>,
+    runs: Vec<PathBuf>,
+}
+
+impl Iterator for Merge {
+    type Item = std::io::Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.readers.is_empty() {
+            return self.mem.next().map(Ok);
+        }
+        let Reverse((k, i, v)) = self.heap.pop()?;
+        match read_entry(&mut self.readers[i]) {
+            Ok(Some(e)) => self.heap.push(Reverse((e.0, i, e.1))),
+            Ok(None) => {}
+            Err(e) => return Some(Err(e)),
+        }
+        Some(Ok((k, v)))
+    }
+}
+
+impl Drop for Merge {
+    fn drop(&mut self) {
+        for p in &self.runs {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sorted(entries: &[(Vec<u8>, Vec<u8>)], budget: usize) -> (Vec<(Vec<u8>, Vec<u8>)>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sorter::new(dir.path(), budget).unwrap();
+        for (k, v) in entries {
+            s.push(k.clone(), v.clone()).unwrap();
+        }
+        let runs = s.spilled_runs();
+        let out: Vec<_> = s.finish().unwrap().map(|e| e.unwrap()).collect();
+        // Every run file is gone once the merge is dropped.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        (out, runs)
+    }
+
+    #[test]
+    fn spills_and_merges_in_order() {
+        let entries: Vec<_> = (0..50_000u32)
+            .map(|i| {
+                let k = (i.wrapping_mul(2_654_435_761)).to_be_bytes().to_vec();
+                (k, i.to_le_bytes().to_vec())
+            })
+            .collect();
+        let (out, runs) = sorted(&entries, 1 << 20);
+        assert!(runs > 1, "a 1 MiB budget spills 50,000 entries");
+        let mut want = entries.clone();
+        want.sort();
+        assert_eq!(out, want);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_an_in_memory_sort(keys in prop::collection::btree_set(prop::collection::vec(any::<u8>(), 0..40), 0..400)) {
+            let mut entries: Vec<_> = keys.into_iter().map(|k| (k.clone(), k.iter().rev().copied().collect::<Vec<u8>>())).collect();
+            // Pushed in a scrambled order.
+            entries.reverse();
+            let third = entries.len() / 3;
+            entries.rotate_left(third);
+            // A budget of a few entries (many runs) and one that holds them all.
+            let mut want = entries.clone();
+            want.sort();
+            for budget in [300, 1 << 30] {
+                let (out, _) = sorted(&entries, budget);
+                prop_assert_eq!(&out, &want);
+            }
+        }
+    }
+}
