@@ -12,6 +12,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// A key and its value.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
 /// What one in-memory entry is charged: its bytes plus the vector headers.
 fn cost(k: &[u8], v: &[u8]) -> usize {
     k.len() + v.len() + 2 * std::mem::size_of::<Vec<u8>>()
@@ -21,7 +24,7 @@ fn cost(k: &[u8], v: &[u8]) -> usize {
 pub struct Sorter {
     dir: PathBuf,
     budget: usize,
-    mem: Vec<(Vec<u8>, Vec<u8>)>,
+    mem: Vec<Entry>,
     mem_bytes: usize,
     runs: Vec<PathBuf>,
     len: u64,
@@ -134,7 +137,7 @@ impl Drop for Sorter {
     }
 }
 
-fn read_entry(r: &mut BufReader<File>) -> std::io::Result<Option<(Vec<u8>, Vec<u8>)>> {
+fn read_entry(r: &mut BufReader<File>) -> std::io::Result<Option<Entry>> {
     let mut lens = [0u8; 8];
     match r.read_exact(&mut lens) {
         Ok(()) => {}
@@ -152,14 +155,14 @@ fn read_entry(r: &mut BufReader<File>) -> std::io::Result<Option<(Vec<u8>, Vec<u
 
 /// The sorted entries: from memory when nothing was spilled, else a k-way merge of the runs.
 pub struct Merge {
-    mem: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    mem: std::vec::IntoIter<Entry>,
     readers: Vec<BufReader<File>>,
     heap: BinaryHeap<Reverse<(Vec<u8>, usize, Vec<u8>)>>,
     runs: Vec<PathBuf>,
 }
 
 impl Iterator for Merge {
-    type Item = std::io::Result<(Vec<u8>, Vec<u8>)>;
+    type Item = std::io::Result<Entry>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.readers.is_empty() {
@@ -188,7 +191,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn sorted(entries: &[(Vec<u8>, Vec<u8>)], budget: usize) -> (Vec<(Vec<u8>, Vec<u8>)>, usize) {
+    fn sorted(entries: &[Entry], budget: usize) -> (Vec<Entry>, usize) {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Sorter::new(dir.path(), budget).unwrap();
         for (k, v) in entries {
