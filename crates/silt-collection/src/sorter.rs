@@ -153,11 +153,14 @@ fn read_entry(r: &mut BufReader<File>) -> std::io::Result<Option<Entry>> {
     Ok(Some((k, v)))
 }
 
+/// A run's next entry in the merge heap: key, run number, value (smallest key on top).
+type Head = Reverse<(Vec<u8>, usize, Vec<u8>)>;
+
 /// The sorted entries: from memory when nothing was spilled, else a k-way merge of the runs.
 pub struct Merge {
     mem: std::vec::IntoIter<Entry>,
     readers: Vec<BufReader<File>>,
-    heap: BinaryHeap<Reverse<(Vec<u8>, usize, Vec<u8>)>>,
+    heap: BinaryHeap<Head>,
     runs: Vec<PathBuf>,
 }
 
