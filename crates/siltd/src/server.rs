@@ -74,10 +74,12 @@ async fn connection(s: Arc<Server>, mut stream: TcpStream, peer: String) {
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
     let info = ConnInfo { id, peer };
+    s.inprog.connected(&info);
     let why = match serve_connection(&s, &mut stream, &info).await {
         Ok(()) => "client closed".to_string(),
         Err(e) => e,
     };
+    s.inprog.disconnected(id);
     s.conns_current.fetch_sub(1, Ordering::Relaxed);
     tracing::info!(conn = id, remote = %info.peer, reason = %why, "connection ended");
 }
