@@ -209,6 +209,27 @@ fn encode_number(n: Num, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether decoding `v`'s encoding gives back `v` itself, type and bits included (the same
+/// BSON bytes), not merely an equal value. False for what the canonical decoding changes:
+/// `Int64` values that fit an `Int32`, integral doubles in the `i64` range (`-0.0` too), NaNs
+/// other than the canonical one, every `Decimal128`, symbols, and containers holding any of
+/// these. Index entries record such values beside the key so that covered queries can return
+/// them exactly (`silt_collection::index`).
+pub fn is_exact(v: &Bson) -> bool {
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
+    match v {
+        Bson::Int32(_) => true,
+        Bson::Int64(i) => i32::try_from(*i).is_err(),
+        Bson::Double(d) if d.is_nan() => d.to_bits() == f64::NAN.to_bits(),
+        Bson::Double(d) => !(d.fract() == 0.0 && (-TWO63..TWO63).contains(d)),
+        Bson::Decimal128(_) | Bson::Symbol(_) => false,
+        Bson::Document(d) => d.values().all(is_exact),
+        Bson::Array(a) => a.iter().all(is_exact),
+        Bson::JavaScriptCodeWithScope(c) => c.scope.values().all(is_exact),
+        _ => true,
+    }
+}
+
 /// Decode one ascending value from the front of `bytes`; returns it and the bytes consumed.
 pub fn decode_value(bytes: &[u8]) -> Option<(Bson, usize)> {
     let mut r = Reader {
@@ -596,7 +617,8 @@ mod tests {
             any::<f64>().prop_map(Bson::Double),
             (-4i32..4).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
             any::<i64>().prop_map(|i| Bson::Double(i as f64)),
-            (0usize..30).prop_map(|i| edge_numbers()[i].clone()),
+            (0usize..35).prop_map(|i| edge_numbers()[i].clone()),
+            (0u8..3).prop_map(|b| make_dbpointer("db.c", [b; 12]).expect("dbpointer")),
             "[ab\0\u{e9}]{0,4}".prop_map(Bson::String),
             "[ab]{0,2}".prop_map(Bson::Symbol),
             prop::collection::vec(0u8..3, 0..3).prop_map(|bytes| Bson::Binary(Binary {
@@ -643,6 +665,11 @@ mod tests {
         }
 
         #[test]
+        fn exactness_is_the_decoders(a in value()) {
+            check_exact(&a);
+        }
+
+        #[test]
         fn compound_order(a in (value(), value(), any::<bool>()), b in (value(), value())) {
             let (a1, a2, d) = a;
             let (b1, b2) = b;
@@ -667,6 +694,47 @@ mod tests {
                 cmp_values(&Bson::Int64(i), &Bson::Double(f))
             );
         }
+    }
+
+    fn bson_bytes(v: &Bson) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        doc! {"v": v.clone()}.to_writer(&mut out).ok()?;
+        Some(out)
+    }
+
+    /// `is_exact` says whether the decoded value has the original's BSON bytes (for values
+    /// BSON can hold: field names with NUL cannot be stored, so they are skipped).
+    fn check_exact(v: &Bson) {
+        if bson_bytes(v).is_none() {
+            return;
+        }
+        let mut asc = Vec::new();
+        encode_value(v, &mut asc);
+        let back = decode_value(&asc).expect("decodes").0;
+        assert_eq!(
+            is_exact(v),
+            bson_bytes(&back) == bson_bytes(v),
+            "{v:?} decoded as {back:?}"
+        );
+        let mut desc = Vec::new();
+        encode_value_desc(v, &mut desc);
+        let back_desc = decode_value_desc(&desc).expect("decodes").0;
+        assert_eq!(bson_bytes(&back_desc), bson_bytes(&back));
+    }
+
+    #[test]
+    fn exactness_of_edge_values() {
+        for v in edge_numbers() {
+            check_exact(&v);
+        }
+        check_exact(&make_dbpointer("db.coll", [7; 12]).unwrap());
+        check_exact(&Bson::Double(f64::from_bits(f64::NAN.to_bits() | 1)));
+        check_exact(&Bson::Double(-f64::NAN));
+        assert!(!is_exact(&Bson::Double(-0.0)));
+        assert!(!is_exact(&Bson::Int64(3)));
+        assert!(is_exact(&Bson::Int64(1 << 40)));
+        assert!(!is_exact(&bson!({"a": [1, {"b": 2.0}]})));
+        assert!(is_exact(&bson!({"a": [1, {"b": 2.5}], "s": "x"})));
     }
 
     /// The examples in docs/keys.md.

@@ -2,8 +2,25 @@
 //!
 //! Each index is its own engine dictionary. An entry's key is
 //! `keyenc::encode_key(index values with their directions) ++ keyenc::encode(_id)`; its value
-//! is empty, or the whole document's BSON for a clustering index. The part before the `_id`
-//! is the entry's *prefix*; a unique index allows one `_id` per prefix.
+//! is the whole document's BSON for a clustering index, and otherwise the entry's *shape*
+//! (below). The part before the `_id` is the entry's *prefix*; a unique index allows one `_id`
+//! per prefix.
+//!
+//! **Shapes.** A key does not say everything about the indexed values: its decoding is
+//! canonical (`NumberLong(5)` and `5.0` decode as `5`, see `keyenc::is_exact`), and a missing
+//! field is keyed as null. So that a covered query (one answered from index entries alone)
+//! returns exactly what reading the document would, the value of a non-clustering entry
+//! records what the key loses, as a BSON document with any of:
+//!
+//! - `v: {<field position or "_id">: <value>}`: the stored values whose decoding is not exact;
+//! - `m: [<field position>, ...]`: the indexed fields the document lacks;
+//! - `x: true`: the document has an array along an indexed path (its keys are elements), so
+//!   the entry cannot stand in for the document.
+//!
+//! The value is empty when there is nothing to record (the common case: strings, ObjectIds,
+//! dates, 32-bit integers, fractional doubles, present fields). Indexes built before shapes
+//! existed have empty values throughout; their catalog entry lacks `coverable: true` and they
+//! are never used to cover a query.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -256,6 +273,112 @@ impl IndexSpec {
         }
         d
     }
+
+    /// The shape of `doc`'s entries in a non-clustering index (see the module docs): empty
+    /// when the keys say everything.
+    pub fn shape(&self, doc: &Document) -> Vec<u8> {
+        let mut exact = Document::new();
+        let mut missing: Vec<Bson> = Vec::new();
+        for (i, (path, _)) in self.fields.iter().enumerate() {
+            match value_at(doc, path) {
+                At::Value(v) if !keyenc::is_exact(v) => {
+                    exact.insert(i.to_string(), v.clone());
+                }
+                At::Value(_) => {}
+                At::Missing => missing.push(Bson::Int32(i as i32)),
+                At::Array => return encode_shape(doc! { "x": true }),
+            }
+        }
+        if let Some(id) = doc.get("_id").filter(|id| !keyenc::is_exact(id)) {
+            exact.insert("_id", id.clone());
+        }
+        let mut shape = Document::new();
+        if !exact.is_empty() {
+            shape.insert("v", exact);
+        }
+        if !missing.is_empty() {
+            shape.insert("m", missing);
+        }
+        if shape.is_empty() {
+            Vec::new()
+        } else {
+            encode_shape(shape)
+        }
+    }
+}
+
+fn encode_shape(d: Document) -> Vec<u8> {
+    let mut v = Vec::new();
+    // Writing a document to a Vec cannot fail.
+    let _ = d.to_writer(&mut v);
+    v
+}
+
+/// The value at a dotted path, reached through documents only.
+enum At<'a> {
+    Value(&'a Bson),
+    Missing,
+    /// An array on the way or at the end.
+    Array,
+}
+
+fn value_at<'a>(doc: &'a Document, path: &str) -> At<'a> {
+    let mut parts = path.split('.');
+    let Some(mut cur) = parts.next().and_then(|p| doc.get(p)) else {
+        return At::Missing;
+    };
+    for p in parts {
+        match cur {
+            Bson::Document(d) => match d.get(p) {
+                Some(v) => cur = v,
+                None => return At::Missing,
+            },
+            Bson::Array(_) => return At::Array,
+            _ => return At::Missing,
+        }
+    }
+    match cur {
+        Bson::Array(_) => At::Array,
+        v => At::Value(v),
+    }
+}
+
+/// The value at a dotted path through documents (`None` if missing or under a non-document),
+/// for tests.
+#[cfg(test)]
+pub(crate) fn tests_value_at<'a>(doc: &'a Document, path: &str) -> Option<&'a Bson> {
+    match value_at(doc, path) {
+        At::Value(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// Set `path` in `doc` to `v`, creating the documents on the way; `None` if a non-document
+/// is in the way.
+fn set_path(doc: &mut Document, path: &str, v: Bson) -> Option<()> {
+    match path.split_once('.') {
+        None => {
+            doc.insert(path, v);
+            Some(())
+        }
+        Some((first, rest)) => {
+            if !doc.contains_key(first) {
+                doc.insert(first, Document::new());
+            }
+            match doc.get_mut(first)? {
+                Bson::Document(sub) => set_path(sub, rest, v),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// Whether `prefix` is `path` or one of its ancestors (`a` of `a.b`).
+pub fn path_covers(prefix: &str, path: &str) -> bool {
+    path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// The keys of one document under one index.
@@ -358,6 +481,8 @@ pub struct Index {
     pub spec: IndexSpec,
     dict: Dict,
     multikey: AtomicBool,
+    /// Entries carry shapes (every index built since shapes exist).
+    coverable: bool,
     desc: Vec<bool>,
 }
 
@@ -370,14 +495,21 @@ impl std::fmt::Debug for Index {
 }
 
 impl Index {
-    pub(crate) fn new(spec: IndexSpec, dict: Dict, multikey: bool) -> Index {
+    pub(crate) fn new(spec: IndexSpec, dict: Dict, multikey: bool, coverable: bool) -> Index {
         let desc = spec.directions();
         Index {
             spec,
             dict,
             multikey: AtomicBool::new(multikey),
+            coverable,
             desc,
         }
+    }
+
+    /// Whether entries carry shapes, so that [`Index::covered_doc`] can answer (false for a
+    /// clustering index, whose entries carry the document itself).
+    pub fn is_coverable(&self) -> bool {
+        self.coverable && !self.spec.clustering
     }
 
     /// The index's dictionary.
@@ -412,11 +544,71 @@ impl Index {
         keyenc::decode_key(&key[..n], &self.desc)
     }
 
-    /// The catalog form: the spec plus the dictionary name and the multikey flag.
+    /// The document an entry stands for, rebuilt from its key and shape: `_id` and every
+    /// indexed field, with the stored types, and without the fields the document lacks.
+    /// `None` when the entry cannot stand in for the document: the index does not carry
+    /// shapes, the document had an array along an indexed path, or it lacks a dotted field
+    /// (`{a: 5}`, `{a: {}}` and `{}` all lack `a.b`, and project differently).
+    pub fn covered_doc(&self, key: &[u8], value: &[u8]) -> Option<Document> {
+        if !self.is_coverable() {
+            return None;
+        }
+        let n = prefix_len(key, &self.desc)?;
+        let mut vals = keyenc::decode_key(&key[..n], &self.desc)?;
+        let (mut id, used) = keyenc::decode_value(&key[n..])?;
+        if n + used != key.len() {
+            return None;
+        }
+        let mut missing = vec![false; vals.len()];
+        if !value.is_empty() {
+            let shape = Document::from_reader(value).ok()?;
+            if shape.get_bool("x").unwrap_or(false) {
+                return None;
+            }
+            if let Ok(exact) = shape.get_document("v") {
+                for (k, v) in exact {
+                    if k == "_id" {
+                        id = v.clone();
+                    } else {
+                        *vals.get_mut(k.parse::<usize>().ok()?)? = v.clone();
+                    }
+                }
+            }
+            if let Ok(m) = shape.get_array("m") {
+                for i in m {
+                    let Bson::Int32(i) = i else { return None };
+                    *missing.get_mut(usize::try_from(*i).ok()?)? = true;
+                }
+            }
+        }
+        let mut doc = doc! { "_id": id };
+        let fields = &self.spec.fields;
+        for (i, ((path, _), v)) in fields.iter().zip(vals).enumerate() {
+            // `_id` is whole already; a field inside another indexed field is part of it.
+            let inside = |f: &str| f != path.as_str() && path_covers(f, path);
+            if path_covers("_id", path) || fields.iter().any(|(f, _)| inside(f)) {
+                continue;
+            }
+            if missing[i] {
+                if path.contains('.') {
+                    return None;
+                }
+                continue;
+            }
+            set_path(&mut doc, path, v)?;
+        }
+        Some(doc)
+    }
+
+    /// The catalog form: the spec plus the dictionary name and the multikey and coverable
+    /// flags.
     pub(crate) fn catalog_doc(&self) -> Document {
         let mut d = self.spec.to_doc();
         d.insert("dict", self.dict.name());
         d.insert("multikey", self.is_multikey());
+        if self.coverable {
+            d.insert("coverable", true);
+        }
         d
     }
 }

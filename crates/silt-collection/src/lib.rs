@@ -67,6 +67,9 @@ pub enum CollError {
     /// The namespace does not exist.
     #[error("ns not found: {0}")]
     NamespaceNotFound(String),
+    /// The operation was stopped on request (an index build whose [`BuildObserver`] said so).
+    #[error("operation was interrupted")]
+    Interrupted,
     /// Stored bytes that are not a BSON document.
     #[error("stored document in {ns} is not valid BSON: {detail}")]
     BadStoredDocument {
@@ -146,6 +149,37 @@ pub struct CreateIndexesOutcome {
 const SORT_TMP_DIR: &str = "_tmp";
 const BUILD_PROGRESS_EVERY: u64 = 100_000;
 
+/// Documents or keys between an index build's reports to its [`BuildObserver`].
+const BUILD_REPORT_EVERY: u64 = 256;
+
+/// Watches an index build (siltd shows it in `currentOp`) and may stop it.
+pub trait BuildObserver: Sync {
+    /// A phase begins: its description (MongoDB's, like `Index Build: scanning collection`)
+    /// and how many units (documents, keys) it has, as far as known.
+    fn phase(&self, msg: &str, total: u64);
+    /// Units of the current phase done so far.
+    fn progress(&self, done: u64);
+    /// Whether to stop: the build then fails with [`CollError::Interrupted`] and leaves
+    /// nothing behind.
+    fn interrupted(&self) -> bool;
+}
+
+/// An observer that watches nothing and never interrupts.
+pub struct Unobserved;
+
+impl BuildObserver for Unobserved {
+    fn phase(&self, _msg: &str, _total: u64) {}
+    fn progress(&self, _done: u64) {}
+    fn interrupted(&self) -> bool {
+        false
+    }
+}
+
+/// MongoDB's messages for the phases of an index build (`currentOp`'s `msg`).
+pub const BUILD_SCANNING: &str = "Index Build: scanning collection";
+/// The bulk load of the sorted keys.
+pub const BUILD_INSERTING: &str = "Index Build: inserting keys from external sorter into index";
+
 fn dict_number(name: &str) -> Option<u64> {
     name.strip_prefix("coll-")
         .or_else(|| name.strip_prefix("idx-"))
@@ -189,7 +223,8 @@ impl Store {
                     let idict = env.open_dict(&name)?;
                     known.push(name);
                     let mk = ix.get_bool("multikey").unwrap_or(true);
-                    indexes.push(Arc::new(Index::new(spec, idict, mk)));
+                    let coverable = ix.get_bool("coverable").unwrap_or(false);
+                    indexes.push(Arc::new(Index::new(spec, idict, mk, coverable)));
                 }
             }
             colls.insert(
@@ -322,6 +357,17 @@ impl Store {
     /// built. Writes to this collection wait during the build; other collections are not
     /// affected. A failed build (a unique violation) leaves no index behind.
     pub fn create_indexes(&self, ns: &str, specs: Vec<IndexSpec>) -> Result<CreateIndexesOutcome> {
+        self.create_indexes_observed(ns, specs, &Unobserved)
+    }
+
+    /// [`Store::create_indexes`], reporting progress to `obs`, which may also interrupt the
+    /// build (then nothing is built, and the half-built dictionaries are dropped).
+    pub fn create_indexes_observed(
+        &self,
+        ns: &str,
+        specs: Vec<IndexSpec>,
+        obs: &dyn BuildObserver,
+    ) -> Result<CreateIndexesOutcome> {
         let created_collection = self.get(ns).is_none();
         let c = self.get_or_create(ns)?;
         let _w = c.build.write();
@@ -407,8 +453,9 @@ impl Store {
                         &dict,
                         &self.env.dir().join(SORT_TMP_DIR),
                         self.build_memory,
+                        obs,
                     )?;
-                    Ok(Arc::new(Index::new(spec, dict, mk)))
+                    Ok(Arc::new(Index::new(spec, dict, mk, true)))
                 });
             match r {
                 Ok(ix) => built.push(ix),
@@ -731,11 +778,18 @@ impl Collection {
                     }));
                 }
             }
-            plans.push((ix, ok, nk, mk));
+            // What each entry's value must be: the document (clustering) or its shape.
+            let value = |d: Option<&Document>| match d {
+                Some(d) if ix.spec.clustering => encode_doc(d),
+                Some(d) if ix.is_coverable() => ix.spec.shape(d),
+                _ => Vec::new(),
+            };
+            let (ov, nv) = (value(old), value(new));
+            plans.push((ix, ok, nk, mk, ov != nv, nv));
         }
         // Unique checks under the stripes of the new prefixes.
         let mut stripes: Vec<usize> = Vec::new();
-        for (ix, ok, nk, _) in &plans {
+        for (ix, ok, nk, ..) in &plans {
             if !ix.spec.unique {
                 continue;
             }
@@ -749,7 +803,7 @@ impl Collection {
         stripes.dedup();
         let _guards: Vec<MutexGuard<'_, ()>> =
             stripes.iter().map(|s| self.ukey_locks[*s].lock()).collect();
-        for (ix, ok, nk, _) in &plans {
+        for (ix, ok, nk, ..) in &plans {
             if !ix.spec.unique {
                 continue;
             }
@@ -778,7 +832,7 @@ impl Collection {
         // Flag multikey before any entry is written, so no planner sees an array key in an
         // index it believes is not multikey.
         let mut flag_changed = false;
-        for (ix, _, _, mk) in &plans {
+        for (ix, _, _, mk, ..) in &plans {
             if *mk && ix.set_multikey() {
                 flag_changed = true;
             }
@@ -792,7 +846,7 @@ impl Collection {
             (Some(b), None) => batch.put(&self.dict, key, b)?,
             (None, _) => batch.delete(&self.dict, key)?,
         }
-        for (ix, ok, nk, _) in &plans {
+        for (ix, ok, nk, _, value_changed, val) in &plans {
             let entry = |p: &[u8]| {
                 let mut e = Vec::with_capacity(p.len() + key.len());
                 e.extend_from_slice(p);
@@ -804,15 +858,11 @@ impl Collection {
                     batch.delete(ix.dict(), &entry(p))?;
                 }
             }
-            let val: &[u8] = if ix.spec.clustering {
-                bytes.as_deref().unwrap_or(&[])
-            } else {
-                &[]
-            };
+            // An entry whose key stays is rewritten when its value changes (the document of a
+            // clustering index, or the shape: `1` becoming `NumberLong(1)` keeps the key).
             for (p, _) in nk {
                 if ok.iter().any(|(o, _)| o == p) {
-                    // Unchanged entry: only a clustering index's copy of the document moves.
-                    if ix.spec.clustering {
+                    if *value_changed {
                         batch.replace(ix.dict(), &entry(p), val)?;
                     }
                 } else {
@@ -828,23 +878,30 @@ impl Collection {
     }
 
     /// Build `spec` into the empty `dict` from the collection's documents (the caller holds
-    /// `build` exclusively): collect every entry, sort, check uniqueness, bulk load.
-    /// Returns whether the index is multikey.
+    /// `build` exclusively): generate every entry into an external sorter (spilling past
+    /// `memory` bytes to run files under `tmp`), then stream the sorted entries into the bulk
+    /// loader, checking uniqueness on the way. Returns whether the index is multikey.
     fn build_index(
         &self,
         spec: &IndexSpec,
         dict: &Dict,
         tmp: &Path,
         memory: usize,
+        obs: &dyn BuildObserver,
     ) -> Result<bool> {
         let started = std::time::Instant::now();
         tracing::info!(ns = %self.ns, index = %spec.name, "index build: scanning collection");
+        let interrupted = || {
+            tracing::info!(ns = %self.ns, index = %spec.name, "index build interrupted");
+            CollError::Interrupted
+        };
         let io = |e: std::io::Error| {
             CollError::Storage(silt_storage::Error::Io {
                 path: tmp.to_path_buf(),
                 source: e,
             })
         };
+        obs.phase(BUILD_SCANNING, self.estimated_count());
         let mut sorter = sorter::Sorter::new(tmp, memory).map_err(io)?;
         let mut multikey = false;
         let mut cur = self.dict.cursor(Bound::Unbounded, Bound::Unbounded);
@@ -854,27 +911,39 @@ impl Collection {
             let d = decode_doc(&self.ns, &v)?;
             let (keys, mk) = self.keys_of_spec(spec, &d)?;
             multikey |= mk;
+            let val = if spec.clustering {
+                v.clone()
+            } else {
+                spec.shape(&d)
+            };
             for (p, _) in keys {
                 let mut e = p;
                 e.extend_from_slice(&k);
-                let val = if spec.clustering {
-                    v.clone()
-                } else {
-                    Vec::new()
-                };
-                sorter.push(e, val).map_err(io)?;
+                sorter.push(e, val.clone()).map_err(io)?;
             }
             docs += 1;
+            if docs.is_multiple_of(BUILD_REPORT_EVERY) {
+                obs.progress(docs);
+                if obs.interrupted() {
+                    return Err(interrupted());
+                }
+            }
             if sorter.len() >= next_log {
                 tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = sorter.len(), runs = sorter.spilled_runs(), "index build: collecting keys");
                 next_log += BUILD_PROGRESS_EVERY;
             }
         }
+        obs.progress(docs);
+        if obs.interrupted() {
+            return Err(interrupted());
+        }
         let n = sorter.len();
         tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, runs = sorter.spilled_runs(), "index build: sorting");
         let merged = sorter.finish().map_err(io)?;
-        // The bulk loader takes a plain iterator: a read error or a duplicate stops it, and is
-        // reported once it returns.
+        obs.phase(BUILD_INSERTING, n);
+        // The bulk loader pulls from a plain iterator: a read error, a duplicate or an
+        // interruption ends the input early, and is reported once the loader returns (the
+        // caller drops the half-built dictionary).
         let mut failure: Option<CollError> = None;
         let desc = spec.directions();
         let mut prev: Option<Vec<u8>> = None;
@@ -891,7 +960,8 @@ impl Collection {
             if spec.unique {
                 if let Some(lk) = index::prefix_len(&k, &desc) {
                     if prev.as_deref() == Some(&k[..lk]) {
-                        let vals = silt_bson::keyenc::decode_key(&k[..lk], &desc).unwrap_or_default();
+                        let vals =
+                            silt_bson::keyenc::decode_key(&k[..lk], &desc).unwrap_or_default();
                         failure = Some(CollError::DuplicateKey {
                             ns: self.ns.clone(),
                             index: spec.name.clone(),
@@ -904,6 +974,13 @@ impl Collection {
                 }
             }
             loaded += 1;
+            if loaded.is_multiple_of(BUILD_REPORT_EVERY) {
+                obs.progress(loaded);
+                if obs.interrupted() {
+                    failure = Some(interrupted());
+                    return None;
+                }
+            }
             if loaded >= next_log {
                 tracing::info!(ns = %self.ns, index = %spec.name, keys = loaded, of = n, "index build: inserting keys from the external sorter");
                 next_log += BUILD_PROGRESS_EVERY;
@@ -918,6 +995,10 @@ impl Collection {
             return Err(e);
         }
         res?;
+        if obs.interrupted() {
+            return Err(interrupted());
+        }
+        obs.progress(n);
         tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, ms = started.elapsed().as_millis() as u64, "index build: done");
         Ok(multikey)
     }
@@ -1279,6 +1360,164 @@ mod tests {
         assert!(!s.env().list_dicts().iter().any(|n| n.starts_with("idx-")));
     }
 
+    /// The document with every sub-document's fields sorted (covered documents follow the
+    /// key pattern's order, projections the document's), as BSON bytes: equal when the
+    /// values and their types are.
+    fn canonical(d: &Document) -> Vec<u8> {
+        fn sort(v: &Bson) -> Bson {
+            match v {
+                Bson::Document(d) => {
+                    let mut kv: Vec<(String, Bson)> =
+                        d.iter().map(|(k, v)| (k.clone(), sort(v))).collect();
+                    kv.sort_by(|a, b| a.0.cmp(&b.0));
+                    Bson::Document(kv.into_iter().collect())
+                }
+                Bson::Array(a) => Bson::Array(a.iter().map(sort).collect()),
+                other => other.clone(),
+            }
+        }
+        let mut out = Vec::new();
+        if let Bson::Document(d) = sort(&Bson::Document(d.clone())) {
+            d.to_writer(&mut out).unwrap();
+        }
+        out
+    }
+
+    /// Each entry rebuilt by `covered_doc` is the document projected on the index's fields
+    /// (types, nulls and missing fields included), or `None` for the documents an entry
+    /// cannot stand for; shapes follow updates that keep the key.
+    fn check_covered(c: &Collection, name: &str, docs: &[Document]) {
+        let ix = c.index(name).unwrap();
+        let mut spec = doc! {};
+        for (f, _) in &ix.spec.fields {
+            // {n: 1, "n.y": 1} is a path collision: `n` holds `n.y`.
+            if !ix
+                .spec
+                .fields
+                .iter()
+                .any(|(g, _)| g != f && index::path_covers(g, f))
+            {
+                spec.insert(f.clone(), 1);
+            }
+        }
+        let proj = silt_query::projection::Projection::new(&spec).unwrap();
+        let mut cur = ix.dict().cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut seen = 0;
+        while let Some((k, v)) = cur.next().unwrap() {
+            let id = silt_bson::keyenc::decode_value(ix.entry_id_key(&k).unwrap())
+                .unwrap()
+                .0;
+            let d = docs
+                .iter()
+                .find(|d| silt_bson::compare::values_equal(d.get("_id").unwrap(), &id))
+                .unwrap();
+            let want = proj.apply(d, None).unwrap();
+            match ix.covered_doc(&k, &v) {
+                Some(got) => assert_eq!(canonical(&got), canonical(&want), "{d}: {got}"),
+                None => {
+                    let dotted_missing = ix
+                        .spec
+                        .fields
+                        .iter()
+                        .any(|(f, _)| f.contains('.') && index::tests_value_at(d, f).is_none());
+                    let arrays = ix.spec.keys(d).unwrap().multikey;
+                    assert!(dotted_missing || arrays, "{d} not covered");
+                }
+            }
+            seen += 1;
+        }
+        assert!(seen >= docs.len() || ix.is_multikey());
+    }
+
+    fn mixed_value() -> impl proptest::strategy::Strategy<Value = Option<Bson>> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            (-1i32..2).prop_map(Bson::Int32),
+            (-1i64..2).prop_map(Bson::Int64),
+            Just(Bson::Int64(1 << 40)),
+            (-2i32..4).prop_map(|i| Bson::Double(f64::from(i) / 2.0)),
+            Just(Bson::Double(-0.0)),
+            Just(Bson::Double(f64::NAN)),
+            Just(Bson::Decimal128("2.50".parse().unwrap())),
+            "[ab]{0,2}".prop_map(Bson::String),
+            "[ab]{0,1}".prop_map(Bson::Symbol),
+            Just(Bson::Null),
+            any::<bool>().prop_map(Bson::Boolean),
+        ];
+        let nested =
+            (leaf.clone(), leaf.clone()).prop_map(|(x, y)| Bson::Document(doc! {"x": x, "y": y}));
+        prop_oneof![
+            3 => leaf.prop_map(Some),
+            1 => nested.prop_map(Some),
+            1 => Just(Some(Bson::Int32(7))).prop_map(|_| Some(Bson::Document(doc! {"y": 1}))),
+            1 => Just(None),
+        ]
+    }
+
+    #[test]
+    fn shapes_follow_updates_that_keep_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        s.create_indexes("db.c", vec![spec(doc! {"key": {"a": 1}})])
+            .unwrap();
+        let c = s.get("db.c").unwrap();
+        let mut d = doc! {"_id": 1, "a": 1};
+        c.insert(&d).unwrap();
+        for v in [Bson::Int64(1), Bson::Double(1.0), Bson::Int32(1)] {
+            let old = d.clone();
+            d.insert("a", v);
+            c.replace_locked(&id_key(&Bson::Int32(1)), &old, &d)
+                .unwrap();
+            check_covered(&c, "a_1", std::slice::from_ref(&d));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn covered_docs_equal_projections(
+            rows in proptest::collection::vec(
+                (mixed_value(), mixed_value(), mixed_value()), 1..20),
+            retype in proptest::collection::vec(mixed_value(), 20),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+            let c = s.get_or_create("db.c").unwrap();
+            let mut docs = Vec::new();
+            for (i, (a, b, n)) in rows.into_iter().enumerate() {
+                let id = if i % 3 == 0 { Bson::Int64(i as i64) } else { Bson::Int32(i as i32) };
+                let mut d = doc! {"_id": id};
+                for (k, v) in [("a", a), ("b", b), ("n", n)] {
+                    if let Some(v) = v {
+                        d.insert(k, v);
+                    }
+                }
+                c.insert(&d).unwrap();
+                docs.push(d);
+            }
+            s.create_indexes("db.c", vec![
+                spec(doc! {"key": {"a": 1}}),
+                spec(doc! {"key": {"a": -1, "b": 1}}),
+                spec(doc! {"key": {"n.x": 1, "b": -1}}),
+                spec(doc! {"key": {"n": 1, "n.y": 1}}),
+            ]).unwrap();
+            // Updates after the build: new values (often equal as keys, of another type).
+            for (d, v) in docs.iter_mut().zip(retype) {
+                let key = id_key(d.get("_id").unwrap());
+                let old = d.clone();
+                match v {
+                    Some(v) => { d.insert("a", v); }
+                    None => { d.remove("a"); }
+                }
+                c.replace_locked(&key, &old, d).unwrap();
+            }
+            for name in ["a_1", "a_-1_b_1", "n.x_1_b_-1", "n_1_n.y_1"] {
+                check_covered(&c, name, &docs);
+            }
+        }
+    }
+
     #[test]
     fn concurrent_unique_inserts_admit_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -1302,6 +1541,70 @@ mod tests {
         }
         assert_eq!(entries(&c, "u_1").len(), 20);
         assert_eq!(c.count().unwrap(), 20);
+    }
+
+    /// Records phases and progress; interrupts once `stop_at` units of phase `stop_phase`
+    /// are done.
+    struct Watch {
+        seen: Mutex<Vec<(String, u64, u64)>>,
+        stop: Option<(&'static str, u64)>,
+    }
+
+    impl BuildObserver for Watch {
+        fn phase(&self, msg: &str, total: u64) {
+            self.seen.lock().push((msg.to_string(), total, 0));
+        }
+        fn progress(&self, done: u64) {
+            if let Some(last) = self.seen.lock().last_mut() {
+                last.2 = done;
+            }
+        }
+        fn interrupted(&self) -> bool {
+            let seen = self.seen.lock();
+            let last = seen.last();
+            self.stop
+                .is_some_and(|(p, n)| last.is_some_and(|l| l.0 == p && l.2 >= n))
+        }
+    }
+
+    #[test]
+    fn builds_report_progress_and_stop_when_interrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), opts(), UpdateRegistry::new()).unwrap();
+        let c = s.get_or_create("db.c").unwrap();
+        for i in 0..3000 {
+            c.insert(&doc! {"_id": i, "a": i % 17}).unwrap();
+        }
+        let dicts = s.env().list_dicts().len();
+        for stop in [BUILD_SCANNING, BUILD_INSERTING] {
+            let w = Watch {
+                seen: Mutex::new(Vec::new()),
+                stop: Some((stop, 1000)),
+            };
+            let r = s.create_indexes_observed("db.c", vec![spec(doc! {"key": {"a": 1}})], &w);
+            assert!(matches!(r, Err(CollError::Interrupted)), "{stop}");
+            assert!(c.index("a_1").is_none());
+            assert_eq!(
+                s.env().list_dicts().len(),
+                dicts,
+                "half-built index dropped"
+            );
+        }
+        let w = Watch {
+            seen: Mutex::new(Vec::new()),
+            stop: None,
+        };
+        s.create_indexes_observed("db.c", vec![spec(doc! {"key": {"a": 1}})], &w)
+            .unwrap();
+        let seen = w.seen.lock().clone();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].0, BUILD_SCANNING);
+        assert_eq!(seen[0].2, 3000);
+        assert_eq!(
+            (seen[1].0.as_str(), seen[1].1, seen[1].2),
+            (BUILD_INSERTING, 3000, 3000)
+        );
+        assert_eq!(entries(&c, "a_1").len(), 3000);
     }
 
     #[test]

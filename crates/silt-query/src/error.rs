@@ -65,6 +65,8 @@ codes! {
     location => 17, "Location";
     duplicate_key => 11000, "DuplicateKey";
     invalid_pipeline_operator => 168, "InvalidPipelineOperator";
+    unauthorized => 13, "Unauthorized";
+    interrupted => 11601, "Interrupted";
     bson_object_too_large => 10334, "BSONObjectTooLarge";
 }
 

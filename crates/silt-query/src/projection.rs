@@ -190,6 +190,39 @@ impl Projection {
         self.positional.is_some()
     }
 
+    /// The dotted paths a plain inclusion projection keeps (`_id` among them unless
+    /// excluded): `None` for an exclusion projection or one with `$slice`, `$elemMatch` or a
+    /// positional `.$`. Such a projection of a document depends only on the values at these
+    /// paths, which is what lets a query be answered from index keys.
+    pub fn included_paths(&self) -> Option<Vec<String>> {
+        fn walk(nodes: &Nodes, prefix: &str, out: &mut Vec<String>) -> bool {
+            for (k, node) in nodes {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match node {
+                    Node::Include => out.push(path),
+                    // Only `_id: 0` excludes in an inclusion projection.
+                    Node::Exclude => {}
+                    Node::Children(kids) => {
+                        if !walk(kids, &path, out) {
+                            return false;
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+            true
+        }
+        if !self.inclusion {
+            return None;
+        }
+        let mut out = Vec::new();
+        walk(&self.root, "", &mut out).then_some(out)
+    }
+
     /// Project `doc`. `matcher` is the query's filter, needed by a positional projection.
     pub fn apply(&self, doc: &Document, matcher: Option<&Matcher>) -> QResult<Document> {
         let mut ctx = ApplyCtx {
@@ -676,6 +709,24 @@ mod tests {
         );
         assert_eq!(apply(doc! {}, d.clone()), d);
         assert!(!p(doc! {"_id": 0}).is_inclusion());
+    }
+
+    #[test]
+    fn included_paths() {
+        let paths = |spec: Document| p(spec).included_paths();
+        let v = |xs: &[&str]| Some(xs.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(paths(doc! {"a": 1}), v(&["a", "_id"]));
+        assert_eq!(paths(doc! {"a": 1, "_id": 0}), v(&["a"]));
+        assert_eq!(
+            paths(doc! {"b.c": 1, "b": {"d": 1}}),
+            v(&["b.c", "b.d", "_id"])
+        );
+        assert_eq!(paths(doc! {"_id": 1}), v(&["_id"]));
+        assert_eq!(paths(doc! {"_id": 0}), None);
+        assert_eq!(paths(doc! {"a": 0}), None);
+        assert_eq!(paths(doc! {"a": {"$slice": 1}, "b": 1}), None);
+        assert_eq!(paths(doc! {"a": {"$elemMatch": {"x": 1}}}), None);
+        assert_eq!(paths(doc! {"a.$": 1}), None);
     }
 
     #[test]

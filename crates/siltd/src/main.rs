@@ -10,6 +10,7 @@ mod commands;
 mod config;
 mod cursors;
 mod fast;
+mod ops;
 mod server;
 mod state;
 

@@ -168,10 +168,12 @@ fn connection(s: Arc<Server>, conns: Arc<Conns>, mut stream: TcpStream, id: u64,
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
     let info = ConnInfo { id, peer };
+    s.inprog.connected(&info);
     let why = match serve_connection(&s, &conns, &mut stream, &info) {
         Ok(()) => "client closed".to_string(),
         Err(e) => e,
     };
+    s.inprog.disconnected(id);
     s.conns_current.fetch_sub(1, Ordering::Relaxed);
     tracing::info!(conn = id, remote = %info.peer, reason = %why, "connection ended");
     conns.open.lock().remove(&id);

@@ -15,6 +15,7 @@ use silt_query::QueryError;
 use crate::config::Config;
 use crate::cursors::Cursors;
 use crate::fast::FastUpdates;
+use crate::ops::Ops;
 
 /// Result of a command: the reply body without `ok`, or an error.
 pub type CmdResult = Result<Document, QueryError>;
@@ -51,6 +52,8 @@ pub struct Server {
     pub ops: OpCounters,
     /// Recent log lines for `getLog` (the last 1,024).
     pub recent_log: Mutex<VecDeque<String>>,
+    /// Operations in flight and open connections, for `currentOp` and `killOp`.
+    pub inprog: Ops,
 }
 
 impl Server {
@@ -67,6 +70,7 @@ impl Server {
             conns_total: AtomicU64::new(0),
             ops: OpCounters::default(),
             recent_log: Mutex::new(VecDeque::new()),
+            inprog: Ops::default(),
         }
     }
 
@@ -96,6 +100,9 @@ impl Server {
         } else if let Err(e) = check_db_name(&db) {
             Err(e)
         } else {
+            // In `currentOp` while it runs; the document is shared, not copied.
+            let cmd = Arc::new(cmd);
+            let _running = self.inprog.start(conn, &db, &name, cmd.clone());
             crate::commands::dispatch(self, &db, &name, &cmd, conn)
         };
         let elapsed = started.elapsed();
@@ -146,6 +153,7 @@ pub fn coll_err(e: CollError) -> QueryError {
             msg,
         },
         CollError::IndexNotFound(m) => QueryError::index_not_found(m),
+        CollError::Interrupted => QueryError::interrupted(e.to_string()),
         CollError::Storage(silt_storage::Error::TooLarge { .. }) => {
             QueryError::bson_object_too_large(e.to_string())
         }

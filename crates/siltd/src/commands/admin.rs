@@ -13,6 +13,9 @@ pub const MONGO_VERSION: &str = "7.0.0";
 pub const MAX_WIRE_VERSION: i32 = 21;
 
 pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+    if let Ok(meta) = cmd.get_document("client") {
+        s.inprog.set_client_metadata(conn.id, meta);
+    }
     let mut d = Document::new();
     if name == "hello" || cmd.get_bool("helloOk").unwrap_or(false) {
         d.insert("helloOk", true);
@@ -83,13 +86,18 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// `host:port`, as MongoDB names itself in `serverStatus` and `currentOp`.
+pub fn host(s: &Server) -> String {
+    format!("{}:{}", hostname(), s.cfg.port)
+}
+
 pub fn server_status(s: &Server) -> CmdResult {
     let up = s.started.elapsed();
     let (rss, virt) = rss_mb();
     let es = s.store.env().stats();
     let o = &s.ops;
     Ok(doc! {
-        "host": format!("{}:{}", hostname(), s.cfg.port),
+        "host": host(s),
         "version": MONGO_VERSION,
         "process": "siltd",
         "pid": std::process::id() as i64,
@@ -235,6 +243,78 @@ pub fn get_log(s: &Server, cmd: &Document) -> CmdResult {
             "Argument to getLog must be of type String",
         )),
     }
+}
+
+/// Arguments of `currentOp` that are not part of its filter: its own options and the generic
+/// arguments drivers attach to every command.
+const CURRENT_OP_ARGS: &[&str] = &[
+    "currentOp",
+    "$all",
+    "$ownOps",
+    "$truncateOps",
+    "$db",
+    "lsid",
+    "$clusterTime",
+    "$readPreference",
+    "$client",
+    "comment",
+    "maxTimeMS",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+    "readConcern",
+    "writeConcern",
+];
+
+fn admin_only(db: &str, name: &str) -> Result<(), QueryError> {
+    if db == "admin" {
+        return Ok(());
+    }
+    Err(QueryError::unauthorized(format!(
+        "{name} may only be run against the admin database."
+    )))
+}
+
+/// `currentOp`: `{inprog: [...]}` with the operations in flight that match the filter (every
+/// field but the options; `$all: true` adds idle connections; `$ownOps` is accepted and
+/// ignored, as there are no users). Command documents are cut at 1 KB, as MongoDB does.
+pub fn current_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    admin_only(db, "currentOp")?;
+    let all = super::bool_arg(cmd, "$all")?.unwrap_or(false);
+    let mut filter = Document::new();
+    for (k, v) in cmd {
+        if !CURRENT_OP_ARGS.contains(&k.as_str()) {
+            filter.insert(k.clone(), v.clone());
+        }
+    }
+    let opts = crate::ops::ReportOptions {
+        idle_connections: all,
+        truncate_ops: true,
+    };
+    let m = super::crud::new_matcher(&filter)?;
+    let mut inprog = Vec::new();
+    for d in s.inprog.report(&host(s), opts) {
+        if m.try_matches(&d)? {
+            inprog.push(Bson::Document(d));
+        }
+    }
+    Ok(doc! { "inprog": inprog })
+}
+
+/// `killOp: 1, op: <opid>`: ask an operation to stop at its next interrupt point (index
+/// builds and reads check often; see `ops`). Like MongoDB, succeeds whether or not the
+/// operation exists.
+pub fn kill_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    admin_only(db, "killOp")?;
+    let opid = match cmd.get("op") {
+        Some(Bson::Int32(i)) => i64::from(*i),
+        Some(Bson::Int64(i)) => *i,
+        Some(Bson::Double(d)) if d.fract() == 0.0 => *d as i64,
+        _ => return Err(QueryError::bad_value("Did not provide \"op\" field")),
+    };
+    let found = u32::try_from(opid).is_ok_and(|id| s.inprog.kill(id));
+    tracing::info!(opid, found, "killOp");
+    Ok(doc! { "info": "attempting to kill op" })
 }
 
 pub fn list_commands() -> CmdResult {

@@ -35,11 +35,36 @@ impl silt_query::agg::AggContext for DbContext<'_> {
 }
 
 pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let stages = pipeline_arg(cmd)?;
+    let first = stages.first().and_then(|d| d.keys().next().cloned());
+    if stages
+        .iter()
+        .skip(1)
+        .any(|st| st.contains_key("$currentOp"))
+    {
+        return Err(QueryError::located(
+            40602,
+            "$currentOp is only valid as the first stage in a pipeline",
+        ));
+    }
+    let collectionless = matches!(
+        cmd.get("aggregate"),
+        Some(Bson::Int32(1)) | Some(Bson::Int64(1))
+    ) || matches!(cmd.get("aggregate"), Some(Bson::Double(d)) if *d == 1.0);
+    if first.as_deref() == Some("$currentOp") {
+        if db != "admin" || !collectionless {
+            return Err(QueryError::invalid_namespace(
+                "$currentOp must be run against the 'admin' database with {aggregate: 1}",
+            ));
+        }
+        return current_op_stage(s, cmd, &stages);
+    }
     let coll = match cmd.get("aggregate") {
         Some(Bson::String(_)) => coll_arg(db, cmd, "aggregate")?,
-        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => {
+        _ if collectionless => {
             return Err(QueryError::not_implemented(
-                "collection-less aggregations ($currentOp, $documents) are not supported",
+                "collection-less aggregations other than $currentOp ($documents, \
+                 $listLocalSessions) are not supported",
             ))
         }
         _ => {
@@ -48,8 +73,12 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ))
         }
     };
-    let ns = format!("{db}.{coll}");
-    let stages: Vec<Document> = match cmd.get("pipeline") {
+    aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages)
+}
+
+/// The `pipeline` argument.
+fn pipeline_arg(cmd: &Document) -> QResult<Vec<Document>> {
+    Ok(match cmd.get("pipeline") {
         Some(Bson::Array(a)) => a
             .iter()
             .map(|x| match x {
@@ -64,18 +93,94 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 "'pipeline' option must be specified as an array",
             ))
         }
+    })
+}
+
+/// The `cursor` option (required).
+fn cursor_arg(cmd: &Document) -> QResult<Document> {
+    match cmd.get("cursor") {
+        Some(Bson::Document(c)) => Ok(c.clone()),
+        None => Err(QueryError::failed_to_parse(
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        )),
+        Some(_) => Err(QueryError::type_mismatch("cursor field must be an object")),
+    }
+}
+
+/// The results as a cursor's first batch.
+fn reply(s: &Server, ns: &str, cursor_opts: &Document, out: Vec<Document>) -> CmdResult {
+    let batch = int_arg(cursor_opts, "batchSize")?;
+    if batch.is_some_and(|b| b < 0) {
+        return Err(QueryError::bad_value("batchSize must be non-negative"));
+    }
+    let (docs, id) = s.cursors.first_batch(
+        ns,
+        Box::new(VecSource(out.into())),
+        batch.map(|b| b as usize),
+        false,
+    )?;
+    Ok(cursor_reply(ns, docs, id, true))
+}
+
+/// `[{$currentOp: {...}}, ...]` on `admin` with `aggregate: 1`: the operations in flight (see
+/// `ops`), then the rest of the pipeline. Options: `idleConnections` (default false) adds
+/// idle connections, `truncateOps` (default false) cuts command documents at 1 KB;
+/// `allUsers`, `idleCursors`, `idleSessions`, `localOps` and `backtrace` are accepted (there
+/// are no users, sessions or shards to tell apart).
+fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResult {
+    let spec = match stages[0].get("$currentOp") {
+        Some(Bson::Document(d)) => d,
+        _ => {
+            return Err(QueryError::failed_to_parse(
+                "$currentOp options must be specified in an object",
+            ))
+        }
     };
+    let mut opts = crate::ops::ReportOptions {
+        idle_connections: false,
+        truncate_ops: false,
+    };
+    for (k, v) in spec {
+        let Bson::Boolean(b) = v else {
+            return Err(QueryError::failed_to_parse(format!(
+                "The field '{k}' must be a boolean"
+            )));
+        };
+        match k.as_str() {
+            "idleConnections" => opts.idle_connections = *b,
+            "truncateOps" => opts.truncate_ops = *b,
+            "allUsers" | "idleCursors" | "idleSessions" | "localOps" | "backtrace" => {}
+            _ => {
+                return Err(QueryError::located(
+                    40415,
+                    format!("BSON field '$currentOp.{k}' is an unknown field."),
+                ))
+            }
+        }
+    }
+    let cursor_opts = cursor_arg(cmd)?;
+    let pipeline = silt_query::agg::parse_pipeline(&stages[1..])?;
+    let ops = s.inprog.report(&super::admin::host(s), opts);
+    let ctx = DbContext {
+        s,
+        db: "admin",
+        deadline: deadline(cmd)?,
+    };
+    let out = pipeline.run(Box::new(ops.into_iter().map(Ok)), &ctx)?;
+    reply(s, "admin.$cmd.aggregate", &cursor_opts, out)
+}
+
+fn aggregate_collection(
+    s: &Server,
+    db: &str,
+    ns: String,
+    cmd: &Document,
+    stages: Vec<Document>,
+) -> CmdResult {
     if bool_arg(cmd, "explain")?.unwrap_or(false) {
         return Err(QueryError::not_implemented("explain is not supported yet"));
     }
-    let cursor_opts =
-        match cmd.get("cursor") {
-            Some(Bson::Document(c)) => c.clone(),
-            None => return Err(QueryError::failed_to_parse(
-                "The 'cursor' option is required, except for aggregate with the explain argument",
-            )),
-            Some(_) => return Err(QueryError::type_mismatch("cursor field must be an object")),
-        };
+    let cursor_opts = cursor_arg(cmd)?;
     for st in &stages {
         if let Some(name) = st.keys().next() {
             if name == "$out" || name == "$merge" {
@@ -149,8 +254,14 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     _ => {
                         // The access path comes from the leading $match (index bounds or
                         // _id); the pipeline applies the full filter itself.
-                        let choice =
-                            super::plan::choose(&c, &filter, &matcher, None, cmd.get("hint"))?;
+                        let choice = super::plan::choose(
+                            &c,
+                            &filter,
+                            &matcher,
+                            None,
+                            cmd.get("hint"),
+                            None,
+                        )?;
                         let mut src = MatchSource::with_plan(c, &choice.plan, None, dl);
                         let iter = std::iter::from_fn(move || src.next_doc().transpose());
                         pipeline.run(Box::new(iter), &ctx)?
@@ -160,17 +271,7 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             None => pipeline.run(Box::new(std::iter::empty()), &ctx)?,
         }
     };
-    let batch = int_arg(&cursor_opts, "batchSize")?;
-    if batch.is_some_and(|b| b < 0) {
-        return Err(QueryError::bad_value("batchSize must be non-negative"));
-    }
-    let (docs, id) = s.cursors.first_batch(
-        &ns,
-        Box::new(VecSource(out.into())),
-        batch.map(|b| b as usize),
-        false,
-    )?;
-    Ok(cursor_reply(&ns, docs, id, true))
+    reply(s, &ns, &cursor_opts, out)
 }
 
 /// `[{$match: F}?, {$group: {_id: <constant>, n: {$sum: 1}}}]`, the pipeline drivers send for

@@ -214,7 +214,13 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         let p = silt_collection::IndexSpec::parse(spec).map_err(|e| cannot_create(e.0))?;
         parsed.push(p);
     }
-    let out = s.store.create_indexes(&ns, parsed).map_err(coll_err)?;
+    // The build reports its phases to this command's operation (`currentOp`), which
+    // `killOp` can interrupt.
+    let out = match crate::ops::current() {
+        Some(op) => s.store.create_indexes_observed(&ns, parsed, &*op),
+        None => s.store.create_indexes(&ns, parsed),
+    }
+    .map_err(coll_err)?;
     let mut r = doc! {
         "numIndexesBefore": out.before as i32,
         "numIndexesAfter": out.after as i32,

@@ -236,8 +236,29 @@ struct Query {
     skip: u64,
     limit: Option<u64>,
     projection: Option<Projection>,
+    /// The projection as given (for explain).
+    projection_spec: Option<Document>,
     deadline: Option<Instant>,
     hint: Option<Bson>,
+}
+
+impl Query {
+    /// The plan for this query over `coll` (covered when an index holds all it reads).
+    fn choose(&self, coll: &Collection) -> QResult<plan::Choice> {
+        let output = self
+            .projection
+            .as_ref()
+            .and_then(Projection::included_paths);
+        let needs = plan::needed_paths(&self.matcher, self.sort.as_ref(), output);
+        plan::choose(
+            coll,
+            &self.filter,
+            &self.matcher,
+            self.sort.as_ref(),
+            self.hint.as_ref(),
+            needs.as_deref(),
+        )
+    }
 }
 
 /// The hint's shape (whether it names an existing index is checked when planning).
@@ -268,10 +289,10 @@ fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
         Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),
         _ => None,
     };
-    let projection = match doc_arg(cmd, "projection")? {
-        Some(p) if !p.is_empty() => Some(Projection::new(p)?),
-        _ => None,
-    };
+    let projection_spec = doc_arg(cmd, "projection")?
+        .filter(|p| !p.is_empty())
+        .cloned();
+    let projection = projection_spec.as_ref().map(Projection::new).transpose()?;
     check_hint(cmd)?;
     Ok(Query {
         filter,
@@ -280,6 +301,7 @@ fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
         skip: non_negative(cmd, "skip")?.unwrap_or(0),
         limit: non_negative(cmd, "limit")?.filter(|l| *l > 0),
         projection,
+        projection_spec,
         deadline: deadline(cmd)?,
         hint: cmd
             .get("hint")
@@ -293,14 +315,8 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
-    let choice = plan::choose(
-        &coll,
-        &q.filter,
-        &q.matcher,
-        q.sort.as_ref(),
-        q.hint.as_ref(),
-    )?;
-    let mut src = MatchSource::with_plan(coll, &choice.plan, Some(q.matcher.clone()), q.deadline);
+    let choice = q.choose(&coll)?;
+    let mut src = MatchSource::for_choice(coll, &choice, Some(q.matcher.clone()), q.deadline);
     let inner: Box<dyn DocSource> = match &q.sort {
         Some(sort) if !choice.sorted => {
             let mut all = Vec::new();
@@ -338,13 +354,19 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let started = Instant::now();
     let c = s.store.get(&ns);
     let choice = match &c {
-        Some(c) => plan::choose(c, &q.filter, &q.matcher, q.sort.as_ref(), q.hint.as_ref())?,
+        Some(c) => q.choose(c)?,
         None => plan::Choice {
             plan: plan::Plan::Primary(plan::Access::FullScan),
             sorted: false,
+            covered: None,
         },
     };
-    let winning = plan::explain_plan(&choice, &q.filter, q.sort.as_ref());
+    let winning = plan::explain_plan(
+        &choice,
+        &q.filter,
+        q.sort.as_ref(),
+        q.projection_spec.as_ref(),
+    );
     let mut r = doc! {
         "explainVersion": "1",
         "queryPlanner": {
@@ -358,8 +380,7 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if verbosity != "queryPlanner" {
         let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
         if let Some(c) = c {
-            let mut src =
-                MatchSource::with_plan(c, &choice.plan, Some(q.matcher.clone()), q.deadline);
+            let mut src = MatchSource::for_choice(c, &choice, Some(q.matcher.clone()), q.deadline);
             let want = q.limit.map(|l| l + q.skip);
             let mut got = 0u64;
             while let Some((_, _)) = src.next_match()? {
@@ -663,7 +684,7 @@ fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
+        let choice = plan::choose(&coll, filter, &matcher, None, hint, None)?;
         let mut src =
             MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
         let keys = select_keys(&mut src, sort, multi)?;
@@ -890,7 +911,7 @@ fn delete_docs(
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let choice = plan::choose(&coll, filter, &matcher, None, hint)?;
+    let choice = plan::choose(&coll, filter, &matcher, None, hint, None)?;
     let mut src = MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
     let keys = select_keys(&mut src, sort, multi)?;
     let mut out = Vec::new();
@@ -1065,8 +1086,17 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let total = if let Some(n) = fast {
         n
     } else {
-        let choice = plan::choose(&c, &filter, &matcher, None, cmd.get("hint"))?;
-        let mut src = MatchSource::with_plan(c, &choice.plan, Some(matcher), deadline(cmd)?);
+        // Counted from index entries alone when an index holds the filter's fields.
+        let needs = plan::needed_paths(&matcher, None, Some(Vec::new()));
+        let choice = plan::choose(
+            &c,
+            &filter,
+            &matcher,
+            None,
+            cmd.get("hint"),
+            needs.as_deref(),
+        )?;
+        let mut src = MatchSource::for_choice(c, &choice, Some(matcher), deadline(cmd)?);
         let mut n = 0u64;
         while src.next_match()?.is_some() {
             n += 1;
@@ -1095,7 +1125,10 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let mut values: Vec<Bson> = Vec::new();
     if let Some(c) = s.store.get(&ns) {
         let matcher = Arc::new(new_matcher(&filter)?);
-        let mut src = MatchSource::new(c, &filter, Some(matcher), deadline(cmd)?);
+        // Read from index entries alone when an index holds the key and the filter's fields.
+        let needs = plan::needed_paths(&matcher, None, Some(vec![key.clone()]));
+        let choice = plan::choose(&c, &filter, &matcher, None, None, needs.as_deref())?;
+        let mut src = MatchSource::for_choice(c, &choice, Some(matcher), deadline(cmd)?);
         while let Some(d) = src.next_doc()? {
             let mut found = Vec::new();
             distinct_values(

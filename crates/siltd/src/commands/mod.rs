@@ -22,6 +22,7 @@ pub const COMMANDS: &[&str] = &[
     "count",
     "create",
     "createIndexes",
+    "currentOp",
     "dbStats",
     "delete",
     "distinct",
@@ -42,6 +43,7 @@ pub const COMMANDS: &[&str] = &[
     "isMaster",
     "killAllSessions",
     "killCursors",
+    "killOp",
     "listCollections",
     "listCommands",
     "listDatabases",
@@ -68,6 +70,8 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInf
         "connectionStatus" => admin::connection_status(),
         "whatsmyuri" => Ok(bson::doc! { "you": conn.peer.clone() }),
         "getLog" => admin::get_log(s, cmd),
+        "currentOp" => admin::current_op(s, db, cmd),
+        "killOp" => admin::kill_op(s, db, cmd),
         "listCommands" => admin::list_commands(),
         "endSessions" | "killAllSessions" | "killSessions" | "refreshSessions" => {
             Ok(Document::new())

@@ -14,7 +14,7 @@ use std::time::Instant;
 use bson::{doc, Bson, Document};
 use silt_bson::compare::cmp_values;
 use silt_bson::keyenc;
-use silt_collection::index::prefix_end;
+use silt_collection::index::{path_covers, prefix_end};
 use silt_collection::{id_key, Collection, DocCursor, Index};
 use silt_query::matcher::{CmpOp, LeafOp, MatchExpr, Matcher};
 use silt_query::projection::Projection;
@@ -119,12 +119,18 @@ enum Feed {
 }
 
 /// Documents of one collection that match a filter, each with its primary key.
+///
+/// A covered plan yields, instead of each document, the one its index entry stands for
+/// (`Index::covered_doc`: `_id` and the indexed fields, exactly as stored), and fetches only
+/// the documents an entry cannot stand for.
 pub struct MatchSource {
     coll: Arc<Collection>,
     feed: Feed,
     matcher: Option<Arc<Matcher>>,
     deadline: Option<Instant>,
-    /// Documents examined, for explain and slow-operation logs.
+    covered: Option<Covered>,
+    /// Documents examined (read from the primary tree or a clustering index), for explain
+    /// and slow-operation logs.
     pub examined: u64,
     /// Index keys examined.
     pub keys: u64,
@@ -139,17 +145,30 @@ impl MatchSource {
         deadline: Option<Instant>,
     ) -> MatchSource {
         let choice = match &matcher {
-            Some(m) => choose(&coll, filter, m, None, None).ok(),
+            Some(m) => choose(&coll, filter, m, None, None, None).ok(),
             None => None,
         };
         let choice = choice.unwrap_or(Choice {
             plan: Plan::Primary(access_for(filter)),
             sorted: false,
+            covered: None,
         });
         MatchSource::with_plan(coll, &choice.plan, matcher, deadline)
     }
 
-    /// Read along a chosen plan.
+    /// Read along a chosen plan, covered when the choice is.
+    pub fn for_choice(
+        coll: Arc<Collection>,
+        choice: &Choice,
+        matcher: Option<Arc<Matcher>>,
+        deadline: Option<Instant>,
+    ) -> MatchSource {
+        let mut src = MatchSource::with_plan(coll, &choice.plan, matcher, deadline);
+        src.covered = choice.covered;
+        src
+    }
+
+    /// Read along a chosen plan (never covered: every document is read whole).
     pub fn with_plan(
         coll: Arc<Collection>,
         plan: &Plan,
@@ -172,6 +191,7 @@ impl MatchSource {
             feed,
             matcher,
             deadline,
+            covered: None,
             examined: 0,
             keys: 0,
         }
@@ -187,6 +207,7 @@ impl MatchSource {
                     ));
                 }
             }
+            crate::ops::check_interrupt()?;
             let next = match &mut self.feed {
                 Feed::Points(p) => match p.pop_front() {
                     Some(id) => {
@@ -199,11 +220,30 @@ impl MatchSource {
                     Some(x) => Some(x),
                     None => return Ok(None),
                 },
-                Feed::Ix(f) => match f.next_entry(&mut self.keys)? {
-                    Some((k, Some(v))) => Some((k, self.coll.decode(&v).map_err(coll_err)?)),
-                    Some((k, None)) => self.coll.get_by_key(&k).map_err(coll_err)?.map(|d| (k, d)),
-                    None => return Ok(None),
-                },
+                Feed::Ix(f) => {
+                    let Some(e) = f.next_entry(&mut self.keys)? else {
+                        return Ok(None);
+                    };
+                    let id = e.key[e.id_at..].to_vec();
+                    let covered = self
+                        .covered
+                        .and_then(|c| Some((c, e.index.covered_doc(&e.key, &e.value)?)));
+                    if let Some((c, d)) = covered {
+                        // Built from the entry alone: nothing examined.
+                        if c.exact || self.matcher.as_ref().is_none_or(|m| m.matches(&d)) {
+                            return Ok(Some((id, d)));
+                        }
+                        continue;
+                    }
+                    if e.index.spec.clustering {
+                        Some((id, self.coll.decode(&e.value).map_err(coll_err)?))
+                    } else {
+                        self.coll
+                            .get_by_key(&id)
+                            .map_err(coll_err)?
+                            .map(|d| (id, d))
+                    }
+                }
             };
             let Some((k, d)) = next else { continue };
             self.examined += 1;
@@ -829,19 +869,86 @@ pub enum Plan {
     Index(Vec<IxScan>),
 }
 
-/// A plan and whether it already yields the requested sort order.
+/// A plan, whether it already yields the requested sort order, and whether it is covered.
 #[derive(Debug, Clone)]
 pub struct Choice {
     pub plan: Plan,
     pub sorted: bool,
+    pub covered: Option<Covered>,
 }
 
-fn score(s: &IxScan, sorted: bool) -> (usize, bool, bool, bool, std::cmp::Reverse<usize>) {
+/// A plan answered from index entries alone (one scan of an index that
+/// [`covers`] what the query reads).
+#[derive(Debug, Clone, Copy)]
+pub struct Covered {
+    /// The bounds answer the whole filter: no predicate is re-checked.
+    pub exact: bool,
+}
+
+/// What a query reads of each document: the paths of its filter and sort, and `output`, the
+/// paths its result is made of (a find's projection, `[]` for a count, a distinct's key).
+/// `None` when it needs whole documents: no `output` (a find without a plain inclusion
+/// projection), or a filter with `$expr`.
+pub fn needed_paths(
+    matcher: &Matcher,
+    sort: Option<&SortSpec>,
+    output: Option<Vec<String>>,
+) -> Option<Vec<String>> {
+    fn filter_paths(e: &MatchExpr, out: &mut Vec<String>) -> bool {
+        match e {
+            MatchExpr::And(kids) | MatchExpr::Or(kids) | MatchExpr::Nor(kids) => {
+                kids.iter().all(|k| filter_paths(k, out))
+            }
+            MatchExpr::Not(k) => filter_paths(k, out),
+            MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse => true,
+            MatchExpr::Expr(_) => false,
+            // `$elemMatch` reads below its path, which the path's value holds.
+            MatchExpr::Leaf { path, .. } => {
+                out.push(path.as_str().to_string());
+                !path.as_str().is_empty()
+            }
+        }
+    }
+    let mut out = output?;
+    if !filter_paths(matcher.expr(), &mut out) {
+        return None;
+    }
+    if let Some(so) = sort {
+        out.extend(so.0.iter().map(|(p, _)| p.clone()));
+    }
+    Some(out)
+}
+
+/// Whether `ix`'s entries hold every path in `needs` exactly (`Index::covered_doc`): the index
+/// carries shapes, is not multikey (an entry would hold one element of an array), has no
+/// numeric path component (`a.0` keys an array element), and each path is `_id` or an
+/// indexed field, or lies inside one. Sparse and partial indexes are fine: they are chosen
+/// only when they hold every matching document (or by hint), and covering changes how each
+/// entry's document is produced, not which entries are read.
+pub fn covers(ix: &Index, needs: &[String]) -> bool {
+    let fields = &ix.spec.fields;
+    ix.is_coverable()
+        && !ix.is_multikey()
+        && !fields.iter().any(|(f, _)| {
+            f.split('.')
+                .any(|p| silt_bson::path::array_index(p).is_some())
+        })
+        && needs
+            .iter()
+            .all(|p| path_covers("_id", p) || fields.iter().any(|(f, _)| path_covers(f, p)))
+}
+
+fn score(
+    s: &IxScan,
+    sorted: bool,
+    needs: Option<&[String]>,
+) -> (usize, bool, bool, bool, bool, std::cmp::Reverse<usize>) {
     (
         s.n_eq,
         s.has_range,
         s.index.spec.unique,
         sorted,
+        needs.is_some_and(|n| covers(&s.index, n)),
         std::cmp::Reverse(s.index.spec.fields.len()),
     )
 }
@@ -873,15 +980,42 @@ fn hinted_index(coll: &Collection, hint: &Bson) -> QResult<Option<Option<Arc<Ind
 /// Choose the access path. Rules (documented in ARCHITECTURE.md): a hint wins; `_id`
 /// equality or `$in` is IDHACK; otherwise among indexes with bounds the best is the one with
 /// the most equality fields, then a range, then unique, then one that yields the sort, then
-/// the fewest fields; an `_id` range beats an index with no equality field; a top-level `$or`
-/// whose every branch has an index becomes a union; with no bounds at all an index that
-/// yields the sort is scanned whole; else a full scan.
+/// one that covers the query, then the fewest fields; an `_id` range beats an index with no
+/// equality field; a top-level `$or` whose every branch has an index becomes a union; with no
+/// bounds at all an index that yields the sort is scanned whole; else a full scan.
+///
+/// `needs` is what the query reads ([`needed_paths`]); a single index scan that [`covers`]
+/// it makes a covered choice.
 pub fn choose(
     coll: &Collection,
     filter: &Document,
     matcher: &Matcher,
     sort: Option<&SortSpec>,
     hint: Option<&Bson>,
+    needs: Option<&[String]>,
+) -> QResult<Choice> {
+    let mut choice = choose_plan(coll, filter, matcher, sort, hint, needs)?;
+    if let (Plan::Index(scans), Some(needs)) = (&choice.plan, needs) {
+        if let [scan] = scans.as_slice() {
+            if covers(&scan.index, needs) {
+                let mut leaves = Vec::new();
+                conjuncts(matcher.expr(), &mut leaves);
+                choice.covered = Some(Covered {
+                    exact: bounds_are_exact(scan, &leaves),
+                });
+            }
+        }
+    }
+    Ok(choice)
+}
+
+fn choose_plan(
+    coll: &Collection,
+    filter: &Document,
+    matcher: &Matcher,
+    sort: Option<&SortSpec>,
+    hint: Option<&Bson>,
+    needs: Option<&[String]>,
 ) -> QResult<Choice> {
     let mut leaves = Vec::new();
     conjuncts(matcher.expr(), &mut leaves);
@@ -891,6 +1025,7 @@ pub fn choose(
         Choice {
             sorted: dir.is_some(),
             plan: Plan::Index(vec![s]),
+            covered: None,
         }
     };
     if let Some(h) = hint {
@@ -905,6 +1040,7 @@ pub fn choose(
                 return Ok(Choice {
                     plan: Plan::Primary(a),
                     sorted: false,
+                    covered: None,
                 });
             }
             Some(Some(ix)) => {
@@ -919,6 +1055,7 @@ pub fn choose(
         return Ok(Choice {
             plan: Plan::Primary(primary),
             sorted: false,
+            covered: None,
         });
     }
     let idxs = coll.indexes();
@@ -935,7 +1072,7 @@ pub fn choose(
         let sorted = dir.is_some();
         if best
             .as_ref()
-            .is_none_or(|(b, bs)| score(&s, sorted) > score(b, *bs))
+            .is_none_or(|(b, bs)| score(&s, sorted, needs) > score(b, *bs, needs))
         {
             best = Some((s, sorted));
         }
@@ -945,6 +1082,7 @@ pub fn choose(
             return Ok(Choice {
                 plan: Plan::Index(vec![s]),
                 sorted,
+                covered: None,
             });
         }
     }
@@ -952,6 +1090,7 @@ pub fn choose(
         return Ok(Choice {
             plan: Plan::Primary(primary),
             sorted: false,
+            covered: None,
         });
     }
     // $or: a union when every branch has an index.
@@ -964,7 +1103,7 @@ pub fn choose(
                 .iter()
                 .filter(|ix| !ix.spec.sparse && ix.spec.partial.is_none())
                 .filter_map(|ix| scan_for(ix, &bl, false))
-                .max_by(|a, b| score(a, false).cmp(&score(b, false)));
+                .max_by(|a, b| score(a, false, None).cmp(&score(b, false, None)));
             match pick {
                 Some(s) => scans.push(s),
                 None => {
@@ -977,30 +1116,43 @@ pub fn choose(
             return Ok(Choice {
                 plan: Plan::Index(scans),
                 sorted: false,
+                covered: None,
             });
         }
     }
-    // No bounds: an index that yields the sort, scanned whole.
+    // No bounds: an index that yields the sort (one that covers the query first), scanned
+    // whole.
     if let Some(so) = sort {
-        for ix in &idxs {
-            if ix.spec.sparse || ix.spec.partial.is_some() {
-                continue;
-            }
-            if let Some(s) = scan_for(ix, &leaves, true) {
-                if sort_direction(&s, so).is_some() {
-                    return Ok(finish(s));
-                }
-            }
+        let yielding = idxs
+            .iter()
+            .filter(|ix| !ix.spec.sparse && ix.spec.partial.is_none())
+            .filter_map(|ix| scan_for(ix, &leaves, true))
+            .filter(|s| sort_direction(s, so).is_some());
+        let covering = |s: &IxScan| needs.is_some_and(|n| covers(&s.index, n));
+        // `max_by_key` keeps the last of equals: reversed, that is the first index.
+        if let Some(s) = yielding.rev().max_by_key(covering) {
+            return Ok(finish(s));
         }
     }
     Ok(Choice {
         plan: Plan::Primary(Access::FullScan),
         sorted: false,
+        covered: None,
     })
 }
 
-/// The `winningPlan` of explain for a choice.
-pub fn explain_plan(choice: &Choice, filter: &Document, sort: Option<&SortSpec>) -> Document {
+/// The `winningPlan` of explain for a choice, with MongoDB's stage names. A covered plan is
+/// `PROJECTION_COVERED` over the `IXSCAN` (carrying the filter when the bounds do not answer
+/// it), with no `FETCH`. A scan of a clustering index, whose entries hold the documents, is
+/// `CLUSTERED_IXSCAN` (as MongoDB names a scan of a clustered collection), with no `FETCH`
+/// either. Other projections are `PROJECTION_SIMPLE` (top-level fields only) or
+/// `PROJECTION_DEFAULT` on top.
+pub fn explain_plan(
+    choice: &Choice,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    projection: Option<&Document>,
+) -> Document {
     let stage = match &choice.plan {
         Plan::Primary(Access::Points(_)) => doc! { "stage": "IDHACK" },
         Plan::Primary(Access::IdRange(lo, hi)) => {
@@ -1033,19 +1185,34 @@ pub fn explain_plan(choice: &Choice, filter: &Document, sort: Option<&SortSpec>)
             "filter": filter.clone(),
             "direction": "forward",
         },
-        Plan::Index(scans) => {
-            let input = if scans.len() == 1 {
-                scans[0].explain()
-            } else {
-                doc! {
+        Plan::Index(scans) => match scans.as_slice() {
+            [scan] if choice.covered.is_some() => {
+                let mut ix = scan.explain();
+                if choice.covered.is_some_and(|c| !c.exact) {
+                    ix.insert("filter", filter.clone());
+                }
+                ix
+            }
+            [scan] if scan.index.spec.clustering => {
+                let mut ix = scan.explain();
+                ix.insert("stage", "CLUSTERED_IXSCAN");
+                ix.insert("filter", filter.clone());
+                ix
+            }
+            [scan] => {
+                doc! { "stage": "FETCH", "filter": filter.clone(), "inputStage": scan.explain() }
+            }
+            _ => doc! {
+                "stage": "FETCH",
+                "filter": filter.clone(),
+                "inputStage": {
                     "stage": "OR",
                     "inputStages": scans.iter().map(|s| Bson::Document(s.explain())).collect::<Vec<_>>(),
-                }
-            };
-            doc! { "stage": "FETCH", "filter": filter.clone(), "inputStage": input }
-        }
+                },
+            },
+        },
     };
-    match sort {
+    let stage = match sort {
         Some(so) if !choice.sorted => {
             let mut pat = Document::new();
             for (p, asc) in &so.0 {
@@ -1054,11 +1221,31 @@ pub fn explain_plan(choice: &Choice, filter: &Document, sort: Option<&SortSpec>)
             doc! { "stage": "SORT", "sortPattern": pat, "inputStage": stage }
         }
         _ => stage,
-    }
+    };
+    let Some(p) = projection else {
+        return stage;
+    };
+    let name = if choice.covered.is_some() {
+        "PROJECTION_COVERED"
+    } else if p
+        .iter()
+        .all(|(k, v)| !k.contains('.') && !matches!(v, Bson::Document(_)))
+    {
+        "PROJECTION_SIMPLE"
+    } else {
+        "PROJECTION_DEFAULT"
+    };
+    doc! { "stage": name, "transformBy": p.clone(), "inputStage": stage }
 }
 
-/// An index entry: the primary key, and the document bytes of a clustering index.
-type Entry = (Vec<u8>, Option<Vec<u8>>);
+/// An index entry as read: its index, key and value.
+struct IxEntry {
+    index: Arc<Index>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// Where the encoded `_id` starts in `key`.
+    id_at: usize,
+}
 
 /// Index entries read in plan order, de-duplicated by `_id`, fetched.
 struct IxFeed {
@@ -1077,8 +1264,8 @@ impl IxFeed {
         }
     }
 
-    /// The next entry: (primary key, clustering value if any). Counts keys examined.
-    fn next_entry(&mut self, keys: &mut u64) -> QResult<Option<Entry>> {
+    /// The next entry (the first for its `_id` when de-duplicating). Counts keys examined.
+    fn next_entry(&mut self, keys: &mut u64) -> QResult<Option<IxEntry>> {
         loop {
             if self.cur.is_none() {
                 let Some(s) = self.scans.pop_front() else {
@@ -1115,14 +1302,18 @@ impl IxFeed {
             let Some(id) = s.index.entry_id_key(&k) else {
                 continue;
             };
-            let id = id.to_vec();
+            let id_at = k.len() - id.len();
             if let Some(seen) = &mut self.seen {
-                if !seen.insert(id.clone()) {
+                if !seen.insert(id.to_vec()) {
                     continue;
                 }
             }
-            let val = s.index.spec.clustering.then_some(v);
-            return Ok(Some((id, val)));
+            return Ok(Some(IxEntry {
+                index: s.index.clone(),
+                key: k,
+                value: v,
+                id_at,
+            }));
         }
     }
 }

@@ -1,0 +1,433 @@
+//! Operations in flight: the table `currentOp` and `$currentOp` read and `killOp` marks.
+//!
+//! `Server::run_command` registers every command for as long as it runs ([`Ops::start`]),
+//! with its connection, start time, namespace and command document (shared, not copied), and
+//! makes it the thread's *current* operation. Long work reports progress on its operation
+//! (index builds: MongoDB's `msg` and `progress: {done, total}`) and checks for a kill at its
+//! interrupt points: every document a `MatchSource` reads ([`check_interrupt`]), every few
+//! hundred documents or keys of an index build. A killed operation fails with 11601
+//! `Interrupted`. Commands without an interrupt point run to completion; as in MongoDB,
+//! `killOp` only asks.
+//!
+//! Connections are registered too (with the client metadata of their handshake), so that
+//! `currentOp` with `$all: true` (`$currentOp` with `idleConnections: true`) lists idle ones.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use silt_collection::BuildObserver;
+use silt_query::{QResult, QueryError};
+
+use crate::state::ConnInfo;
+
+/// Largest command document `currentOp` shows whole (MongoDB's limit for `truncateOps`);
+/// a larger one becomes `{$truncated: <its text, cut>}`.
+pub const TRUNCATE_OPS_BYTES: usize = 1000;
+/// The same limit without `truncateOps`, so a reply stays far below 16 MiB.
+pub const MAX_OP_COMMAND_BYTES: usize = 64 * 1024;
+
+/// One running command.
+pub struct Op {
+    pub opid: u32,
+    conn: ConnInfo,
+    started: Instant,
+    /// MongoDB's operation type: `query`, `getmore`, `insert`, `update`, `remove`, `command`.
+    op: &'static str,
+    ns: String,
+    command: Arc<Document>,
+    killed: AtomicBool,
+    /// The current phase's message (MongoDB's `msg`), with its counters.
+    phase: Mutex<Option<String>>,
+    done: AtomicU64,
+    total: AtomicU64,
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Op")
+            .field("opid", &self.opid)
+            .field("ns", &self.ns)
+            .finish()
+    }
+}
+
+impl Op {
+    /// Ask the operation to stop at its next interrupt point.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+}
+
+/// An index build reports to the operation running `createIndexes`.
+impl BuildObserver for Op {
+    fn phase(&self, msg: &str, total: u64) {
+        self.done.store(0, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+        *self.phase.lock() = Some(msg.to_string());
+    }
+
+    fn progress(&self, done: u64) {
+        self.done.store(done, Ordering::Relaxed);
+        // The document count is an estimate: never show more done than total.
+        self.total.fetch_max(done, Ordering::Relaxed);
+    }
+
+    fn interrupted(&self) -> bool {
+        self.is_killed()
+    }
+}
+
+/// A connection, for idle entries.
+struct Conn {
+    info: ConnInfo,
+    /// The `client` document of the handshake (driver, application, platform).
+    metadata: Option<Document>,
+}
+
+/// The operation table.
+#[derive(Default)]
+pub struct Ops {
+    next: AtomicU32,
+    running: Mutex<BTreeMap<u32, Arc<Op>>>,
+    conns: Mutex<BTreeMap<u64, Conn>>,
+}
+
+thread_local! {
+    /// The operation this thread is running.
+    static CURRENT: RefCell<Option<Arc<Op>>> = const { RefCell::new(None) };
+}
+
+/// Registration of a running command: unregisters it when dropped.
+pub struct Running<'a> {
+    ops: &'a Ops,
+    op: Arc<Op>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.ops.running.lock().remove(&self.op.opid);
+        CURRENT.with(|c| c.borrow_mut().take());
+    }
+}
+
+/// The operation this thread is running, if any.
+pub fn current() -> Option<Arc<Op>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Fail with 11601 `Interrupted` if this thread's operation was killed.
+pub fn check_interrupt() -> QResult<()> {
+    let killed = CURRENT.with(|c| c.borrow().as_ref().is_some_and(|op| op.is_killed()));
+    if killed {
+        Err(QueryError::interrupted("operation was interrupted"))
+    } else {
+        Ok(())
+    }
+}
+
+/// MongoDB's operation type and namespace of a command.
+fn op_kind(db: &str, name: &str, cmd: &Document) -> (&'static str, String) {
+    let op = match name {
+        "find" => "query",
+        "getMore" => "getmore",
+        "insert" => "insert",
+        "update" => "update",
+        "delete" => "remove",
+        _ => "command",
+    };
+    let ns = match (name, cmd.get(name)) {
+        ("getMore", _) => match cmd.get_str("collection") {
+            Ok(c) => format!("{db}.{c}"),
+            Err(_) => format!("{db}.$cmd"),
+        },
+        (_, Some(Bson::String(c))) => format!("{db}.{c}"),
+        ("aggregate", _) => format!("{db}.$cmd.aggregate"),
+        _ => format!("{db}.$cmd"),
+    };
+    (op, ns)
+}
+
+/// A `fmt::Write` that keeps the first `limit` bytes and then refuses (which stops
+/// formatting early).
+struct Capped {
+    out: String,
+    limit: usize,
+}
+
+impl std::fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.out.len() + s.len() > self.limit {
+            let mut cut = self.limit - self.out.len();
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.out.push_str(&s[..cut]);
+            return Err(std::fmt::Error);
+        }
+        self.out.push_str(s);
+        Ok(())
+    }
+}
+
+/// The command as `currentOp` shows it: whole, or `{$truncated: <its text, cut at limit>}`
+/// when its text is longer than `limit` bytes.
+fn shown_command(cmd: &Document, limit: usize) -> Document {
+    let mut w = Capped {
+        out: String::new(),
+        limit,
+    };
+    if write!(w, "{cmd}").is_ok() {
+        cmd.clone()
+    } else {
+        doc! { "$truncated": w.out }
+    }
+}
+
+/// Which entries a report holds, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportOptions {
+    /// Also connections that run nothing (`$all`, `idleConnections`).
+    pub idle_connections: bool,
+    /// Cut command documents above [`TRUNCATE_OPS_BYTES`] (else above
+    /// [`MAX_OP_COMMAND_BYTES`]).
+    pub truncate_ops: bool,
+}
+
+impl Ops {
+    /// A connection opened.
+    pub fn connected(&self, info: &ConnInfo) {
+        self.conns.lock().insert(
+            info.id,
+            Conn {
+                info: info.clone(),
+                metadata: None,
+            },
+        );
+    }
+
+    /// A connection closed.
+    pub fn disconnected(&self, id: u64) {
+        self.conns.lock().remove(&id);
+    }
+
+    /// The handshake's client metadata (only the first is kept, as MongoDB does).
+    pub fn set_client_metadata(&self, id: u64, metadata: &Document) {
+        if let Some(c) = self.conns.lock().get_mut(&id) {
+            c.metadata.get_or_insert_with(|| metadata.clone());
+        }
+    }
+
+    /// Register a command about to run on this thread; it is the thread's current operation
+    /// until the returned guard drops.
+    pub fn start(&self, conn: &ConnInfo, db: &str, name: &str, cmd: Arc<Document>) -> Running<'_> {
+        let (op, ns) = op_kind(db, name, &cmd);
+        // Op ids are positive 32-bit integers, as in MongoDB.
+        let opid = (self.next.fetch_add(1, Ordering::Relaxed) % i32::MAX as u32) + 1;
+        let op = Arc::new(Op {
+            opid,
+            conn: conn.clone(),
+            started: Instant::now(),
+            op,
+            ns,
+            command: cmd,
+            killed: AtomicBool::new(false),
+            phase: Mutex::new(None),
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+        });
+        self.running.lock().insert(opid, op.clone());
+        CURRENT.with(|c| *c.borrow_mut() = Some(op.clone()));
+        Running { ops: self, op }
+    }
+
+    /// Mark operation `opid` killed; false if no such operation runs.
+    pub fn kill(&self, opid: u32) -> bool {
+        match self.running.lock().get(&opid) {
+            Some(op) => {
+                op.kill();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The `inprog` entries, in MongoDB's shape: running operations by opid, then (if asked)
+    /// idle connections by connection id.
+    pub fn report(&self, host: &str, opts: ReportOptions) -> Vec<Document> {
+        let now = Instant::now();
+        let wall = bson::DateTime::from_system_time(SystemTime::now());
+        let wall = wall.try_to_rfc3339_string().unwrap_or_default();
+        let ops: Vec<Arc<Op>> = self.running.lock().values().cloned().collect();
+        let conns = self.conns.lock();
+        let limit = if opts.truncate_ops {
+            TRUNCATE_OPS_BYTES
+        } else {
+            MAX_OP_COMMAND_BYTES
+        };
+        let mut out = Vec::with_capacity(ops.len());
+        let mut busy = std::collections::HashSet::new();
+        for op in &ops {
+            busy.insert(op.conn.id);
+            let mut d = client_fields(host, &op.conn, conns.get(&op.conn.id), true, &wall);
+            let running = now.saturating_duration_since(op.started);
+            d.insert("opid", op.opid as i32);
+            if let Some(lsid) = op.command.get("lsid") {
+                d.insert("lsid", lsid.clone());
+            }
+            d.insert("secs_running", running.as_secs() as i64);
+            d.insert("microsecs_running", running.as_micros() as i64);
+            d.insert("op", op.op);
+            d.insert("ns", op.ns.clone());
+            d.insert("redacted", false);
+            d.insert("command", shown_command(&op.command, limit));
+            d.insert("numYields", 0);
+            if let Some(msg) = op.phase.lock().clone() {
+                let done = op.done.load(Ordering::Relaxed);
+                let total = op.total.load(Ordering::Relaxed).max(done);
+                let pct = (done * 100).checked_div(total).unwrap_or(0);
+                // MongoDB's CurOp: the phase, then its ProgressMeter ("<phase>: d/t p%").
+                d.insert("msg", format!("{msg} {msg}: {done}/{total} {pct}%"));
+                d.insert(
+                    "progress",
+                    doc! { "done": done as i64, "total": total as i64 },
+                );
+            }
+            if op.is_killed() {
+                d.insert("killPending", true);
+            }
+            d.insert("locks", Document::new());
+            d.insert("waitingForLock", false);
+            d.insert("lockStats", Document::new());
+            d.insert("waitingForFlowControl", false);
+            d.insert("flowControlStats", Document::new());
+            out.push(d);
+        }
+        if opts.idle_connections {
+            for c in conns.values().filter(|c| !busy.contains(&c.info.id)) {
+                out.push(client_fields(host, &c.info, Some(c), false, &wall));
+            }
+        }
+        out
+    }
+}
+
+/// The fields every entry has: who, and whether it is active.
+fn client_fields(
+    host: &str,
+    info: &ConnInfo,
+    conn: Option<&Conn>,
+    active: bool,
+    now: &str,
+) -> Document {
+    let mut d = doc! {
+        "type": "op",
+        "host": host,
+        "desc": format!("conn{}", info.id),
+        "connectionId": info.id as i64,
+        "client": info.peer.clone(),
+    };
+    if let Some(meta) = conn.and_then(|c| c.metadata.as_ref()) {
+        if let Ok(app) = meta
+            .get_document("application")
+            .and_then(|a| a.get_str("name"))
+        {
+            d.insert("appName", app);
+        }
+        d.insert("clientMetadata", meta.clone());
+    }
+    d.insert("active", active);
+    d.insert("currentOpTime", now);
+    d.insert("threaded", true);
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(id: u64) -> ConnInfo {
+        ConnInfo {
+            id,
+            peer: format!("127.0.0.1:{}", 40000 + id),
+        }
+    }
+
+    #[test]
+    fn registers_reports_and_kills() {
+        let ops = Ops::default();
+        ops.connected(&conn(1));
+        ops.connected(&conn(2));
+        ops.set_client_metadata(1, &doc! {"application": {"name": "app"}});
+        let cmd = Arc::new(doc! {"createIndexes": "c", "indexes": [], "$db": "test"});
+        {
+            let run = ops.start(&conn(1), "test", "createIndexes", cmd);
+            let op = current().expect("current op");
+            assert_eq!(op.opid, run.op.opid);
+            op.phase(silt_collection::BUILD_SCANNING, 10);
+            op.progress(4);
+            let opts = ReportOptions {
+                idle_connections: false,
+                truncate_ops: true,
+            };
+            let r = ops.report("h:1", opts);
+            assert_eq!(r.len(), 1);
+            let d = &r[0];
+            assert_eq!(d.get_str("op").unwrap(), "command");
+            assert_eq!(d.get_str("ns").unwrap(), "test.c");
+            assert_eq!(d.get_str("desc").unwrap(), "conn1");
+            assert_eq!(d.get_str("appName").unwrap(), "app");
+            assert_eq!(
+                d.get_str("msg").unwrap(),
+                "Index Build: scanning collection Index Build: scanning collection: 4/10 40%"
+            );
+            assert_eq!(
+                d.get_document("progress").unwrap(),
+                &doc! {"done": 4i64, "total": 10i64}
+            );
+            let all = ops.report(
+                "h:1",
+                ReportOptions {
+                    idle_connections: true,
+                    ..opts
+                },
+            );
+            assert_eq!(all.len(), 2);
+            assert!(!all[1].get_bool("active").unwrap());
+            assert!(check_interrupt().is_ok());
+            assert!(ops.kill(op.opid));
+            assert_eq!(check_interrupt().unwrap_err().code, 11601);
+            assert!(op.interrupted());
+        }
+        assert!(current().is_none());
+        assert!(ops
+            .report(
+                "h",
+                ReportOptions {
+                    idle_connections: false,
+                    truncate_ops: true
+                }
+            )
+            .is_empty());
+        assert!(!ops.kill(12345));
+    }
+
+    #[test]
+    fn large_commands_are_truncated() {
+        let big = doc! {"insert": "c", "documents": (0..500).map(|i| Bson::Document(doc! {"x": i})).collect::<Vec<_>>()};
+        let t = shown_command(&big, TRUNCATE_OPS_BYTES);
+        let s = t.get_str("$truncated").unwrap();
+        assert!(s.len() <= TRUNCATE_OPS_BYTES && s.starts_with("{ \"insert\""));
+        let small = doc! {"find": "c", "filter": {"a": 1}};
+        assert_eq!(shown_command(&small, TRUNCATE_OPS_BYTES), small);
+    }
+}
