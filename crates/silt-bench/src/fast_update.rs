@@ -34,7 +34,7 @@ pub struct Args {
     /// Client threads.
     #[arg(long, default_value_t = 16)]
     threads: usize,
-    /// Seconds per phase (run as two halves: off, on, on, off).
+    /// Seconds per phase and mode (run as quarters: off, on, on, off, off, on, on, off).
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Run siltd with buffered reads instead of `--directio`. By default the server reads
@@ -47,6 +47,9 @@ pub struct Args {
     #[arg(long)]
     json: Option<PathBuf>,
 }
+
+/// Slices each mode's time is cut into (see the off/on/on/off order in `run`).
+const SLICES: usize = 4;
 
 const DB: &str = "sbtest";
 const COLL: &str = "sbtest1";
@@ -146,7 +149,7 @@ fn phase(port: u16, a: &Args, w: W, fast: bool) -> Result<(f64, u64, u64), Strin
             Ok(())
         }));
     }
-    std::thread::sleep(Duration::from_millis(a.seconds * 500));
+    std::thread::sleep(Duration::from_millis(a.seconds * 1000 / SLICES as u64));
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join()
@@ -183,12 +186,14 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     for (w, name) in [(W::A, "w1a"), (W::B, "w1b"), (W::C, "w1c")] {
         let mut pair = [0f64; 2];
         let mut fast_counts = [0u64; 2];
-        // Off, on, on, off (each half the phase time): drift on a shared machine cancels.
-        for (slot, fast) in [(0, false), (1, true), (1, true), (0, false)] {
+        // Off, on, on, off, twice (each a quarter of the phase time): drift on a shared
+        // machine cancels.
+        let order = [(0, false), (1, true), (1, true), (0, false)];
+        for (slot, fast) in order.into_iter().cycle().take(2 * SLICES) {
             eprintln!("[{name}] fast updates {}", if fast { "on" } else { "off" });
             let (rate, incs, fast_seen) = phase(server.port, &a, w, fast)?;
             increments += incs;
-            pair[slot] += rate / 2.0;
+            pair[slot] += rate / SLICES as f64;
             fast_counts[slot] += fast_seen;
             eprintln!("[{name}] {rate:.0} updates/s, {fast_seen} took the fast path");
         }
