@@ -142,3 +142,28 @@ def test_counts_see_fast_updates(db):
     assert db.command("count", "c")["n"] in range(10, 16)
     db.command("compact", "c")
     assert db.command("count", "c")["n"] == 15
+
+
+def test_insert_ignoring_duplicates(db):
+    db.g.insert_many([{"_id": i, "v": "old"} for i in range(0, 100, 2)])
+    docs = [{"_id": i, "v": "new"} for i in range(100)]
+    # No secondary index: one insert-if-absent message per document, nothing read.
+    r = db.command("insert", "g", documents=docs, ordered=False, ignoreDuplicates=True)
+    assert r["ok"] == 1.0 and "writeErrors" not in r
+    assert r["fastInserts"] == {"count": 100, "countsAreUnknown": True}
+    got = {d["_id"]: d["v"] for d in db.g.find()}
+    assert got == {i: ("old" if i % 2 == 0 else "new") for i in range(100)}
+    assert db.g.count_documents({}) == 100
+    db.command("compact", "g")
+    assert db.g.estimated_document_count() == 100
+    # With a secondary index the documents are checked one by one; duplicates of `_id` or of
+    # a unique key are still skipped without an error, and the index stays right.
+    db.h.create_index("u", unique=True)
+    db.h.insert_many([{"_id": 1, "u": 1}, {"_id": 2, "u": 2}])
+    r = db.command("insert", "h", ordered=False, ignoreDuplicates=True,
+                   documents=[{"_id": 1, "u": 10}, {"_id": 3, "u": 2}, {"_id": 4, "u": 4}])
+    assert r["n"] == 1 and "writeErrors" not in r and "fastInserts" not in r
+    assert sorted(d["u"] for d in db.h.find({"u": {"$gte": 0}}).hint("u_1")) == [1, 2, 4]
+    # Documents that are invalid still fail.
+    r = db.command("insert", "g", documents=[{"$bad": 1}], ignoreDuplicates=True)
+    assert r["n"] == 0 and r["writeErrors"][0]["code"] == 52

@@ -737,6 +737,25 @@ impl Collection {
         self.write_doc(&key, None, Some(doc))
     }
 
+    /// Insert each document unless one with its `_id` exists, without reading: one
+    /// insert-if-absent message per document, all in one engine batch. A duplicate is skipped
+    /// when its message reaches a leaf, so nobody learns which documents were duplicates.
+    /// Only possible while the collection has no secondary index (an index entry would need
+    /// to know whether its document went in); returns `false`, writing nothing, otherwise.
+    pub fn insert_if_absent(&self, docs: &[Document]) -> Result<bool> {
+        let _b = self.build.read();
+        if !self.indexes.read().is_empty() {
+            return Ok(false);
+        }
+        let mut batch = WriteBatch::new();
+        for d in docs {
+            let key = id_key(d.get("_id").unwrap_or(&Bson::Null));
+            batch.put_if_absent(&self.dict, &key, &encode_doc(d))?;
+        }
+        batch.commit()?;
+        Ok(true)
+    }
+
     /// Replace `old` by `new` under `key` (the caller holds the key's lock and has read `old`
     /// under it). Index entries follow; a unique violation writes nothing.
     pub fn replace_locked(&self, key: &[u8], old: &Document, new: &Document) -> Result<()> {

@@ -201,17 +201,41 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "insert")?;
     let docs = docs_arg(cmd, "documents")?;
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
+    // Insert-or-ignore: documents whose `_id` exists are skipped without an error.
+    let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
     let c = s.store.get_or_create(&ns).map_err(coll_err)?;
     let mut n = 0i32;
     let mut errors = Vec::new();
+    let mut prepared = Vec::with_capacity(docs.len());
     for (i, d) in docs.into_iter().enumerate() {
         s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
-        let r = prepare_insert(d.clone())
-            .map_err(WriteFail::Other)
-            .and_then(|d| insert_one(&c, &d));
-        match r {
+        match prepare_insert(d.clone()) {
+            Ok(d) => prepared.push((i, d)),
+            Err(e) => {
+                errors.push(WriteFail::Other(e).into_write_error(i));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    if ignore_dups && errors.is_empty() {
+        // The fast path: one insert-if-absent message per document, no read.
+        let all: Vec<Document> = prepared.iter().map(|(_, d)| d.clone()).collect();
+        if c.insert_if_absent(&all).map_err(coll_err)? {
+            write_concern(s, cmd)?;
+            return Ok(doc! {
+                "n": all.len() as i32,
+                "fastInserts": { "count": all.len() as i32, "countsAreUnknown": true },
+            });
+        }
+    }
+    for (i, d) in prepared {
+        match insert_one(&c, &d) {
             Ok(()) => n += 1,
+            // Skipped: a duplicate `_id` or unique-index key.
+            Err(WriteFail::Dup(_)) if ignore_dups => {}
             Err(f) => {
                 errors.push(f.into_write_error(i));
                 if ordered {
