@@ -167,6 +167,11 @@ impl Server {
         Err("siltd did not start".into())
     }
 
+    /// Resident memory of the server process now.
+    pub fn rss(&self) -> u64 {
+        crate::engine::rss_of(&self.child.id().to_string())
+    }
+
     /// Peak resident memory of the server process.
     pub fn peak_rss(&self) -> u64 {
         crate::engine::peak_rss_of(&self.child.id().to_string())

@@ -66,10 +66,19 @@ fn value(rng: &mut SmallRng, n: usize) -> Vec<u8> {
 
 /// Peak resident memory of a process (`VmHWM` in `/proc/<pid>/status`); 0 where unknown.
 pub(crate) fn peak_rss_of(pid: &str) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+/// Current resident memory of a process (`VmRSS`); 0 where unknown.
+pub(crate) fn rss_of(pid: &str) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+fn status_kib(pid: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| {
                 l.split_whitespace()
                     .nth(1)
                     .and_then(|k| k.parse::<u64>().ok())
