@@ -167,3 +167,23 @@ def test_insert_ignoring_duplicates(db):
     # Documents that are invalid still fail.
     r = db.command("insert", "g", documents=[{"$bad": 1}], ignoreDuplicates=True)
     assert r["n"] == 0 and r["writeErrors"][0]["code"] == 52
+
+
+def test_count_stays_exact_with_pending_fast_messages(db):
+    # Enough data that the tree has internal nodes, so messages wait in buffers.
+    pad = "p" * 400
+    for b in range(6):
+        db.big.insert_many([{"_id": b * 5000 + i, "pad": pad} for i in range(5000)])
+    assert db.command("count", "big")["n"] == 30000
+    # Fast upserts that create documents, and insert-if-absent with duplicates: the maintained
+    # count cannot know their effect yet, so count without a query counts the tree.
+    for i in range(30000, 30050):
+        db.command("update", "big", updates=[{"q": {"_id": i}, "u": {"$set": {"x": 1}}, "upsert": True}],
+                   fastUpdate=True)
+    r = db.command("insert", "big", documents=[{"_id": i} for i in range(29000, 31000)],
+                   ordered=False, ignoreDuplicates=True)
+    assert "fastInserts" in r
+    assert db.command("count", "big")["n"] == 31000
+    assert db.big.estimated_document_count() == 31000
+    db.command("compact", "big")
+    assert db.big.estimated_document_count() == 31000

@@ -227,10 +227,11 @@ impl Store {
                     indexes.push(Arc::new(Index::new(spec, idict, mk, coverable)));
                 }
             }
-            colls.insert(
-                ns.clone(),
-                Arc::new(Collection::new(ns, dict, options, indexes, catalog.clone())),
-            );
+            let c = Collection::new(ns.clone(), dict, options, indexes, catalog.clone());
+            if meta.get_bool("countUncertain").unwrap_or(false) {
+                c.count_uncertain.store(true, Ordering::Release);
+            }
+            colls.insert(ns, Arc::new(c));
         }
         // Dictionaries a crash left without a catalog entry (collections, or index builds).
         for name in env.list_dicts() {
@@ -345,6 +346,8 @@ impl Store {
             indexes,
             self.catalog.clone(),
         ));
+        nc.count_uncertain
+            .store(c.count_uncertain.load(Ordering::Acquire), Ordering::Release);
         nc.persist_meta()?;
         self.catalog.delete(from.as_bytes())?;
         colls.remove(from);
@@ -604,6 +607,11 @@ pub struct Collection {
     /// False once dropped or renamed away (its catalog entry must not be written again).
     live: AtomicBool,
     meta_lock: Mutex<()>,
+    /// Set while messages whose effect on the document count is unknown until they reach a
+    /// leaf (fast upserts, insert-if-absent) may be pending; persisted in the catalog entry.
+    count_uncertain: AtomicBool,
+    /// Bumped by every such write, so `compact` clears the flag only if none came meanwhile.
+    uncertain_writes: AtomicU64,
 }
 
 impl std::fmt::Debug for Collection {
@@ -634,7 +642,43 @@ impl Collection {
             catalog,
             live: AtomicBool::new(true),
             meta_lock: Mutex::new(()),
+            count_uncertain: AtomicBool::new(false),
+            uncertain_writes: AtomicU64::new(0),
         }
+    }
+
+    /// The catalog entry (the caller holds `meta_lock`).
+    fn meta_doc(&self) -> Document {
+        let idx: Vec<Bson> = self
+            .indexes
+            .read()
+            .iter()
+            .map(|i| Bson::Document(i.catalog_doc()))
+            .collect();
+        let mut meta = doc! {
+            "dict": self.dict.name(),
+            "options": self.options.read().clone(),
+            "indexes": idx,
+        };
+        if self.count_uncertain.load(Ordering::Acquire) {
+            meta.insert("countUncertain", true);
+        }
+        meta
+    }
+
+    /// Call before injecting a message whose effect on the document count is unknown: the
+    /// maintained count stops being trusted until `compact` has applied every message.
+    pub fn mark_count_uncertain(&self) -> Result<()> {
+        self.uncertain_writes.fetch_add(1, Ordering::AcqRel);
+        if !self.count_uncertain.swap(true, Ordering::AcqRel) {
+            self.persist_meta()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the engine's maintained row count is the exact document count.
+    pub fn count_is_exact(&self) -> bool {
+        !self.count_uncertain.load(Ordering::Acquire)
     }
 
     /// Write this collection's catalog entry (dictionary, options, index specs).
@@ -643,18 +687,8 @@ impl Collection {
         if !self.live.load(Ordering::Acquire) {
             return Ok(());
         }
-        let idx: Vec<Bson> = self
-            .indexes
-            .read()
-            .iter()
-            .map(|i| Bson::Document(i.catalog_doc()))
-            .collect();
-        let meta = doc! {
-            "dict": self.dict.name(),
-            "options": self.options.read().clone(),
-            "indexes": idx,
-        };
-        self.catalog.put(self.ns.as_bytes(), &encode_doc(&meta))?;
+        self.catalog
+            .put(self.ns.as_bytes(), &encode_doc(&self.meta_doc()))?;
         Ok(())
     }
 
@@ -743,15 +777,27 @@ impl Collection {
     /// Only possible while the collection has no secondary index (an index entry would need
     /// to know whether its document went in); returns `false`, writing nothing, otherwise.
     pub fn insert_if_absent(&self, docs: &[Document]) -> Result<bool> {
+        let keys: Vec<Vec<u8>> = docs
+            .iter()
+            .map(|d| id_key(d.get("_id").unwrap_or(&Bson::Null)))
+            .collect();
+        // The `_id` stripes (sorted, as every path takes several), so that a plain insert's
+        // check-then-put of the same `_id` cannot straddle these messages.
+        let mut stripes: Vec<usize> = keys.iter().map(|k| stripe_of(&[k])).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _locks: Vec<MutexGuard<'_, ()>> =
+            stripes.iter().map(|s| self.locks[*s].lock()).collect();
         let _b = self.build.read();
         if !self.indexes.read().is_empty() {
             return Ok(false);
         }
         let mut batch = WriteBatch::new();
-        for d in docs {
-            let key = id_key(d.get("_id").unwrap_or(&Bson::Null));
-            batch.put_if_absent(&self.dict, &key, &encode_doc(d))?;
+        for (key, d) in keys.iter().zip(docs) {
+            batch.put_if_absent(&self.dict, key, &encode_doc(d))?;
         }
+        // A duplicate is charged to the count until its message reaches a leaf.
+        self.mark_count_uncertain()?;
         batch.commit()?;
         Ok(true)
     }
@@ -889,10 +935,22 @@ impl Collection {
                 }
             }
         }
+        // A newly multikey index is recorded in the catalog in the same batch as the entries
+        // that made it so: after a crash the planner never trusts a stale "not multikey".
+        let _meta = if flag_changed {
+            let g = self.meta_lock.lock();
+            if self.live.load(Ordering::Acquire) {
+                batch.put(
+                    &self.catalog,
+                    self.ns.as_bytes(),
+                    &encode_doc(&self.meta_doc()),
+                )?;
+            }
+            Some(g)
+        } else {
+            None
+        };
         batch.commit()?;
-        if flag_changed {
-            self.persist_meta()?;
-        }
         Ok(())
     }
 
@@ -1045,8 +1103,20 @@ impl Collection {
             .chain(self.indexes.read().iter().map(|i| i.dict().clone()))
             .collect();
         let before: u64 = dicts.iter().map(|d| d.stats().file_allocated_bytes).sum();
+        let marks = self.uncertain_writes.load(Ordering::Acquire);
         for d in &dicts {
             d.optimize()?;
+        }
+        // Every message injected before the optimize has reached a leaf: the maintained
+        // count is exact again, unless an uncertain write came in meanwhile.
+        if self.uncertain_writes.load(Ordering::Acquire) == marks
+            && self.count_uncertain.swap(false, Ordering::AcqRel)
+        {
+            self.persist_meta()?;
+            if self.uncertain_writes.load(Ordering::Acquire) != marks {
+                self.count_uncertain.store(true, Ordering::Release);
+                self.persist_meta()?;
+            }
         }
         env.checkpoint()?;
         let after: u64 = dicts.iter().map(|d| d.stats().file_allocated_bytes).sum();

@@ -12,6 +12,18 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// Most runs merged at once: more would mean more open files than a default descriptor
+/// limit allows next to the server's sockets. Beyond it, runs are merged in passes.
+const FAN_IN: usize = 128;
+
+static NEXT_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A fresh run file name in `dir`, unique within the process (and across processes by pid).
+fn run_path(dir: &Path) -> PathBuf {
+    let n = NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("sort-{}-{n}.run", std::process::id()))
+}
+
 /// A key and its value.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
@@ -75,20 +87,12 @@ impl Sorter {
             return Ok(());
         }
         self.mem.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let path = self.dir.join(format!(
-            "sort-{}-{:p}-{}.run",
-            std::process::id(),
-            self as *const Sorter,
-            self.runs.len()
-        ));
+        let path = run_path(&self.dir);
         // Registered before writing, so a failed write still gets cleaned up.
         self.runs.push(path.clone());
         let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
         for (k, v) in self.mem.drain(..) {
-            w.write_all(&(k.len() as u32).to_le_bytes())?;
-            w.write_all(&(v.len() as u32).to_le_bytes())?;
-            w.write_all(&k)?;
-            w.write_all(&v)?;
+            write_entry(&mut w, &k, &v)?;
         }
         w.into_inner().map_err(|e| e.into_error())?;
         self.mem = Vec::new();
@@ -109,24 +113,52 @@ impl Sorter {
             });
         }
         self.spill()?;
-        let runs = std::mem::take(&mut self.runs);
-        let mut m = Merge {
-            mem: Vec::new().into_iter(),
-            readers: Vec::with_capacity(runs.len()),
-            heap: BinaryHeap::with_capacity(runs.len()),
-            runs,
-        };
-        // Small read buffers: many runs share the memory the budget allowed for one.
-        let buf = (self.budget / m.runs.len()).clamp(16 << 10, 1 << 20);
-        for (i, p) in m.runs.iter().enumerate() {
-            m.readers
-                .push(BufReader::with_capacity(buf, File::open(p)?));
-            if let Some(e) = read_entry(&mut m.readers[i])? {
-                m.heap.push(Reverse((e.0, i, e.1)));
+        let mut runs = std::mem::take(&mut self.runs);
+        // Too many runs for one merge: merge the oldest ones into a new run until few remain.
+        while runs.len() > FAN_IN {
+            let group: Vec<PathBuf> = runs.drain(..FAN_IN).collect();
+            let out = run_path(&self.dir);
+            // Registered first, so that a failure below still removes it.
+            self.runs.push(out.clone());
+            let merged = open_merge(group, self.budget)?;
+            let mut w = BufWriter::with_capacity(1 << 20, File::create(&out)?);
+            for e in merged {
+                let (k, v) = e?;
+                write_entry(&mut w, &k, &v)?;
             }
+            w.into_inner().map_err(|e| e.into_error())?;
+            self.runs.pop();
+            runs.push(out);
         }
-        Ok(m)
+        open_merge(runs, self.budget)
     }
+}
+
+/// A merge over `runs`, which it deletes when dropped.
+fn open_merge(runs: Vec<PathBuf>, budget: usize) -> std::io::Result<Merge> {
+    let mut m = Merge {
+        mem: Vec::new().into_iter(),
+        readers: Vec::with_capacity(runs.len()),
+        heap: BinaryHeap::with_capacity(runs.len()),
+        runs,
+    };
+    // Small read buffers: the runs share the memory the budget allowed for one.
+    let buf = (budget / m.runs.len().max(1)).clamp(16 << 10, 1 << 20);
+    for i in 0..m.runs.len() {
+        let f = File::open(&m.runs[i])?;
+        m.readers.push(BufReader::with_capacity(buf, f));
+        if let Some(e) = read_entry(&mut m.readers[i])? {
+            m.heap.push(Reverse((e.0, i, e.1)));
+        }
+    }
+    Ok(m)
+}
+
+fn write_entry(w: &mut impl Write, k: &[u8], v: &[u8]) -> std::io::Result<()> {
+    w.write_all(&(k.len() as u32).to_le_bytes())?;
+    w.write_all(&(v.len() as u32).to_le_bytes())?;
+    w.write_all(k)?;
+    w.write_all(v)
 }
 
 impl Drop for Sorter {
@@ -217,6 +249,12 @@ mod tests {
             .collect();
         let (out, runs) = sorted(&entries, 1 << 20);
         assert!(runs > 1, "a 1 MiB budget spills 50,000 entries");
+        let mut want = entries.clone();
+        want.sort();
+        assert_eq!(out, want);
+        // More runs than one merge takes: merged in passes.
+        let (out, runs) = sorted(&entries, 10_000);
+        assert!(runs > FAN_IN, "{runs} runs");
         let mut want = entries.clone();
         want.sort();
         assert_eq!(out, want);

@@ -69,6 +69,8 @@ pub(crate) struct DictFile {
     file: File,
     /// The same file opened with `O_DIRECT`, for block reads, when direct I/O is on.
     direct: Option<File>,
+    /// Cleared for good if the filesystem accepted `O_DIRECT` but refuses our reads.
+    direct_ok: std::sync::atomic::AtomicBool,
     pub state: Mutex<FileState>,
 }
 
@@ -105,6 +107,7 @@ impl DictFile {
             path: path.to_path_buf(),
             file,
             direct: open_direct(path, direct_io),
+            direct_ok: std::sync::atomic::AtomicBool::new(true),
             state: Mutex::new(FileState {
                 current: table.clone(),
                 inprogress: None,
@@ -134,6 +137,7 @@ impl DictFile {
             path: path.to_path_buf(),
             file,
             direct: open_direct(path, direct_io),
+            direct_ok: std::sync::atomic::AtomicBool::new(true),
             state: Mutex::new(FileState {
                 current: table.clone(),
                 inprogress: None,
@@ -146,8 +150,20 @@ impl DictFile {
     }
 
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        use std::sync::atomic::Ordering;
         if let Some(d) = &self.direct {
-            return read_direct(d, offset, len).ctx(&self.path);
+            if self.direct_ok.load(Ordering::Relaxed) {
+                match read_direct(d, offset, len) {
+                    Ok(v) => return Ok(v),
+                    // An alignment the device wants and 4 KiB does not meet: read buffered
+                    // from now on.
+                    Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                        self.direct_ok.store(false, Ordering::Relaxed);
+                        tracing::warn!(path = %self.path.display(), error = %e, "direct reads refused; using buffered reads");
+                    }
+                    Err(e) => return Err(e).ctx(&self.path),
+                }
+            }
         }
         let mut buf = vec![0u8; len];
         self.file.read_exact_at(&mut buf, offset).ctx(&self.path)?;

@@ -154,11 +154,11 @@ impl LogRecord {
             let n = d.u32()? as usize;
             let mut v = Vec::with_capacity(n.min(4096));
             for _ in 0..n {
-                let r = LogRecord::decode_body(d.lp()?)?;
-                if matches!(r, LogRecord::Batch(_)) {
+                let sub = d.lp()?;
+                if sub.first() == Some(&7) {
                     return Err("nested batch in log record".into());
                 }
-                v.push(r);
+                v.push(LogRecord::decode_body(sub)?);
             }
             if d.remaining() != 0 {
                 return Err("trailing bytes in log record".into());

@@ -31,6 +31,7 @@ use std::time::Instant;
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 use parking_lot::Mutex;
 use silt_query::update::{UpdateCtx, UpdateSpec};
+use silt_query::QueryError;
 use silt_storage::{UpdateOutcome, UpdateRegistry};
 
 /// The engine update-function id of fast updates. Stored in messages and log records: never
@@ -95,18 +96,21 @@ pub fn message_arg(
     update: &Document,
     upsert: bool,
     recheck: Option<&Document>,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, QueryError> {
     // Serialized straight from the caller's documents: no deep copy on the fast path.
-    let raw = |d: &Document| RawDocumentBuf::from_document(d).unwrap_or_default();
+    let bad = |e: &dyn std::fmt::Display| {
+        QueryError::bad_value(format!("cannot encode the fast update: {e}"))
+    };
+    let raw = |d: &Document| RawDocumentBuf::from_document(d).map_err(|e| bad(&e));
     let mut d = RawDocumentBuf::new();
-    d.append("id", RawBson::try_from(id.clone()).unwrap_or(RawBson::Null));
-    d.append("u", raw(update));
+    d.append("id", RawBson::try_from(id.clone()).map_err(|e| bad(&e))?);
+    d.append("u", raw(update)?);
     d.append("up", upsert);
     d.append("now", bson::DateTime::now());
     if let Some(q) = recheck {
-        d.append("q", raw(q));
+        d.append("q", raw(q)?);
     }
-    d.into_bytes()
+    Ok(d.into_bytes())
 }
 
 fn apply(old: Option<&[u8]>, arg: &[u8]) -> Result<UpdateOutcome, String> {
@@ -196,7 +200,7 @@ mod tests {
         let stats = Arc::new(FastUpdates::default());
         let mut reg = UpdateRegistry::new();
         register(&mut reg, stats);
-        let arg = message_arg(&Bson::Int32(7), &u, upsert, None);
+        let arg = message_arg(&Bson::Int32(7), &u, upsert, None).unwrap();
         let old = old.map(|d| {
             let mut v = Vec::new();
             d.to_writer(&mut v).unwrap();

@@ -129,15 +129,19 @@ fn run(cfg: config::Config) -> Result<(), String> {
     rt.block_on(async move { server::serve(s2, &addr).await })?;
     rt.shutdown_timeout(Duration::from_secs(5));
     tracing::info!("shutting down: checkpoint and close");
-    let server =
-        Arc::try_unwrap(server).map_err(|_| "connections still hold the server".to_string());
-    match server {
+    match Arc::try_unwrap(server) {
         Ok(s) => s
             .store
             .close()
             .map_err(|e| format!("error while closing: {e}"))?,
-        Err(e) => {
-            tracing::warn!("{e}; checkpointing without close");
+        Err(s) => {
+            // A command still running holds the server: checkpoint (which also syncs the
+            // log) without closing; recovery finds nothing to replay.
+            tracing::warn!("a command is still running; checkpointing without close");
+            s.store
+                .env()
+                .checkpoint()
+                .map_err(|e| format!("error while checkpointing: {e}"))?;
         }
     }
     tracing::info!("bye");

@@ -78,14 +78,14 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
 
     let conns = Arc::new(Conns::default());
     let local = listener.local_addr().ok();
-    {
+    let acceptor = {
         let s = s.clone();
         let conns = conns.clone();
         std::thread::Builder::new()
             .name("siltd-accept".into())
             .spawn(move || accept_loop(s, listener, conns))
-            .map_err(|e| format!("cannot start the accept thread: {e}"))?;
-    }
+            .map_err(|e| format!("cannot start the accept thread: {e}"))?
+    };
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot install SIGTERM handler: {e}"))?;
@@ -95,10 +95,12 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
     }
     *conns.stopping.lock() = true;
     conns.wake.notify_all();
-    // Wake the accept thread so that it sees the flag.
+    // Wake the accept thread so that it sees the flag, and wait for it: after that no
+    // connection can be added.
     if let Some(a) = local {
         let _ = TcpStream::connect_timeout(&a, Duration::from_millis(200));
     }
+    let _ = acceptor.join();
     let open: Vec<_> = conns.open.lock().drain().collect();
     let mut threads = Vec::new();
     for (_, (stream, handle)) in open {
@@ -164,19 +166,39 @@ fn accept_loop(s: Arc<Server>, listener: TcpListener, conns: Arc<Conns>) {
     }
 }
 
+/// Undoes a connection's registration however its thread ends (a panic included), so the
+/// socket is closed and the counters stay right.
+struct ConnGuard<'a> {
+    s: &'a Server,
+    conns: &'a Conns,
+    id: u64,
+}
+
+impl Drop for ConnGuard<'_> {
+    fn drop(&mut self) {
+        self.s.inprog.disconnected(self.id);
+        self.s.conns_current.fetch_sub(1, Ordering::Relaxed);
+        if let Some((stream, _)) = self.conns.open.lock().remove(&self.id) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
 fn connection(s: Arc<Server>, conns: Arc<Conns>, mut stream: TcpStream, id: u64, peer: String) {
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
     let info = ConnInfo { id, peer };
     s.inprog.connected(&info);
+    let _guard = ConnGuard {
+        s: &s,
+        conns: &conns,
+        id,
+    };
     let why = match serve_connection(&s, &conns, &mut stream, &info) {
         Ok(()) => "client closed".to_string(),
         Err(e) => e,
     };
-    s.inprog.disconnected(id);
-    s.conns_current.fetch_sub(1, Ordering::Relaxed);
     tracing::info!(conn = id, remote = %info.peer, reason = %why, "connection ended");
-    conns.open.lock().remove(&id);
 }
 
 fn error_doc(code: i32, name: &str, msg: &str) -> Document {

@@ -205,34 +205,36 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
     let c = s.store.get_or_create(&ns).map_err(coll_err)?;
-    let mut n = 0i32;
-    let mut errors = Vec::new();
-    let mut prepared = Vec::with_capacity(docs.len());
-    for (i, d) in docs.into_iter().enumerate() {
-        s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
-        match prepare_insert(d.clone()) {
-            Ok(d) => prepared.push((i, d)),
-            Err(e) => {
-                errors.push(WriteFail::Other(e).into_write_error(i));
-                if ordered {
-                    break;
-                }
+    if ignore_dups {
+        // The fast path: one insert-if-absent message per document, no read. Taken only when
+        // every document is valid and the collection has no secondary index; otherwise (or
+        // if the engine refuses the batch, which then wrote nothing) each document is
+        // inserted below and reported on its own.
+        let all: Option<Vec<Document>> = docs
+            .iter()
+            .map(|d| prepare_insert((*d).clone()).ok())
+            .collect();
+        if let Some(all) = all {
+            if let Ok(true) = c.insert_if_absent(&all) {
+                s.ops
+                    .insert
+                    .fetch_add(all.len() as u64, AtomicOrdering::Relaxed);
+                write_concern(s, cmd)?;
+                return Ok(doc! {
+                    "n": all.len() as i32,
+                    "fastInserts": { "count": all.len() as i32, "countsAreUnknown": true },
+                });
             }
         }
     }
-    if ignore_dups && errors.is_empty() {
-        // The fast path: one insert-if-absent message per document, no read.
-        let all: Vec<Document> = prepared.iter().map(|(_, d)| d.clone()).collect();
-        if c.insert_if_absent(&all).map_err(coll_err)? {
-            write_concern(s, cmd)?;
-            return Ok(doc! {
-                "n": all.len() as i32,
-                "fastInserts": { "count": all.len() as i32, "countsAreUnknown": true },
-            });
-        }
-    }
-    for (i, d) in prepared {
-        match insert_one(&c, &d) {
+    let mut n = 0i32;
+    let mut errors = Vec::new();
+    for (i, d) in docs.into_iter().enumerate() {
+        s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
+        let r = prepare_insert(d.clone())
+            .map_err(WriteFail::Other)
+            .and_then(|d| insert_one(&c, &d));
+        match r {
             Ok(()) => n += 1,
             // Skipped: a duplicate `_id` or unique-index key.
             Err(WriteFail::Dup(_)) if ignore_dups => {}
@@ -563,7 +565,7 @@ fn fast_by_index(
         .fetch_add(1, AtomicOrdering::Relaxed);
     let keys = plan::scan_id_keys(&scan, if multi { None } else { Some(1) })?;
     drop(_w);
-    let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q));
+    let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q))?;
     for key in &keys {
         let _k = c.lock_key(key);
         let _w = c.write_guard();
@@ -858,7 +860,13 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                                 .get_or_create(&ns)
                                 .map_err(|e| WriteFail::Other(coll_err(e)))?,
                         };
-                        let arg = crate::fast::message_arg(id, u, upsert, None);
+                        let arg = crate::fast::message_arg(id, u, upsert, None)?;
+                        if upsert {
+                            // The message may create the document: the count is unknown
+                            // until it reaches a leaf.
+                            coll.mark_count_uncertain()
+                                .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                        }
                         coll.dict()
                             .update(&key, crate::fast::FAST_UPDATE_FN, &arg)
                             .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
@@ -1100,9 +1108,10 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let hinted = !matches!(cmd.get("hint"), None | Some(Bson::Null));
     let fast = if hinted {
         None
-    } else if filter.is_empty() {
+    } else if filter.is_empty() && c.count_is_exact() {
         // No predicate: the collection's maintained count, as MongoDB answers from its
-        // metadata (this is what drivers' estimatedDocumentCount sends). O(1).
+        // metadata (this is what drivers' estimatedDocumentCount sends). O(1). While fast
+        // upserts or insert-if-absent messages may be pending, the tree is counted instead.
         Some(c.estimated_count())
     } else {
         plan::fast_count(&c, &matcher)?
