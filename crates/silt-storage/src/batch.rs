@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::dict::{apply_record, check_key, check_val, Dict};
+use crate::dict::{apply_record, Dict};
 use crate::env::EnvInner;
 use crate::error::{Error, Result};
 use crate::options::SyncPolicy;
@@ -39,77 +39,40 @@ impl WriteBatch {
 
     /// [`Dict::put`] as part of the batch.
     pub fn put(&mut self, d: &Dict, key: &[u8], val: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_val(val)?;
-        let dict = d.core.id;
-        self.push(
-            d,
-            LogRecord::Put {
-                dict,
-                key: key.to_vec(),
-                val: val.to_vec(),
-            },
-        )
+        let rec = d.value_record(key, val, |dict, key, val| LogRecord::Put { dict, key, val })?;
+        self.push(d, rec)
     }
 
     /// [`Dict::replace`] as part of the batch.
     pub fn replace(&mut self, d: &Dict, key: &[u8], val: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_val(val)?;
-        let dict = d.core.id;
-        self.push(
-            d,
-            LogRecord::Replace {
-                dict,
-                key: key.to_vec(),
-                val: val.to_vec(),
-            },
-        )
+        let rec = d.value_record(key, val, |dict, key, val| LogRecord::Replace {
+            dict,
+            key,
+            val,
+        })?;
+        self.push(d, rec)
     }
 
     /// [`Dict::put_if_absent`] as part of the batch.
     pub fn put_if_absent(&mut self, d: &Dict, key: &[u8], val: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_val(val)?;
-        let dict = d.core.id;
-        self.push(
-            d,
-            LogRecord::PutIfAbsent {
-                dict,
-                key: key.to_vec(),
-                val: val.to_vec(),
-            },
-        )
+        let rec = d.value_record(key, val, |dict, key, val| LogRecord::PutIfAbsent {
+            dict,
+            key,
+            val,
+        })?;
+        self.push(d, rec)
     }
 
     /// [`Dict::delete`] as part of the batch.
     pub fn delete(&mut self, d: &Dict, key: &[u8]) -> Result<()> {
-        check_key(key)?;
-        let dict = d.core.id;
-        self.push(
-            d,
-            LogRecord::Delete {
-                dict,
-                key: key.to_vec(),
-            },
-        )
+        let rec = d.delete_record(key)?;
+        self.push(d, rec)
     }
 
     /// [`Dict::update`] as part of the batch.
     pub fn update(&mut self, d: &Dict, key: &[u8], func: u32, arg: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_val(arg)?;
-        d.env.fns.check(func)?;
-        let dict = d.core.id;
-        self.push(
-            d,
-            LogRecord::Update {
-                dict,
-                key: key.to_vec(),
-                func,
-                arg: arg.to_vec(),
-            },
-        )
+        let rec = d.update_record(key, func, arg)?;
+        self.push(d, rec)
     }
 
     fn push(&mut self, d: &Dict, rec: LogRecord) -> Result<()> {

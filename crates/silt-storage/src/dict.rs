@@ -353,7 +353,7 @@ pub struct DictStats {
     pub resident_nodes: usize,
 }
 
-pub(crate) fn check_key(k: &[u8]) -> Result<()> {
+fn check_key(k: &[u8]) -> Result<()> {
     if k.len() > MAX_KEY_BYTES {
         return Err(Error::TooLarge {
             what: "key",
@@ -364,7 +364,7 @@ pub(crate) fn check_key(k: &[u8]) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_val(v: &[u8]) -> Result<()> {
+fn check_val(v: &[u8]) -> Result<()> {
     if v.len() > MAX_VALUE_BYTES {
         return Err(Error::TooLarge {
             what: "value",
@@ -430,61 +430,77 @@ impl Dict {
         self.env.relieve_memory(true)
     }
 
-    /// Set `key` to `val`.
-    pub fn put(&self, key: &[u8], val: &[u8]) -> Result<()> {
+    /// The checked log record of a write that sets a value (`make` picks the kind).
+    pub(crate) fn value_record(
+        &self,
+        key: &[u8],
+        val: &[u8],
+        make: impl FnOnce(DictId, Vec<u8>, Vec<u8>) -> LogRecord,
+    ) -> Result<LogRecord> {
         check_key(key)?;
         check_val(val)?;
-        self.write(LogRecord::Put {
-            dict: self.core.id,
-            key: key.to_vec(),
-            val: val.to_vec(),
-        })
+        Ok(make(self.core.id, key.to_vec(), val.to_vec()))
     }
 
-    /// Set `key`, which the caller knows holds a value, to `val`. The effect is that of
-    /// [`Dict::put`]; the difference is in the maintained row count, which does not grow.
-    pub fn replace(&self, key: &[u8], val: &[u8]) -> Result<()> {
+    /// The checked log record of `delete(key)`.
+    pub(crate) fn delete_record(&self, key: &[u8]) -> Result<LogRecord> {
         check_key(key)?;
-        check_val(val)?;
-        self.write(LogRecord::Replace {
-            dict: self.core.id,
-            key: key.to_vec(),
-            val: val.to_vec(),
-        })
-    }
-
-    /// Set `key` to `val` unless it already has a value (no read is done: the check happens
-    /// when the message reaches the leaf or a reader).
-    pub fn put_if_absent(&self, key: &[u8], val: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_val(val)?;
-        self.write(LogRecord::PutIfAbsent {
-            dict: self.core.id,
-            key: key.to_vec(),
-            val: val.to_vec(),
-        })
-    }
-
-    /// Remove `key` (a no-op if absent).
-    pub fn delete(&self, key: &[u8]) -> Result<()> {
-        check_key(key)?;
-        self.write(LogRecord::Delete {
+        Ok(LogRecord::Delete {
             dict: self.core.id,
             key: key.to_vec(),
         })
     }
 
-    /// Apply registered update function `func` with `arg` to `key`, without reading it now.
-    pub fn update(&self, key: &[u8], func: u32, arg: &[u8]) -> Result<()> {
+    /// The checked log record of `update(key, func, arg)`.
+    pub(crate) fn update_record(&self, key: &[u8], func: u32, arg: &[u8]) -> Result<LogRecord> {
         check_key(key)?;
         check_val(arg)?;
         self.env.fns.check(func)?;
-        self.write(LogRecord::Update {
+        Ok(LogRecord::Update {
             dict: self.core.id,
             key: key.to_vec(),
             func,
             arg: arg.to_vec(),
         })
+    }
+
+    /// Set `key` to `val`.
+    pub fn put(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        self.write(self.value_record(key, val, |dict, key, val| LogRecord::Put { dict, key, val })?)
+    }
+
+    /// Set `key`, which the caller knows holds a value, to `val`. The effect is that of
+    /// [`Dict::put`]; the difference is in the maintained row count, which does not grow.
+    pub fn replace(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        self.write(
+            self.value_record(key, val, |dict, key, val| LogRecord::Replace {
+                dict,
+                key,
+                val,
+            })?,
+        )
+    }
+
+    /// Set `key` to `val` unless it already has a value (no read is done: the check happens
+    /// when the message reaches the leaf or a reader).
+    pub fn put_if_absent(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        self.write(
+            self.value_record(key, val, |dict, key, val| LogRecord::PutIfAbsent {
+                dict,
+                key,
+                val,
+            })?,
+        )
+    }
+
+    /// Remove `key` (a no-op if absent).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.write(self.delete_record(key)?)
+    }
+
+    /// Apply registered update function `func` with `arg` to `key`, without reading it now.
+    pub fn update(&self, key: &[u8], func: u32, arg: &[u8]) -> Result<()> {
+        self.write(self.update_record(key, func, arg)?)
     }
 
     /// Apply update function `func` with `arg` to every key.

@@ -103,7 +103,22 @@ impl DictFile {
         file.write_all_at(&header.encode(), HEADER_SLOT_BYTES)
             .ctx(path)?;
         file.sync_all().ctx(path)?;
-        Ok(DictFile {
+        Ok(DictFile::assemble(
+            path, file, direct_io, table, tx, alloc, header,
+        ))
+    }
+
+    /// The handle over an open file whose checkpointed table is `table`, stored at `tx`.
+    fn assemble(
+        path: &Path,
+        file: File,
+        direct_io: bool,
+        table: Table,
+        tx: Extent,
+        alloc: Allocator,
+        header: FileHeader,
+    ) -> DictFile {
+        DictFile {
             path: path.to_path_buf(),
             file,
             direct: open_direct(path, direct_io),
@@ -116,7 +131,7 @@ impl DictFile {
                 alloc,
                 header,
             }),
-        })
+        }
     }
 
     /// Open an existing file at its last complete checkpoint.
@@ -133,20 +148,9 @@ impl DictFile {
             len: header.btt_len,
         };
         let alloc = Allocator::from_used(table.values().copied().chain([tx]));
-        Ok(DictFile {
-            path: path.to_path_buf(),
-            file,
-            direct: open_direct(path, direct_io),
-            direct_ok: std::sync::atomic::AtomicBool::new(true),
-            state: Mutex::new(FileState {
-                current: table.clone(),
-                inprogress: None,
-                checkpointed: table,
-                ckpt_btt: Some(tx),
-                alloc,
-                header,
-            }),
-        })
+        Ok(DictFile::assemble(
+            path, file, direct_io, table, tx, alloc, header,
+        ))
     }
 
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
