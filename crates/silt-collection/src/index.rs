@@ -477,8 +477,44 @@ pub fn prefix_len(key: &[u8], desc: &[bool]) -> Option<usize> {
 }
 
 /// One secondary index of a collection: its spec and dictionary.
+/// How often an index was chosen to answer an operation since this process loaded it
+/// (`$indexStats`' `accesses`): kept in memory, reset by a restart, as in MongoDB.
+#[derive(Debug)]
+pub struct Accesses {
+    ops: std::sync::atomic::AtomicU64,
+    since: std::time::SystemTime,
+}
+
+impl Default for Accesses {
+    fn default() -> Self {
+        Accesses {
+            ops: std::sync::atomic::AtomicU64::new(0),
+            since: std::time::SystemTime::now(),
+        }
+    }
+}
+
+impl Accesses {
+    /// One more operation used the index.
+    pub fn record(&self) {
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Operations counted so far.
+    pub fn ops(&self) -> u64 {
+        self.ops.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// When counting started.
+    pub fn since(&self) -> std::time::SystemTime {
+        self.since
+    }
+}
+
 pub struct Index {
     pub spec: IndexSpec,
+    /// Operations that chose this index.
+    pub accesses: Accesses,
     dict: Dict,
     multikey: AtomicBool,
     /// Entries carry shapes (every index built since shapes exist).
@@ -499,6 +535,7 @@ impl Index {
         let desc = spec.directions();
         Index {
             spec,
+            accesses: Accesses::default(),
             dict,
             multikey: AtomicBool::new(multikey),
             coverable,

@@ -11,6 +11,7 @@
 
 pub mod index;
 pub mod sorter;
+mod write;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -19,10 +20,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
-use parking_lot::{Mutex, MutexGuard, RwLock};
-use silt_storage::{Dict, Env, EnvOptions, UpdateRegistry, WriteBatch};
+use parking_lot::{Mutex, RwLock};
+use silt_storage::{Dict, Env, EnvOptions, UpdateRegistry};
 
-pub use index::{Index, IndexSpec, KeyError, SpecError};
+pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
+pub use write::DocLock;
 
 /// Name of the catalog dictionary inside the engine.
 const CATALOG: &str = "_catalog";
@@ -612,6 +614,8 @@ pub struct Collection {
     count_uncertain: AtomicBool,
     /// Bumped by every such write, so `compact` clears the flag only if none came meanwhile.
     uncertain_writes: AtomicU64,
+    /// Operations answered through the `_id_` index (the primary tree's `_id` order).
+    id_accesses: Accesses,
 }
 
 impl std::fmt::Debug for Collection {
@@ -644,6 +648,7 @@ impl Collection {
             meta_lock: Mutex::new(()),
             count_uncertain: AtomicBool::new(false),
             uncertain_writes: AtomicU64::new(0),
+            id_accesses: Accesses::default(),
         }
     }
 
@@ -702,6 +707,11 @@ impl Collection {
         self.options.read().clone()
     }
 
+    /// Operations answered through `_id_` (points or ranges of the primary tree).
+    pub fn id_accesses(&self) -> &Accesses {
+        &self.id_accesses
+    }
+
     /// The primary dictionary (keys: encoded `_id`).
     pub fn dict(&self) -> &Dict {
         &self.dict
@@ -721,18 +731,6 @@ impl Collection {
             .cloned()
     }
 
-    /// Hold off index builds and drops on this collection (what every writer holds while it
-    /// writes). For writers that bypass [`Collection::insert`] and friends, such as fast
-    /// updates that inject engine messages.
-    pub fn write_guard(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
-        self.build.read()
-    }
-
-    /// Lock the stripe of one `_id` key: writers of the same document serialise here.
-    pub fn lock_key(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        self.locks[stripe_of(&[key])].lock()
-    }
-
     /// The document with this encoded key.
     pub fn get_by_key(&self, key: &[u8]) -> Result<Option<Document>> {
         match self.dict.get(key)? {
@@ -749,209 +747,6 @@ impl Collection {
     /// Decode a stored document (as held by a clustering index entry).
     pub fn decode(&self, bytes: &[u8]) -> Result<Document> {
         decode_doc(&self.ns, bytes)
-    }
-
-    /// Insert `doc` (which must carry `_id`); a document with the same `_id` is an error, as
-    /// is a unique-index violation (nothing is written then).
-    pub fn insert(&self, doc: &Document) -> Result<()> {
-        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let key = id_key(&id);
-        // Lock order on every write path: the `_id` stripe, then `build` shared, then the
-        // unique-key stripes (sorted). Updates and deletes take the `_id` stripe in siltd.
-        let _g = self.lock_key(&key);
-        let _b = self.build.read();
-        if self.dict.get(&key)?.is_some() {
-            return Err(CollError::DuplicateKey {
-                ns: self.ns.clone(),
-                index: "_id_".into(),
-                key_pattern: Box::new(doc! { "_id": 1 }),
-                key_value: Box::new(doc! { "_id": id }),
-            });
-        }
-        self.write_doc(&key, None, Some(doc))
-    }
-
-    /// Insert each document unless one with its `_id` exists, without reading: one
-    /// insert-if-absent message per document, all in one engine batch. A duplicate is skipped
-    /// when its message reaches a leaf, so nobody learns which documents were duplicates.
-    /// Only possible while the collection has no secondary index (an index entry would need
-    /// to know whether its document went in); returns `false`, writing nothing, otherwise.
-    pub fn insert_if_absent(&self, docs: &[Document]) -> Result<bool> {
-        let keys: Vec<Vec<u8>> = docs
-            .iter()
-            .map(|d| id_key(d.get("_id").unwrap_or(&Bson::Null)))
-            .collect();
-        // The `_id` stripes (sorted, as every path takes several), so that a plain insert's
-        // check-then-put of the same `_id` cannot straddle these messages.
-        let mut stripes: Vec<usize> = keys.iter().map(|k| stripe_of(&[k])).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let _locks: Vec<MutexGuard<'_, ()>> =
-            stripes.iter().map(|s| self.locks[*s].lock()).collect();
-        let _b = self.build.read();
-        if !self.indexes.read().is_empty() {
-            return Ok(false);
-        }
-        let mut batch = WriteBatch::new();
-        for (key, d) in keys.iter().zip(docs) {
-            batch.put_if_absent(&self.dict, key, &encode_doc(d))?;
-        }
-        // A duplicate is charged to the count until its message reaches a leaf.
-        self.mark_count_uncertain()?;
-        batch.commit()?;
-        Ok(true)
-    }
-
-    /// Replace `old` by `new` under `key` (the caller holds the key's lock and has read `old`
-    /// under it). Index entries follow; a unique violation writes nothing.
-    pub fn replace_locked(&self, key: &[u8], old: &Document, new: &Document) -> Result<()> {
-        let _b = self.build.read();
-        self.write_doc(key, Some(old), Some(new))
-    }
-
-    /// Delete the document `old` under `key` (the caller holds the key's lock).
-    pub fn delete_locked(&self, key: &[u8], old: &Document) -> Result<()> {
-        let _b = self.build.read();
-        self.write_doc(key, Some(old), None)
-    }
-
-    fn keys_of(&self, ix: &Index, d: Option<&Document>) -> Result<(KeySet, bool)> {
-        match d {
-            None => Ok((Vec::new(), false)),
-            Some(d) => match ix.spec.keys(d) {
-                Ok(k) => Ok((k.keys, k.multikey)),
-                Err(KeyError::ParallelArrays(a, b)) => Err(CollError::ParallelArrays(a, b)),
-            },
-        }
-    }
-
-    /// The write itself, with index maintenance (the caller holds `build` shared and the
-    /// `_id` stripe). Every index key is computed and every unique constraint checked before
-    /// anything is written.
-    fn write_doc(&self, key: &[u8], old: Option<&Document>, new: Option<&Document>) -> Result<()> {
-        let idxs = self.indexes.read().clone();
-        let mut plans = Vec::with_capacity(idxs.len());
-        for ix in &idxs {
-            let (ok, _) = self.keys_of(ix, old)?;
-            let (nk, mk) = self.keys_of(ix, new)?;
-            for (p, _) in &nk {
-                if p.len() + key.len() > MAX_INDEX_KEY_BYTES {
-                    return Err(CollError::Storage(silt_storage::Error::TooLarge {
-                        what: "index key",
-                        len: p.len() + key.len(),
-                        limit: MAX_INDEX_KEY_BYTES,
-                    }));
-                }
-            }
-            // What each entry's value must be: the document (clustering) or its shape.
-            let value = |d: Option<&Document>| match d {
-                Some(d) if ix.spec.clustering => encode_doc(d),
-                Some(d) if ix.is_coverable() => ix.spec.shape(d),
-                _ => Vec::new(),
-            };
-            let (ov, nv) = (value(old), value(new));
-            plans.push((ix, ok, nk, mk, ov != nv, nv));
-        }
-        // Unique checks under the stripes of the new prefixes.
-        let mut stripes: Vec<usize> = Vec::new();
-        for (ix, ok, nk, ..) in &plans {
-            if !ix.spec.unique {
-                continue;
-            }
-            for (p, _) in nk {
-                if !ok.iter().any(|(o, _)| o == p) {
-                    stripes.push(stripe_of(&[ix.name().as_bytes(), p]));
-                }
-            }
-        }
-        stripes.sort_unstable();
-        stripes.dedup();
-        let _guards: Vec<MutexGuard<'_, ()>> =
-            stripes.iter().map(|s| self.ukey_locks[*s].lock()).collect();
-        for (ix, ok, nk, ..) in &plans {
-            if !ix.spec.unique {
-                continue;
-            }
-            for (p, vals) in nk {
-                if ok.iter().any(|(o, _)| o == p) {
-                    continue;
-                }
-                let hi = index::prefix_end(p);
-                let hi_b = match &hi {
-                    Some(h) => Bound::Excluded(h.as_slice()),
-                    None => Bound::Unbounded,
-                };
-                let mut cur = ix.dict().cursor(Bound::Included(p.as_slice()), hi_b);
-                while let Some((k, _)) = cur.next()? {
-                    if k.get(p.len()..) != Some(key) {
-                        return Err(CollError::DuplicateKey {
-                            ns: self.ns.clone(),
-                            index: ix.name().to_string(),
-                            key_pattern: Box::new(ix.spec.key_pattern.clone()),
-                            key_value: Box::new(ix.spec.key_value_doc(vals)),
-                        });
-                    }
-                }
-            }
-        }
-        // Flag multikey before any entry is written, so no planner sees an array key in an
-        // index it believes is not multikey.
-        let mut flag_changed = false;
-        for (ix, _, _, mk, ..) in &plans {
-            if *mk && ix.set_multikey() {
-                flag_changed = true;
-            }
-        }
-        // The document and its index entries are one engine batch: after a crash they are
-        // all there or none is.
-        let mut batch = WriteBatch::new();
-        let bytes = new.map(encode_doc);
-        match (&bytes, old) {
-            (Some(b), Some(_)) => batch.replace(&self.dict, key, b)?,
-            (Some(b), None) => batch.put(&self.dict, key, b)?,
-            (None, _) => batch.delete(&self.dict, key)?,
-        }
-        for (ix, ok, nk, _, value_changed, val) in &plans {
-            let entry = |p: &[u8]| {
-                let mut e = Vec::with_capacity(p.len() + key.len());
-                e.extend_from_slice(p);
-                e.extend_from_slice(key);
-                e
-            };
-            for (p, _) in ok {
-                if !nk.iter().any(|(n, _)| n == p) {
-                    batch.delete(ix.dict(), &entry(p))?;
-                }
-            }
-            // An entry whose key stays is rewritten when its value changes (the document of a
-            // clustering index, or the shape: `1` becoming `NumberLong(1)` keeps the key).
-            for (p, _) in nk {
-                if ok.iter().any(|(o, _)| o == p) {
-                    if *value_changed {
-                        batch.replace(ix.dict(), &entry(p), val)?;
-                    }
-                } else {
-                    batch.put(ix.dict(), &entry(p), val)?;
-                }
-            }
-        }
-        // A newly multikey index is recorded in the catalog in the same batch as the entries
-        // that made it so: after a crash the planner never trusts a stale "not multikey".
-        let _meta = if flag_changed {
-            let g = self.meta_lock.lock();
-            if self.live.load(Ordering::Acquire) {
-                batch.put(
-                    &self.catalog,
-                    self.ns.as_bytes(),
-                    &encode_doc(&self.meta_doc()),
-                )?;
-            }
-            Some(g)
-        } else {
-            None
-        };
-        batch.commit()?;
-        Ok(())
     }
 
     /// Build `spec` into the empty `dict` from the collection's documents (the caller holds
@@ -1409,7 +1204,7 @@ mod tests {
             let key = id_key(&Bson::Int32(3));
             let old = c.get_by_key(&key).unwrap().unwrap();
             let new = doc! {"_id": 3, "a": [40, 41], "u": 3, "t": "x"};
-            c.replace_locked(&key, &old, &new).unwrap();
+            c.replace(&c.lock_doc(key.clone()), &old, &new).unwrap();
             let a = entries(&c, "a_1");
             assert_eq!(a.iter().filter(|(_, id)| *id == Bson::Int32(3)).count(), 2);
             assert!(c.index("a_1").unwrap().is_multikey());
@@ -1418,11 +1213,11 @@ mod tests {
             let old = c.get_by_key(&key).unwrap().unwrap();
             let moved = doc! {"_id": 3, "a": 1, "u": 4};
             assert!(matches!(
-                c.replace_locked(&key, &old, &moved),
+                c.replace(&c.lock_doc(key.clone()), &old, &moved),
                 Err(CollError::DuplicateKey { .. })
             ));
             assert_eq!(c.get_by_key(&key).unwrap().unwrap(), old);
-            c.delete_locked(&key, &old).unwrap();
+            c.delete(&c.lock_doc(key.clone()), &old).unwrap();
             assert!(!entries(&c, "a_1")
                 .iter()
                 .any(|(_, id)| *id == Bson::Int32(3)));
@@ -1555,7 +1350,7 @@ mod tests {
         for v in [Bson::Int64(1), Bson::Double(1.0), Bson::Int32(1)] {
             let old = d.clone();
             d.insert("a", v);
-            c.replace_locked(&id_key(&Bson::Int32(1)), &old, &d)
+            c.replace(&c.lock_doc(id_key(&Bson::Int32(1))), &old, &d)
                 .unwrap();
             check_covered(&c, "a_1", std::slice::from_ref(&d));
         }
@@ -1599,7 +1394,7 @@ mod tests {
                     Some(v) => { d.insert("a", v); }
                     None => { d.remove("a"); }
                 }
-                c.replace_locked(&key, &old, d).unwrap();
+                c.replace(&c.lock_doc(key.clone()), &old, d).unwrap();
             }
             for name in ["a_1", "a_-1_b_1", "n.x_1_b_-1", "n_1_n.y_1"] {
                 check_covered(&c, name, &docs);

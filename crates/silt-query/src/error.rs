@@ -71,6 +71,15 @@ codes! {
 }
 
 impl QueryError {
+    /// The code name a reply carries: the table's name, or `Location<N>` for an error
+    /// MongoDB raises by location number.
+    pub fn name(&self) -> std::borrow::Cow<'static, str> {
+        match self.code_name {
+            "Location" => format!("Location{}", self.code).into(),
+            n => n.into(),
+        }
+    }
+
     /// An error MongoDB reports with a numbered "Location" code (e.g. `Location16020`):
     /// the code is the number and the code name is `Location<N>`.
     pub fn located(code: i32, msg: impl Into<String>) -> QueryError {

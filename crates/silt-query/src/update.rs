@@ -14,17 +14,15 @@
 //! value of the same type is a no-op); [`UpdateSpec::apply_to_new`] builds the document an
 //! upsert inserts from the seed the caller derived from the query's equalities.
 //!
-//! `$pull` conditions and array filters are evaluated by the caller's [`ConditionMatcher`]
-//! (the query matcher) when one is given in the [`UpdateCtx`], and otherwise by a small
-//! built-in evaluator (equality, `$eq $ne $gt $gte $lt $lte $in $nin $exists`, `$and $or
-//! $nor`, dotted paths through arrays) that reports `NotImplemented` for anything else.
+//! `$pull` conditions and array filters are compiled into the query matcher when the update is
+//! parsed (`pull.rs`): one evaluator for every path that applies an update.
 //! Pipeline-style updates (arrays) are the caller's business.
 
 mod apply;
 mod arith;
-mod cond;
 mod fmt;
 mod parse;
+mod pull;
 #[cfg(test)]
 mod tests;
 
@@ -35,31 +33,9 @@ use silt_bson::compare::values_equal;
 
 use crate::error::{QResult, QueryError};
 
-/// Evaluates a query filter against a document: the hook through which the query matcher
-/// decides `$pull` conditions and `arrayFilters`.
-///
-/// The update module reduces both to this one question. A `$pull` condition that is a query
-/// (`{score: {$gt: 5}}`) is matched against each array element that is a document; an
-/// operator condition (`{$gte: 6}`, `{$elemMatch: …}`) or a regex is matched as
-/// `{v: <condition>}` against `{v: <element>}`; an array filter (`{"e.grade": {$gte: 85}}`)
-/// is matched against `{e: <element>}`. Implementations must apply MongoDB's usual
-/// semantics, including implicit traversal of arrays.
-pub trait ConditionMatcher {
-    fn matches(&self, filter: &Document, doc: &Document) -> QResult<bool>;
-}
-
-impl<F> ConditionMatcher for F
-where
-    F: Fn(&Document, &Document) -> QResult<bool>,
-{
-    fn matches(&self, filter: &Document, doc: &Document) -> QResult<bool> {
-        self(filter, doc)
-    }
-}
-
 /// What an update needs to know besides the document.
-#[derive(Clone, Copy)]
-pub struct UpdateCtx<'a> {
+#[derive(Clone, Copy, Debug)]
+pub struct UpdateCtx {
     /// The document is being inserted by an upsert: `$setOnInsert` applies.
     pub is_insert: bool,
     /// The index of the first array element the query matched, for the positional `$`.
@@ -69,12 +45,9 @@ pub struct UpdateCtx<'a> {
     /// The timestamp `$currentDate: {$type: "timestamp"}` writes; by default `now` in
     /// seconds with increment 1.
     pub timestamp: Option<Timestamp>,
-    /// The query matcher for `$pull` conditions and array filters; the built-in evaluator
-    /// is used without one.
-    pub matcher: Option<&'a dyn ConditionMatcher>,
 }
 
-impl UpdateCtx<'_> {
+impl UpdateCtx {
     /// An update of an existing document at time `now`, with no positional match and no
     /// matcher.
     pub fn new(now: DateTime) -> Self {
@@ -83,26 +56,13 @@ impl UpdateCtx<'_> {
             positional: None,
             now,
             timestamp: None,
-            matcher: None,
         }
     }
 }
 
-impl Default for UpdateCtx<'_> {
+impl Default for UpdateCtx {
     fn default() -> Self {
         UpdateCtx::new(DateTime::now())
-    }
-}
-
-impl std::fmt::Debug for UpdateCtx<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpdateCtx")
-            .field("is_insert", &self.is_insert)
-            .field("positional", &self.positional)
-            .field("now", &self.now)
-            .field("timestamp", &self.timestamp)
-            .field("matcher", &self.matcher.map(|_| "…"))
-            .finish()
     }
 }
 
@@ -120,7 +80,7 @@ pub enum UpdateSpec {
 pub struct UpdateOps {
     root: parse::ObjectNode,
     /// Array filters by identifier.
-    filters: BTreeMap<String, Document>,
+    filters: BTreeMap<String, pull::ArrayFilter>,
     positional: bool,
     touched: Vec<String>,
 }
@@ -173,7 +133,7 @@ impl UpdateSpec {
     }
 
     /// Apply the update to (a copy of) `doc`: the new document and whether it differs.
-    pub fn apply(&self, doc: &Document, ctx: &UpdateCtx<'_>) -> QResult<(Document, bool)> {
+    pub fn apply(&self, doc: &Document, ctx: &UpdateCtx) -> QResult<(Document, bool)> {
         match self {
             UpdateSpec::Replacement(r) => {
                 let new = replace(doc, r)?;
@@ -188,7 +148,7 @@ impl UpdateSpec {
     /// caller) updated as an insert (`$setOnInsert` applies whatever `ctx.is_insert` says).
     /// A replacement keeps only the seed's `_id`. `_id`, when present, comes first; the
     /// caller generates one when it is missing.
-    pub fn apply_to_new(&self, seed: Document, ctx: &UpdateCtx<'_>) -> QResult<Document> {
+    pub fn apply_to_new(&self, seed: Document, ctx: &UpdateCtx) -> QResult<Document> {
         let doc = match self {
             UpdateSpec::Replacement(r) => {
                 let mut base = Document::new();

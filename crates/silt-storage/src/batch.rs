@@ -8,10 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::dict::{apply_record, Dict};
-use crate::env::EnvInner;
+use crate::dict::Dict;
 use crate::error::{Error, Result};
-use crate::options::SyncPolicy;
 use crate::wal::LogRecord;
 
 /// Writes to commit together. Build it with the methods named like [`Dict`]'s, then
@@ -90,45 +88,12 @@ impl WriteBatch {
     /// Log the writes as one record, apply them, and return once the record is written (and
     /// synced under [`SyncPolicy::EveryCommit`]).
     pub fn commit(self) -> Result<()> {
-        let mut ops = self.ops;
-        if ops.len() <= 1 {
-            return match ops.pop() {
-                Some((d, rec)) => d.write(rec),
-                None => Ok(()),
-            };
-        }
-        let env: Arc<EnvInner> = ops[0].0.env.clone();
-        // Each dictionary once, in id order: the order every batch takes their locks in.
-        let mut dicts: Vec<Dict> = ops.iter().map(|(d, _)| d.clone()).collect();
-        dicts.sort_by_key(|d| d.core.id);
-        dicts.dedup_by_key(|d| d.core.id);
-        for d in &dicts {
-            d.live()?;
-        }
-        let lsn = {
-            let _ck = env.ckpt_lock.read();
-            // Every tree is locked while the record is appended, so that each dictionary's
-            // messages get their MSNs in log order, as with single writes.
-            let mut trees: Vec<_> = dicts
-                .iter()
-                .map(|d| (d.core.id, d.core.tree.write()))
-                .collect();
-            let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
-            let rec = LogRecord::Batch(recs);
-            let lsn = env.wal.append(&rec);
-            for (d, r) in handles.iter().zip(rec.writes()) {
-                let i = trees
-                    .binary_search_by_key(&d.core.id, |(id, _)| *id)
-                    .expect("every dictionary of the batch is locked");
-                apply_record(&mut trees[i].1, &env, r);
+        match self.ops.first() {
+            None => Ok(()),
+            Some((d, _)) => {
+                let env = d.env.clone();
+                crate::write::commit(&env, self.ops)
             }
-            lsn
-        };
-        env.wal
-            .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
-        for d in &dicts {
-            d.after_write()?;
         }
-        Ok(())
     }
 }

@@ -156,15 +156,9 @@ where
             );
         }
     }
-    {
-        let _ck = env.ckpt_lock.read();
-        let mut t = core.tree.write();
-        if !is_empty(&t) {
-            drop(t);
-            free_all(d, &written);
-            return Err(Error::InvalidOptions(
-                "dictionary was written to during the bulk load".into(),
-            ));
+    let installed = crate::write::install_tree(env, core, |t| {
+        if !is_empty(t) {
+            return false;
         }
         {
             let mut st = core.file.state.lock();
@@ -178,6 +172,13 @@ where
         t.remove_node_pub(old_root);
         t.stats.rows += rows as i64;
         t.stats.bytes += bytes as i64;
+        true
+    });
+    if !installed {
+        free_all(d, &written);
+        return Err(Error::InvalidOptions(
+            "dictionary was written to during the bulk load".into(),
+        ));
     }
     tracing::info!(
         rows,

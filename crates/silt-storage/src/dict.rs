@@ -11,7 +11,9 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
+
+use crate::poison::TreeLock;
 
 use crate::env::EnvInner;
 use crate::error::{corruption, Error, Result};
@@ -22,7 +24,7 @@ use crate::format::node::{
 };
 use crate::ids::{BlockNum, DictId, Xid};
 use crate::msg::MsgKind;
-use crate::options::{SyncPolicy, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::tree::node::{Key, Node, Part, PartData, PartLoc};
 use crate::tree::{Need, Step, Tree};
 use crate::wal::LogRecord;
@@ -31,7 +33,7 @@ pub(crate) struct DictCore {
     pub id: DictId,
     pub name: Mutex<String>,
     pub file: Arc<DictFile>,
-    pub tree: RwLock<Tree>,
+    pub tree: TreeLock<Tree>,
     pub dropped: AtomicBool,
 }
 
@@ -403,18 +405,7 @@ impl Dict {
 
     /// Log and inject one write; return once the log record is written.
     pub(crate) fn write(&self, rec: LogRecord) -> Result<()> {
-        self.live()?;
-        let lsn = {
-            let _ck = self.env.ckpt_lock.read();
-            let mut t = self.core.tree.write();
-            let lsn = self.env.wal.append(&rec);
-            apply_record(&mut t, &self.env, rec);
-            lsn
-        };
-        self.env
-            .wal
-            .wait(lsn, self.env.opts.sync == SyncPolicy::EveryCommit)?;
-        self.after_write()
+        crate::write::commit(&self.env, vec![(self.clone(), rec)])
     }
 
     /// Keep buffers and memory in bounds: wake the background workers, and help them when

@@ -42,10 +42,12 @@ use crate::format::node::{encode_block, image_of};
 use crate::ids::{BlockNum, DictId, Lsn, Msn};
 use crate::msg::UpdateRegistry;
 use crate::options::{EnvOptions, SyncPolicy};
+use crate::poison::{spawn_worker, FailPoints, PoisonCause, PoisonState, TreeLock};
 use crate::tree::apply::Delta;
 use crate::tree::node::{Basement, Node};
 use crate::tree::{missing, Need, Tree, TreeCfg};
 use crate::wal::{self, LogRecord, Wal};
+use crate::write::WriteGate;
 
 /// fsync a directory so that creations, renames and removals in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
@@ -64,12 +66,13 @@ pub(crate) struct EnvInner {
     pub fns: UpdateRegistry,
     pub cache: Arc<CacheCtl>,
     pub wal: Wal,
-    pub ckpt_lock: RwLock<()>,
+    pub(crate) gate: WriteGate,
     ckpt_mutex: Mutex<()>,
     catalog: Mutex<Catalog>,
     dicts: RwLock<BTreeMap<DictId, Arc<DictCore>>>,
     closed: AtomicBool,
-    poison: Mutex<Option<String>>,
+    pub(crate) poison: Arc<PoisonState>,
+    pub(crate) failpoints: FailPoints,
     bg: Mutex<BgState>,
     bg_cond: Condvar,
     evict_rr: AtomicU64,
@@ -147,7 +150,13 @@ fn load_full(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
     Ok(n)
 }
 
-fn open_core(id: DictId, name: String, file: DictFile, cache: &Arc<CacheCtl>) -> Result<DictCore> {
+fn open_core(
+    id: DictId,
+    name: String,
+    file: DictFile,
+    cache: &Arc<CacheCtl>,
+    poison: &Arc<PoisonState>,
+) -> Result<DictCore> {
     let header = file.state.lock().header.clone();
     let root_ext = file
         .state
@@ -187,7 +196,7 @@ fn open_core(id: DictId, name: String, file: DictFile, cache: &Arc<CacheCtl>) ->
         id,
         name: Mutex::new(name),
         file,
-        tree: RwLock::new(tree),
+        tree: TreeLock::new(tree, poison.clone()),
         dropped: AtomicBool::new(false),
     })
 }
@@ -228,10 +237,14 @@ impl Env {
             }
         }
         let cache = Arc::new(CacheCtl::new(opts.cache_bytes));
+        let poison = Arc::new(PoisonState::default());
         let mut dicts = BTreeMap::new();
         for (name, &id) in &catalog.by_name {
             let file = DictFile::open(&dir.join(dict_file_name(id)), opts.direct_io)?;
-            dicts.insert(id, Arc::new(open_core(id, name.clone(), file, &cache)?));
+            dicts.insert(
+                id,
+                Arc::new(open_core(id, name.clone(), file, &cache, &poison)?),
+            );
         }
 
         // Read the log before starting a new file after it.
@@ -270,19 +283,26 @@ impl Env {
             let p = dir.join(format!("wal-{:010}.log", lf.seq));
             fs::remove_file(&p).ctx(&p)?;
         }
-        let wal = Wal::open(&dir, opts.log_file_bytes, Lsn(last_lsn), &existing)?;
+        let wal = Wal::open(
+            &dir,
+            opts.log_file_bytes,
+            Lsn(last_lsn),
+            &existing,
+            poison.clone(),
+        )?;
         let inner = Arc::new(EnvInner {
             dir,
             opts,
             fns,
             cache,
             wal,
-            ckpt_lock: RwLock::new(()),
+            gate: WriteGate::default(),
             ckpt_mutex: Mutex::new(()),
             catalog: Mutex::new(catalog),
             dicts: RwLock::new(dicts),
             closed: AtomicBool::new(false),
-            poison: Mutex::new(None),
+            poison,
+            failpoints: FailPoints::default(),
             bg: Mutex::new(BgState::default()),
             bg_cond: Condvar::new(),
             evict_rr: AtomicU64::new(0),
@@ -395,6 +415,16 @@ impl Env {
         Ok(())
     }
 
+    /// Why the environment refuses writes, if it does (see [`PoisonCause`]).
+    pub fn poison_cause(&self) -> Option<PoisonCause> {
+        self.inner.poison.cause()
+    }
+
+    /// Test hooks that make engine workers fail on purpose.
+    pub fn fail_points(&self) -> &FailPoints {
+        &self.inner.failpoints
+    }
+
     /// Write a checkpoint now.
     pub fn checkpoint(&self) -> Result<()> {
         self.inner.check_open()?;
@@ -488,17 +518,23 @@ impl EnvInner {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        if let Some(p) = &*self.poison.lock() {
-            return Err(Error::Poisoned(p.clone()));
-        }
-        Ok(())
+        self.poison.check()
     }
 
-    fn poison_with(&self, e: &Error) {
-        tracing::error!(error = %e, "background work failed; the environment refuses further writes");
-        let mut p = self.poison.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
+    fn poison_with(&self, task: &'static str, e: &Error) {
+        if matches!(e, Error::Poisoned(_)) {
+            return;
+        }
+        self.poison.poison(PoisonCause::Background {
+            task,
+            error: e.to_string(),
+        });
+    }
+
+    /// A test hook: panic here if asked to (see [`FailPoints`]).
+    fn worker_failpoint(&self) {
+        if self.failpoints.worker_panic.swap(false, Ordering::AcqRel) {
+            panic!("fail point workerPanic: an engine worker was told to die");
         }
     }
 
@@ -538,7 +574,13 @@ impl EnvInner {
         let _ = fs::remove_file(&path);
         let file = DictFile::create(&path, header, &block, self.opts.direct_io)?;
         sync_dir(&self.dir)?;
-        let core = Arc::new(open_core(id, name.to_string(), file, &self.cache)?);
+        let core = Arc::new(open_core(
+            id,
+            name.to_string(),
+            file,
+            &self.cache,
+            &self.poison,
+        )?);
         cat.next_id += 1;
         cat.by_name.insert(name.to_string(), id);
         if let Err(e) = cat.save(&self.dir) {
@@ -629,15 +671,13 @@ impl EnvInner {
 
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let _one = self.ckpt_mutex.lock();
-        if let Some(p) = &*self.poison.lock() {
-            return Err(Error::Poisoned(p.clone()));
-        }
+        self.poison.check()?;
         let started = Instant::now();
         let dicts = self.dict_list();
         let mut plans = Vec::with_capacity(dicts.len());
         let lsn;
         {
-            let _w = self.ckpt_lock.write();
+            let _w = self.gate.exclusive();
             lsn = self.wal.last_lsn();
             // Start a new log file after `lsn` (at the next log write, the sync below), so
             // that when this checkpoint completes every older file can be deleted.
@@ -739,83 +779,79 @@ fn spawn_workers(inner: &Arc<EnvInner>) -> Vec<JoinHandle<()>> {
     // Flusher: drains root buffers that writers reported over budget.
     for i in 0..inner.opts.flusher_threads.max(1) {
         let env = inner.clone();
-        v.push(
-            std::thread::Builder::new()
-                .name(format!("silt-flush-{i}"))
-                .spawn(move || loop {
-                    let ids: Vec<DictId> = {
-                        let mut g = env.bg.lock();
-                        if g.shutdown {
-                            return;
-                        }
-                        if g.flush.is_empty() {
-                            env.bg_cond.wait_for(&mut g, Duration::from_millis(100));
-                        }
-                        if g.shutdown {
-                            return;
-                        }
-                        g.flush.drain().collect()
-                    };
-                    let dicts = env.dicts.read().clone();
-                    for id in ids {
-                        if let Some(d) = dicts.get(&id) {
-                            if let Err(e) = d.flush_until(&env, 0.75) {
-                                env.poison_with(&e);
-                            }
-                        }
+        let poison = env.poison.clone();
+        v.push(spawn_worker(format!("silt-flush-{i}"), poison, move || {
+            loop {
+                let ids: Vec<DictId> = {
+                    let mut g = env.bg.lock();
+                    if g.shutdown {
+                        return;
                     }
-                    if env.cache.excess_soft() > 0 {
-                        if let Err(e) = env.evict_until_soft() {
-                            env.poison_with(&e);
-                        }
+                    if g.flush.is_empty() {
+                        env.bg_cond.wait_for(&mut g, Duration::from_millis(100));
                     }
-                })
-                .expect("spawn flusher"),
-        );
-    }
-    // Checkpointer and log syncer share one thread: both are timers.
-    let env = inner.clone();
-    v.push(
-        std::thread::Builder::new()
-            .name("silt-timer".into())
-            .spawn(move || {
-                let mut last_ckpt = Instant::now();
-                let tick = match env.opts.sync {
-                    SyncPolicy::Periodic(d) => d,
-                    _ => Duration::from_millis(200),
+                    if g.shutdown {
+                        return;
+                    }
+                    g.flush.drain().collect()
                 };
-                loop {
-                    {
-                        let mut g = env.bg.lock();
-                        if g.shutdown {
-                            return;
-                        }
-                        env.bg_cond.wait_for(&mut g, tick);
-                        if g.shutdown {
-                            return;
-                        }
-                    }
-                    if let SyncPolicy::Periodic(_) = env.opts.sync {
-                        if let Err(e) = env.wal.sync() {
-                            env.poison_with(&e);
-                        }
-                    }
-                    if env.cache.excess_soft() > 0 {
-                        if let Err(e) = env.evict_until_soft() {
-                            env.poison_with(&e);
-                        }
-                    }
-                    if let Some(p) = env.opts.checkpoint_period {
-                        if last_ckpt.elapsed() >= p {
-                            if let Err(e) = env.checkpoint() {
-                                env.poison_with(&e);
-                            }
-                            last_ckpt = Instant::now();
+                env.worker_failpoint();
+                let dicts = env.dicts.read().clone();
+                for id in ids {
+                    if let Some(d) = dicts.get(&id) {
+                        if let Err(e) = d.flush_until(&env, 0.75) {
+                            env.poison_with("flush", &e);
                         }
                     }
                 }
-            })
-            .expect("spawn timer"),
-    );
+                if env.cache.excess_soft() > 0 {
+                    if let Err(e) = env.evict_until_soft() {
+                        env.poison_with("evict", &e);
+                    }
+                }
+            }
+        }));
+    }
+    // Checkpointer and log syncer share one thread: both are timers.
+    let env = inner.clone();
+    let poison = env.poison.clone();
+    v.push(spawn_worker("silt-timer".into(), poison, move || {
+        let mut last_ckpt = Instant::now();
+        let tick = match env.opts.sync {
+            SyncPolicy::Periodic(d) => d,
+            _ => Duration::from_millis(200),
+        };
+        loop {
+            {
+                let mut g = env.bg.lock();
+                if g.shutdown {
+                    return;
+                }
+                env.bg_cond.wait_for(&mut g, tick);
+                if g.shutdown {
+                    return;
+                }
+            }
+            if let SyncPolicy::Periodic(_) = env.opts.sync {
+                if let Err(e) = env.wal.sync() {
+                    env.poison_with("log sync", &e);
+                }
+            }
+            env.worker_failpoint();
+            if env.cache.excess_soft() > 0 {
+                if let Err(e) = env.evict_until_soft() {
+                    env.poison_with("evict", &e);
+                }
+            }
+            if let Some(p) = env.opts.checkpoint_period {
+                if last_ckpt.elapsed() >= p {
+                    if let Err(e) = env.checkpoint() {
+                        env.poison_with("checkpoint", &e);
+                    }
+                    last_ckpt = Instant::now();
+                }
+            }
+        }
+    }));
     v
 }

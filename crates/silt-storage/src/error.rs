@@ -51,9 +51,9 @@ pub enum Error {
     /// A bulk load was given keys out of order.
     #[error("bulk load keys must be strictly increasing")]
     UnsortedBulkLoad,
-    /// An earlier write or sync failed; the environment refuses further writes until reopened.
-    #[error("environment is poisoned by an earlier I/O failure: {0}")]
-    Poisoned(String),
+    /// An earlier failure poisoned the environment; it refuses writes until reopened.
+    #[error("the storage environment refuses writes until it is reopened, because {0}")]
+    Poisoned(crate::poison::PoisonCause),
     /// The environment has been closed.
     #[error("environment is closed")]
     Closed,

@@ -36,8 +36,10 @@ mod ids;
 pub mod inspect;
 mod msg;
 mod options;
+mod poison;
 mod tree;
 mod wal;
+mod write;
 
 pub use batch::WriteBatch;
 pub use dict::{Cursor, Dict, DictStats};
@@ -48,4 +50,5 @@ pub use format::header::FileHeader;
 pub use ids::{BlockNum, DictId, Lsn, Msn, Xid};
 pub use msg::{UpdateFn, UpdateOutcome, UpdateRegistry};
 pub use options::{Compression, EnvOptions, SyncPolicy, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use poison::{FailPoints, PoisonCause};
 pub use wal::{read_file as read_log_file, LogFile, LogRecord};

@@ -29,7 +29,11 @@ pub type UpdateFn = Arc<dyn Fn(&[u8], Option<&[u8]>, &[u8]) -> UpdateOutcome + S
 #[derive(Clone, Default)]
 pub struct UpdateRegistry {
     fns: HashMap<u32, UpdateFn>,
+    on_panic: Option<PanicHook>,
 }
+
+/// Told `(function id, panic message)` when an update function panics.
+pub type PanicHook = Arc<dyn Fn(u32, &str) + Send + Sync>;
 
 impl std::fmt::Debug for UpdateRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,6 +58,12 @@ impl UpdateRegistry {
         self.fns.insert(id, Arc::new(f));
     }
 
+    /// Call `hook` whenever an update function panics (the message then changes nothing,
+    /// like an update that fails; see [`UpdateRegistry`]'s `run`).
+    pub fn on_panic(&mut self, hook: impl Fn(u32, &str) + Send + Sync + 'static) {
+        self.on_panic = Some(Arc::new(hook));
+    }
+
     pub(crate) fn check(&self, id: u32) -> Result<()> {
         if self.fns.contains_key(&id) {
             Ok(())
@@ -64,10 +74,26 @@ impl UpdateRegistry {
 
     /// Run function `id`. An unregistered id cannot reach here for messages created in this
     /// process (checked at injection); for recovered messages it is checked at open.
+    ///
+    /// Update functions run under a tree's write lock, in the middle of flushes, so a panic
+    /// must not unwind from here: it is caught (the function only read its inputs, so nothing
+    /// is half-changed), the key is left as it was, and the panic hook is told.
     pub(crate) fn run(&self, id: u32, key: &[u8], old: Option<&[u8]>, arg: &[u8]) -> UpdateOutcome {
-        match self.fns.get(&id) {
-            Some(f) => f(key, old, arg),
-            None => UpdateOutcome::NoChange,
+        let Some(f) = self.fns.get(&id) else {
+            return UpdateOutcome::NoChange;
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(key, old, arg))) {
+            Ok(o) => o,
+            Err(p) => {
+                let msg = crate::poison::panic_message(&*p);
+                match &self.on_panic {
+                    Some(hook) => hook(id, &msg),
+                    None => {
+                        tracing::error!(func = id, panic = %msg, "an update function panicked; the key is unchanged")
+                    }
+                }
+                UpdateOutcome::NoChange
+            }
         }
     }
 }

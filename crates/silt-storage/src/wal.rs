@@ -17,9 +17,10 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::{corruption, Error, IoContext, Result};
+use crate::error::{corruption, IoContext, Result};
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{DictId, Lsn};
+use crate::poison::{PoisonCause, PoisonState};
 
 /// Magic of the log files written now. Version 2 added record types 6 (Replace) and 7
 /// (Batch); files of version 1 (`SILTWAL1`) hold a subset and are still read.
@@ -331,7 +332,6 @@ struct Inner {
     cut: Option<usize>,
     /// The LSN of the last record before `cut`.
     cut_last: u64,
-    error: Option<String>,
 }
 
 impl Inner {
@@ -346,6 +346,9 @@ pub(crate) struct Wal {
     rotate_bytes: u64,
     inner: Mutex<Inner>,
     cond: Condvar,
+    /// The environment's poison state: a failed log write sets it, and once set no record is
+    /// appended and no waiter is told its record is written.
+    poison: Arc<PoisonState>,
 }
 
 fn create_file(dir: &Path, seq: u64, first_lsn: u64) -> Result<File> {
@@ -374,6 +377,7 @@ impl Wal {
         rotate_bytes: u64,
         last_lsn: Lsn,
         existing: &[(u64, u64)],
+        poison: Arc<PoisonState>,
     ) -> Result<Wal> {
         let seq = existing.last().map(|f| f.0 + 1).unwrap_or(1);
         let next = last_lsn.0 + 1;
@@ -396,15 +400,18 @@ impl Wal {
                 files,
                 cut: None,
                 cut_last: 0,
-                error: None,
             }),
             cond: Condvar::new(),
+            poison,
         })
     }
 
-    /// Buffer a record and return its LSN. Does no I/O.
-    pub fn append(&self, r: &LogRecord) -> Lsn {
+    /// Buffer a record and return its LSN. Does no I/O. Refused once the environment is
+    /// poisoned (checked under the log's mutex, which a failing log write holds while it
+    /// poisons): a writer whose append fails must not apply its write.
+    pub fn append(&self, r: &LogRecord) -> Result<Lsn> {
         let mut g = self.inner.lock();
+        self.poison.check()?;
         let lsn = g.next_lsn;
         g.next_lsn += 1;
         let start = g.buf.len();
@@ -420,7 +427,7 @@ impl Wal {
         g.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
         g.buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
         g.buffered_last = lsn;
-        Lsn(lsn)
+        Ok(Lsn(lsn))
     }
 
     /// Highest LSN handed out.
@@ -432,9 +439,7 @@ impl Wal {
     pub fn wait(&self, lsn: Lsn, sync: bool) -> Result<()> {
         let mut g = self.inner.lock();
         loop {
-            if let Some(e) = &g.error {
-                return Err(Error::Poisoned(e.clone()));
-            }
+            self.poison.check()?;
             if g.written >= lsn.0 && (!sync || g.synced >= lsn.0) && g.cut.is_none() {
                 return Ok(());
             }
@@ -499,11 +504,11 @@ impl Wal {
                     g.file_bytes += rest.len() as u64;
                     if g.file_bytes >= self.rotate_bytes {
                         if let Err(e) = self.rotate(&mut g) {
-                            g.error = Some(e.to_string());
+                            self.poison.poison(PoisonCause::LogWrite(e.to_string()));
                         }
                     }
                 }
-                Err(e) => g.error = Some(e.to_string()),
+                Err(e) => self.poison.poison(PoisonCause::LogWrite(e.to_string())),
             }
             let mut data = data;
             data.clear();

@@ -51,6 +51,10 @@ pub struct Flags {
     /// the only memory holding data (TokuMX's `directio`). Off by default.
     #[arg(long)]
     pub directio: bool,
+    /// Enable commands meant for tests only (`configureFailPoint`), as mongod's
+    /// `enableTestCommands`. Off by default.
+    #[arg(long)]
+    pub enable_test_commands: bool,
 }
 
 /// The resolved settings.
@@ -67,6 +71,8 @@ pub struct Config {
     pub cursor_timeout: Duration,
     pub fast_updates: bool,
     pub directio: bool,
+    /// `--enable-test-commands`: `configureFailPoint` is answered.
+    pub test_commands: bool,
     /// The arguments as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
 }
@@ -124,6 +130,10 @@ impl Flags {
                     self.fast_updates =
                         self.fast_updates || matches!(v.as_str(), "true" | "1" | "yes");
                 }
+                "enable-test-commands" => {
+                    self.enable_test_commands =
+                        self.enable_test_commands || matches!(v.as_str(), "true" | "1" | "yes");
+                }
                 "directio" => {
                     self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
                 }
@@ -166,6 +176,7 @@ impl Flags {
             cursor_timeout: Duration::from_secs(self.cursor_timeout_s.unwrap_or(600)),
             fast_updates: self.fast_updates,
             directio: self.directio,
+            test_commands: self.enable_test_commands,
             argv,
         })
     }

@@ -47,6 +47,8 @@ pub struct FastUpdates {
     pub performed: AtomicU64,
     pub eligible_secondary: AtomicU64,
     pub performed_secondary: AtomicU64,
+    /// Test hook (`configureFailPoint siltFastUpdatePanic`): the update function panics.
+    pub fail_panic: AtomicBool,
     last_log: Mutex<Option<Instant>>,
 }
 
@@ -77,7 +79,16 @@ impl FastUpdates {
 
 /// Register the fast-update function; `stats` receives its error counts.
 pub fn register(reg: &mut UpdateRegistry, stats: Arc<FastUpdates>) {
+    // A panicking update function leaves the document unchanged (the engine catches it) and
+    // counts as a deferred failure.
+    let on_panic = stats.clone();
+    reg.on_panic(move |_func, msg| {
+        on_panic.failed(&format!("the update function panicked: {msg}"))
+    });
     reg.register(FAST_UPDATE_FN, move |_key, old, arg| {
+        if stats.fail_panic.load(Ordering::Relaxed) {
+            panic!("fail point siltFastUpdatePanic");
+        }
         match apply(old, arg) {
             Ok(o) => o,
             Err(e) => {

@@ -129,7 +129,7 @@ impl Server {
 
 /// MongoDB's error reply shape.
 pub fn error_reply(e: &QueryError) -> Document {
-    doc! { "ok": 0.0, "errmsg": e.msg.clone(), "code": e.code, "codeName": e.code_name }
+    doc! { "ok": 0.0, "errmsg": e.msg.clone(), "code": e.code, "codeName": e.name().into_owned() }
 }
 
 /// Map a document-layer error to MongoDB's vocabulary.

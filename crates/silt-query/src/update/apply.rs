@@ -10,7 +10,7 @@ use silt_bson::compare::{cmp_values, values_equal};
 
 use super::arith::{self, Arith};
 use super::parse::{ArrayNode, BitOp, FieldKey, Node, ObjectNode, Op, PushSpec, SortSpec};
-use super::{cond, fmt, UpdateCtx, UpdateOps};
+use super::{fmt, UpdateCtx, UpdateOps};
 use crate::error::{QResult, QueryError};
 
 /// Longest run of nulls MongoDB pads an array with to reach an index (`kMaxPaddingAllowed`).
@@ -18,7 +18,7 @@ const MAX_PADDING: usize = 1_500_000;
 
 pub(super) struct Applier<'a> {
     ops: &'a UpdateOps,
-    ctx: &'a UpdateCtx<'a>,
+    ctx: &'a UpdateCtx,
     is_insert: bool,
     /// The document being updated, always a `Bson::Document`.
     root: Bson,
@@ -30,7 +30,7 @@ pub(super) struct Applier<'a> {
 impl<'a> Applier<'a> {
     pub(super) fn run(
         ops: &'a UpdateOps,
-        ctx: &'a UpdateCtx<'a>,
+        ctx: &'a UpdateCtx,
         doc: Document,
         is_insert: bool,
     ) -> QResult<(Document, bool)> {
@@ -159,7 +159,7 @@ impl<'a> Applier<'a> {
             .filters
             .get(ident)
             .expect("identifiers are checked when parsing");
-        cond::array_filter(filter, ident, item, self.ctx.matcher)
+        filter.matches(item)
     }
 
     fn leaf(&mut self, op: &Op, path: &[String]) -> QResult<()> {
@@ -346,7 +346,7 @@ fn merge_children(
 }
 
 /// The value a creating modifier gives a path that does not exist yet.
-fn new_value(op: &Op, ctx: &UpdateCtx<'_>) -> Option<Bson> {
+fn new_value(op: &Op, ctx: &UpdateCtx) -> Option<Bson> {
     Some(match op {
         Op::Set(v) | Op::SetOnInsert(v) | Op::Min(v) | Op::Max(v) => v.clone(),
         Op::Arith(Arith::Add, v) => v.clone(),
@@ -369,7 +369,7 @@ fn new_value(op: &Op, ctx: &UpdateCtx<'_>) -> Option<Bson> {
     })
 }
 
-fn now(ctx: &UpdateCtx<'_>, timestamp: bool) -> Bson {
+fn now(ctx: &UpdateCtx, timestamp: bool) -> Bson {
     if !timestamp {
         return Bson::DateTime(ctx.now);
     }
@@ -385,7 +385,7 @@ fn update_existing(
     target: &mut Bson,
     path: &[String],
     id: Option<&Bson>,
-    ctx: &UpdateCtx<'_>,
+    ctx: &UpdateCtx,
 ) -> QResult<bool> {
     let field = path.last().map_or("", String::as_str);
     let not_array = |target: &Bson| -> QueryError {
@@ -503,7 +503,7 @@ fn update_existing(
                 let before = items.len();
                 let mut kept = Vec::with_capacity(before);
                 for item in items.drain(..) {
-                    if !c.matches(&item, ctx.matcher)? {
+                    if !c.matches(&item)? {
                         kept.push(item);
                     }
                 }

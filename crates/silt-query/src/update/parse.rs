@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bson::{Bson, Document};
 
-use super::{arith, cond::PullCond, fmt, UpdateOps};
+use super::pull::{ArrayFilter, PullCond};
+use super::{arith, fmt, UpdateOps};
 use crate::error::{QResult, QueryError};
 
 /// A child name in the update tree, ordered as MongoDB orders them
@@ -134,7 +135,7 @@ impl Part {
 }
 
 struct Parser<'a> {
-    filters: &'a BTreeMap<String, Document>,
+    filters: &'a BTreeMap<String, ArrayFilter>,
     used: BTreeSet<String>,
     root: ObjectNode,
     positional: bool,
@@ -457,7 +458,7 @@ fn leaf(operator: &str, path: &str, value: &Bson) -> QResult<Op> {
             }
             Op::Pop { front: n == -1 }
         }
-        "$pull" => Op::Pull(PullCond::new(value)),
+        "$pull" => Op::Pull(PullCond::new(value)?),
         "$pullAll" => match value {
             Bson::Array(items) => Op::PullAll(items.clone()),
             other => {
@@ -704,7 +705,7 @@ fn integer(name: &str, v: &Bson) -> QResult<i64> {
 }
 
 /// Validate `arrayFilters` and key them by identifier.
-fn parse_array_filters(filters: &[Document]) -> QResult<BTreeMap<String, Document>> {
+fn parse_array_filters(filters: &[Document]) -> QResult<BTreeMap<String, ArrayFilter>> {
     let mut out = BTreeMap::new();
     for filter in filters {
         let mut ident: Option<String> = None;
@@ -723,11 +724,13 @@ fn parse_array_filters(filters: &[Document]) -> QResult<BTreeMap<String, Documen
                  alphanumeric string beginning with a lowercase letter, found '{ident}'"
             )));
         }
-        if out.insert(ident.clone(), filter.clone()).is_some() {
+        if out.contains_key(&ident) {
             return Err(QueryError::failed_to_parse(format!(
                 "Found multiple array filters with the same top-level field name {ident}"
             )));
         }
+        let compiled = ArrayFilter::new(ident.clone(), filter)?;
+        out.insert(ident, compiled);
     }
     Ok(out)
 }

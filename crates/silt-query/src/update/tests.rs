@@ -7,7 +7,7 @@ use super::*;
 
 const NOW: i64 = 1_700_000_000_123;
 
-fn ctx() -> UpdateCtx<'static> {
+fn ctx() -> UpdateCtx {
     UpdateCtx::new(DateTime::from_millis(NOW))
 }
 
@@ -19,7 +19,7 @@ fn run_with(
     doc: &Document,
     update: &Document,
     filters: &[Document],
-    ctx: &UpdateCtx<'_>,
+    ctx: &UpdateCtx,
 ) -> QResult<(Document, bool)> {
     parse(update, filters)?.apply(doc, ctx)
 }
@@ -767,36 +767,7 @@ fn pull_and_pull_all() {
             2,
             "$pullAll requires an array argument but was given a int",
         ),
-        (
-            doc! {"a": [1]},
-            doc! {"$pull": {"a": {"$elemMatch": {"b": 1}}}},
-            238,
-            "$elemMatch in a $pull condition or an array filter needs the query matcher",
-        ),
     ]);
-}
-
-#[test]
-fn pull_uses_the_callers_matcher() {
-    let calls = std::cell::RefCell::new(Vec::new());
-    let matcher = |filter: &Document, doc: &Document| -> QResult<bool> {
-        calls.borrow_mut().push((filter.clone(), doc.clone()));
-        Ok(doc.get("v") == Some(&Bson::Int32(2)) || doc.get("b") == Some(&Bson::Int32(1)))
-    };
-    let mut c = ctx();
-    c.matcher = Some(&matcher);
-    let update = doc! {"$pull": {"a": {"$elemMatch": {"b": 1}}, "d": {"b": {"$regex": "x"}}}};
-    let doc = doc! {"a": [1, 2, 3], "d": [{"b": 1}, {"b": 2}, 7]};
-    let (got, changed) = run_with(&doc, &update, &[], &c).unwrap();
-    assert!(changed);
-    same(&got, &doc! {"a": [1, 3], "d": [{"b": 2}, 7]});
-    let calls = calls.into_inner();
-    // Wrapped conditions see {v: element}; queries see the element documents only.
-    assert_eq!(calls.len(), 5);
-    same(&calls[0].0, &doc! {"v": {"$elemMatch": {"b": 1}}});
-    same(&calls[0].1, &doc! {"v": 1});
-    same(&calls[3].0, &doc! {"b": {"$regex": "x"}});
-    same(&calls[3].1, &doc! {"b": 1});
 }
 
 #[test]
@@ -1021,29 +992,6 @@ fn all_positional_and_array_filters() {
         fail(doc! {"a": [1]}, doc! {"a": 2}, vec![doc! {"e": 1}]),
         9,
         "arrayFilters may not be specified for replacement updates",
-    );
-}
-
-#[test]
-fn array_filters_use_the_callers_matcher() {
-    let matcher = |filter: &Document, doc: &Document| -> QResult<bool> {
-        assert!(filter.contains_key("e.n"));
-        Ok(
-            matches!(doc.get_document("e").ok().and_then(|e| e.get("n")), Some(Bson::String(s)) if s.starts_with('x')),
-        )
-    };
-    let mut c = ctx();
-    c.matcher = Some(&matcher);
-    let (got, _) = run_with(
-        &doc! {"a": [{"n": "xa"}, {"n": "b"}, {"n": "xc"}]},
-        &doc! {"$set": {"a.$[e].hit": true}},
-        &[doc! {"e.n": {"$regex": "^x"}}],
-        &c,
-    )
-    .unwrap();
-    same(
-        &got,
-        &doc! {"a": [{"n": "xa", "hit": true}, {"n": "b"}, {"n": "xc", "hit": true}]},
     );
 }
 

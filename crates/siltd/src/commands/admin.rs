@@ -95,6 +95,7 @@ pub fn server_status(s: &Server) -> CmdResult {
     let up = s.started.elapsed();
     let (rss, virt) = rss_mb();
     let es = s.store.env().stats();
+    let poisoned = s.store.env().poison_cause().map(|c| c.to_string());
     let o = &s.ops;
     Ok(doc! {
         "host": host(s),
@@ -141,6 +142,8 @@ pub fn server_status(s: &Server) -> CmdResult {
             "checkpoints": es.checkpoints as i64,
             "logFiles": es.log_files as i64,
             "bytesOnDisk": es.bytes_on_disk as i64,
+            "writable": poisoned.is_none(),
+            "poisoned": poisoned,
         },
     })
 }
@@ -319,10 +322,12 @@ pub fn kill_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 pub fn list_commands() -> CmdResult {
     let mut cmds = Document::new();
-    for c in super::COMMANDS {
+    let mut table: Vec<&super::Command> = super::TABLE.iter().collect();
+    table.sort_by_key(|c| c.name);
+    for c in table {
         cmds.insert(
-            *c,
-            doc! { "help": "", "requiresAuth": false, "adminOnly": false },
+            c.name,
+            doc! { "help": c.help, "requiresAuth": false, "adminOnly": c.admin_only, "secondaryOk": true },
         );
     }
     Ok(doc! { "commands": cmds })

@@ -37,15 +37,13 @@ impl silt_query::agg::AggContext for DbContext<'_> {
 pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let stages = pipeline_arg(cmd)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
-    if stages
-        .iter()
-        .skip(1)
-        .any(|st| st.contains_key("$currentOp"))
-    {
-        return Err(QueryError::located(
-            40602,
-            "$currentOp is only valid as the first stage in a pipeline",
-        ));
+    for first_only in ["$currentOp", "$indexStats", "$collStats"] {
+        if stages.iter().skip(1).any(|st| st.contains_key(first_only)) {
+            return Err(QueryError::located(
+                40602,
+                format!("{first_only} is only valid as the first stage in a pipeline"),
+            ));
+        }
     }
     let collectionless = matches!(
         cmd.get("aggregate"),
@@ -221,6 +219,12 @@ fn aggregate_collection(
                 d.insert("count", n as i64);
             }
             (&stages[1..], vec![d])
+        } else if first.as_deref() == Some("$indexStats") {
+            let spec = stages[0].get("$indexStats").cloned().unwrap_or(Bson::Null);
+            (
+                &stages[1..],
+                super::index_stats::index_stats(s, &ns, &spec)?,
+            )
         } else {
             (&stages[..], Vec::new())
         };
@@ -230,7 +234,7 @@ fn aggregate_collection(
         db,
         deadline: dl,
     };
-    let out = if first.as_deref() == Some("$collStats") {
+    let out = if matches!(first.as_deref(), Some("$collStats" | "$indexStats")) {
         pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
     } else {
         let filter = pipeline.leading_match().cloned().unwrap_or_default();

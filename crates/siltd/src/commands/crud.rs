@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, oid::ObjectId, Bson, Document};
 use silt_bson::compare::values_equal;
-use silt_collection::{CollError, Collection};
+use silt_collection::{CollError, Collection, DocLock, Index};
 use silt_query::matcher::Matcher;
 use silt_query::projection::Projection;
 use silt_query::update::{UpdateCtx, UpdateSpec};
@@ -18,6 +18,30 @@ use super::plan::{self, MatchSource, Shaped, SortSpec};
 use super::{bool_arg, coll_arg, cursor_reply, doc_arg, int_arg, type_name};
 use crate::cursors::{DocSource, VecSource};
 use crate::state::{coll_err, CmdResult, Server};
+
+/// The fields of one `update` statement siltd honours (`fastUpdate` is siltd's own).
+const UPDATE_STATEMENT: &[&str] = &[
+    "q",
+    "u",
+    "multi",
+    "upsert",
+    "arrayFilters",
+    "hint",
+    "fastUpdate",
+];
+/// MongoDB's update statement fields siltd does not implement.
+const UPDATE_REFUSED: &[&str] = &[
+    "c",
+    "collation",
+    "upsertSupplied",
+    "sampleId",
+    "sort",
+    "$_allowShardKeyUpdatesWithoutFullShardKeyInQuery",
+];
+/// The fields of one `delete` statement siltd honours.
+const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint"];
+/// MongoDB's delete statement fields siltd does not implement.
+const DELETE_REFUSED: &[&str] = &["collation", "sampleId"];
 
 /// Largest document accepted (MongoDB's 16 MiB).
 const MAX_DOC: usize = 16 * 1024 * 1024;
@@ -374,6 +398,9 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             "siltd explains find commands only",
         ));
     }
+    if let Some(find) = super::lookup("find") {
+        super::args::check("find", find.fields, inner)?;
+    }
     let coll = coll_arg(db, inner, "find")?;
     let ns = format!("{db}.{coll}");
     let q = parse_query(inner, "filter")?;
@@ -513,9 +540,9 @@ pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 /// (its entries carry the whole document), a partial filter with operators at the top level,
 /// or an upsert while a non-sparse or partial index exists (the new document would need
 /// index entries, which a blind message cannot write).
-fn fast_index_paths(c: &Collection, upsert: bool) -> Option<Vec<String>> {
+fn fast_index_paths(indexes: &[Arc<Index>], upsert: bool) -> Option<Vec<String>> {
     let mut out = Vec::new();
-    for ix in c.indexes() {
+    for ix in indexes {
         let sp = &ix.spec;
         let on_id = sp
             .fields
@@ -541,6 +568,10 @@ fn fast_index_paths(c: &Collection, upsert: bool) -> Option<Vec<String>> {
 /// exactly and the update touches no indexed field, read the matching `_id`s from the index
 /// alone and inject one message per document, carrying the filter to re-check at apply time.
 /// `Some(n)`: done, `n` documents were selected by the index. `None`: not eligible.
+///
+/// Each document's message is injected under the same collection guard that judged it
+/// eligible ([`Collection::fast_update`]); if an index on an updated field appeared since the
+/// scan, that document gets the normal read-modify-write instead.
 fn fast_by_index(
     s: &Server,
     c: &Arc<Collection>,
@@ -549,11 +580,10 @@ fn fast_by_index(
     spec: &UpdateSpec,
     multi: bool,
 ) -> Result<Option<u64>, WriteFail> {
-    let _w = c.write_guard();
-    let Some(paths) = fast_index_paths(c, false) else {
-        return Ok(None);
+    let eligible = |ixs: &[Arc<Index>]| {
+        fast_index_paths(ixs, false).is_some_and(|p| crate::fast::update_is_eligible(spec, &p))
     };
-    if !crate::fast::update_is_eligible(spec, &paths) {
+    if !eligible(&c.indexes()) {
         return Ok(None);
     }
     let matcher = new_matcher(q)?;
@@ -564,29 +594,28 @@ fn fast_by_index(
         .eligible_secondary
         .fetch_add(1, AtomicOrdering::Relaxed);
     let keys = plan::scan_id_keys(&scan, if multi { None } else { Some(1) })?;
-    drop(_w);
     let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q))?;
+    let now = bson::DateTime::now();
+    let mut normal = UpdateResult::default();
     for key in &keys {
-        let _k = c.lock_key(key);
-        let _w = c.write_guard();
-        c.dict()
-            .update(key, crate::fast::FAST_UPDATE_FN, &arg)
-            .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
+        let lock = c.lock_doc(key.clone());
+        let fast = c
+            .fast_update(&lock, eligible, false, crate::fast::FAST_UPDATE_FN, &arg)
+            .map_err(|e| WriteFail::Other(coll_err(e)))?;
+        if fast {
+            s.fast
+                .performed_secondary
+                .fetch_add(1, AtomicOrdering::Relaxed);
+        } else {
+            update_locked(c, &lock, &matcher, spec, now, &mut normal)?;
+        }
     }
-    s.fast
-        .performed_secondary
-        .fetch_add(keys.len() as u64, AtomicOrdering::Relaxed);
     Ok(Some(keys.len() as u64))
 }
 
 /// A matcher that can evaluate `$expr`.
 pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
     Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
-}
-
-/// The hook the update operators use for `$pull` conditions and `arrayFilters`.
-fn condition_matches(filter: &Document, doc: &Document) -> QResult<bool> {
-    new_matcher(filter)?.try_matches(doc)
 }
 
 /// The document an upsert starts from: the filter's equality predicates (`_id` among them).
@@ -688,6 +717,49 @@ struct UpdateResult {
     after: Option<Document>,
 }
 
+/// The normal read-modify-write of the document `lock` holds: re-read it under the lock
+/// (another writer may have changed or removed it), re-check the filter, apply, write.
+fn update_locked(
+    coll: &Collection,
+    lock: &DocLock<'_>,
+    matcher: &Matcher,
+    spec: &UpdateSpec,
+    now: bson::DateTime,
+    res: &mut UpdateResult,
+) -> Result<(), WriteFail> {
+    let Some(old) = lock.read().map_err(|e| WriteFail::Other(coll_err(e)))? else {
+        return Ok(());
+    };
+    let (hit, positional) = matcher.matches_with_key(&old)?;
+    if !hit {
+        return Ok(());
+    }
+    res.matched += 1;
+    if spec.uses_positional() && positional.is_none() {
+        return Err(WriteFail::Other(QueryError::bad_value(
+            "The positional operator did not find the match needed from the query.",
+        )));
+    }
+    let ctx = UpdateCtx {
+        is_insert: false,
+        positional,
+        ..UpdateCtx::new(now)
+    };
+    let (new, changed) = spec.apply(&old, &ctx)?;
+    if changed {
+        if doc_size(&new) > MAX_DOC {
+            return Err(WriteFail::Other(QueryError::bson_object_too_large(
+                "Resulting document after update is larger than 16777216",
+            )));
+        }
+        coll.replace(lock, &old, &new).map_err(WriteFail::from)?;
+        res.modified += 1;
+    }
+    res.before = Some(old);
+    res.after = Some(new);
+    Ok(())
+}
+
 /// Apply `spec` to the documents `q` selects (one unless `multi`).
 #[allow(clippy::too_many_arguments)]
 fn update_docs(
@@ -715,43 +787,8 @@ fn update_docs(
             MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
         let keys = select_keys(&mut src, sort, multi)?;
         for key in keys {
-            let _g = coll.lock_key(&key);
-            // Re-read under the lock: another writer may have changed or removed it.
-            let Some(old) = coll
-                .get_by_key(&key)
-                .map_err(|e| WriteFail::Other(coll_err(e)))?
-            else {
-                continue;
-            };
-            let (hit, positional) = matcher.matches_with_key(&old)?;
-            if !hit {
-                continue;
-            }
-            res.matched += 1;
-            if spec.uses_positional() && positional.is_none() {
-                return Err(WriteFail::Other(QueryError::bad_value(
-                    "The positional operator did not find the match needed from the query.",
-                )));
-            }
-            let ctx = UpdateCtx {
-                is_insert: false,
-                positional,
-                matcher: Some(&condition_matches),
-                ..UpdateCtx::new(now)
-            };
-            let (new, changed) = spec.apply(&old, &ctx)?;
-            if changed {
-                if doc_size(&new) > MAX_DOC {
-                    return Err(WriteFail::Other(QueryError::bson_object_too_large(
-                        "Resulting document after update is larger than 16777216",
-                    )));
-                }
-                coll.replace_locked(&key, &old, &new)
-                    .map_err(WriteFail::from)?;
-                res.modified += 1;
-            }
-            res.before = Some(old);
-            res.after = Some(new);
+            let lock = coll.lock_doc(key);
+            update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
         }
     }
     if res.matched == 0 && upsert {
@@ -759,7 +796,6 @@ fn update_docs(
         let ctx = UpdateCtx {
             is_insert: true,
             positional: None,
-            matcher: Some(&condition_matches),
             ..UpdateCtx::new(now)
         };
         let new = if spec.is_replacement() {
@@ -814,6 +850,9 @@ fn array_filters_arg(d: &Document) -> QResult<Option<Vec<Document>>> {
 pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "update")?;
     let stmts = docs_arg(cmd, "updates")?;
+    for st in &stmts {
+        super::args::check_statement("update.updates", UPDATE_STATEMENT, UPDATE_REFUSED, st)?;
+    }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
     let (mut n, mut modified, mut fast) = (0i64, 0i64, 0i64);
@@ -837,39 +876,38 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     .unwrap_or_else(|| s.fast.enabled.load(AtomicOrdering::Relaxed)),
             };
             if let (Some(id), Bson::Document(u)) = (crate::fast::id_only_filter(&q), u) {
-                // Index builds and drops wait while a fast update decides and injects, so
-                // the index list it was judged against stays current.
-                let existing = s.store.get(&ns);
-                // The document's lock first (the documented order): a normal update's
-                // read-modify-write of this document then sees the message or comes before it,
-                // never straddles it.
-                let key = silt_collection::id_key(id);
-                let _k = existing.as_ref().map(|c| c.lock_key(&key));
-                let _w = existing.as_ref().map(|c| c.write_guard());
-                let paths = match &existing {
-                    Some(c) => fast_index_paths(c, upsert),
-                    None => Some(Vec::new()),
+                // The collection decides eligibility against its current indexes and injects
+                // under one guard, with the document's lock held first (the documented
+                // order): a normal read-modify-write of this document then sees the message
+                // or comes before it, never straddles it.
+                let eligible = |ixs: &[Arc<Index>]| {
+                    fast_index_paths(ixs, upsert)
+                        .is_some_and(|p| crate::fast::update_is_eligible(&spec, &p))
                 };
-                if paths.is_some_and(|p| crate::fast::update_is_eligible(&spec, &p)) {
+                let existing = s.store.get(&ns);
+                let judged = match &existing {
+                    Some(c) => eligible(&c.indexes()),
+                    None => eligible(&[]),
+                };
+                if judged {
                     s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
-                    if want_fast && af.is_none() {
-                        let coll = match &existing {
-                            Some(c) => c.clone(),
-                            None => s
-                                .store
-                                .get_or_create(&ns)
-                                .map_err(|e| WriteFail::Other(coll_err(e)))?,
-                        };
-                        let arg = crate::fast::message_arg(id, u, upsert, None)?;
-                        if upsert {
-                            // The message may create the document: the count is unknown
-                            // until it reaches a leaf.
-                            coll.mark_count_uncertain()
-                                .map_err(|e| WriteFail::Other(coll_err(e)))?;
-                        }
-                        coll.dict()
-                            .update(&key, crate::fast::FAST_UPDATE_FN, &arg)
-                            .map_err(|e| WriteFail::Other(coll_err(e.into())))?;
+                }
+                if want_fast && af.is_none() && judged {
+                    let coll = match existing {
+                        Some(c) => c,
+                        None => s
+                            .store
+                            .get_or_create(&ns)
+                            .map_err(|e| WriteFail::Other(coll_err(e)))?,
+                    };
+                    let arg = crate::fast::message_arg(id, u, upsert, None)?;
+                    let lock = coll.lock_doc(silt_collection::id_key(id));
+                    // A fast upsert may create the document: the count is unknown until
+                    // its message reaches a leaf.
+                    let injected = coll
+                        .fast_update(&lock, eligible, upsert, crate::fast::FAST_UPDATE_FN, &arg)
+                        .map_err(|e| WriteFail::Other(coll_err(e)))?;
+                    if injected {
                         s.fast.performed.fetch_add(1, AtomicOrdering::Relaxed);
                         return Ok(UpdateResult {
                             matched: 1,
@@ -948,14 +986,14 @@ fn delete_docs(
     let keys = select_keys(&mut src, sort, multi)?;
     let mut out = Vec::new();
     for key in keys {
-        let _g = coll.lock_key(&key);
-        let Some(old) = coll.get_by_key(&key).map_err(coll_err)? else {
+        let lock = coll.lock_doc(key);
+        let Some(old) = lock.read().map_err(coll_err)? else {
             continue;
         };
         if !matcher.matches(&old) {
             continue;
         }
-        coll.delete_locked(&key, &old).map_err(coll_err)?;
+        coll.delete(&lock, &old).map_err(coll_err)?;
         out.push(old);
     }
     Ok(out)
@@ -964,6 +1002,9 @@ fn delete_docs(
 pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;
     let stmts = docs_arg(cmd, "deletes")?;
+    for st in &stmts {
+        super::args::check_statement("delete.deletes", DELETE_STATEMENT, DELETE_REFUSED, st)?;
+    }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
     let mut n = 0i64;

@@ -995,6 +995,11 @@ pub fn choose(
     needs: Option<&[String]>,
 ) -> QResult<Choice> {
     let mut choice = choose_plan(coll, filter, matcher, sort, hint, needs)?;
+    match &choice.plan {
+        Plan::Primary(Access::FullScan) => {}
+        Plan::Primary(_) => coll.id_accesses().record(),
+        Plan::Index(scans) => scans.iter().for_each(|s| s.index.accesses.record()),
+    }
     if let (Plan::Index(scans), Some(needs)) = (&choice.plan, needs) {
         if let [scan] = scans.as_slice() {
             if covers(&scan.index, needs) {
@@ -1385,6 +1390,7 @@ pub fn exact_scan(coll: &Collection, matcher: &Matcher) -> Option<IxScan> {
         .filter(|ix| !ix.is_multikey() && !ix.spec.sparse && ix.spec.partial.is_none())
         .filter_map(|ix| scan_for(&ix, &leaves, false))
         .find(|scan| bounds_are_exact(scan, &leaves))
+        .inspect(|scan| scan.index.accesses.record())
 }
 
 /// The `_id` keys of the entries in `scan`'s ranges (at most `limit`), read from the index

@@ -1,0 +1,210 @@
+//! Which fields a command may carry, decided in one place before any handler runs.
+//!
+//! Every command document is checked against its entry in the command table
+//! (`super::TABLE`) and MongoDB's generic arguments:
+//! - a field siltd honours passes;
+//! - a field MongoDB knows but siltd does not implement (`collation`, `let`, …) is refused
+//!   with 238 `NotImplemented`, naming it, unless it carries its default (`false` or `null`);
+//! - any other field is refused as MongoDB's strict parser refuses it: 40415, "BSON field
+//!   '<cmd>.<field>' is an unknown field.";
+//! - transactions and retryable writes (`txnNumber`, `autocommit`, `startTransaction`) are
+//!   refused as a standalone mongod refuses them (20 `IllegalOperation`), before anything is
+//!   written.
+
+use bson::{Bson, Document};
+use silt_query::QueryError;
+
+/// What a command accepts besides its own first field and the generic arguments.
+#[derive(Debug, Clone, Copy)]
+pub enum Fields {
+    /// Not strictly parsed (as in MongoDB): the handler reads what it knows.
+    Any,
+    /// Strictly parsed: `honoured` pass, `refused` are MongoDB's fields siltd does not
+    /// implement.
+    Only {
+        honoured: &'static [&'static str],
+        refused: &'static [&'static str],
+    },
+}
+
+/// Generic arguments siltd accepts on every command (MongoDB's `generic_argument.idl`).
+/// `maxTimeMS`, `writeConcern` and `readConcern` are read by the commands that use them; on
+/// one node every read concern level siltd accepts is met by reading the latest data.
+const GENERIC: &[&str] = &[
+    "$db",
+    "lsid",
+    "$clusterTime",
+    "$readPreference",
+    "comment",
+    "maxTimeMS",
+    "writeConcern",
+    "readConcern",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+    "clientOperationKey",
+    "$audit",
+    "$client",
+    "mayBypassWriteBlocking",
+];
+
+/// Generic arguments of sessions that only replica sets and mongos honour.
+const SESSION: &[&str] = &["txnNumber", "autocommit", "startTransaction", "stmtId"];
+
+/// Internal generic arguments MongoDB accepts from other cluster members, none of which a
+/// single siltd honours.
+const INTERNAL: &[&str] = &[
+    "$configServerState",
+    "allowImplicitCollectionCreation",
+    "$oplogQueryData",
+    "$queryOptions",
+    "$replData",
+    "databaseVersion",
+    "shardVersion",
+    "tracking_info",
+    "coordinator",
+    "maxTimeMSOpOnly",
+    "$configTime",
+    "$topologyTime",
+    "txnRetryCounter",
+    "$tenant",
+];
+
+fn is_default(v: &Bson) -> bool {
+    matches!(v, Bson::Null | Bson::Undefined | Bson::Boolean(false))
+}
+
+/// 238 NotImplemented for a field MongoDB knows and siltd does not implement.
+pub fn not_implemented(path: &str) -> QueryError {
+    QueryError::not_implemented(format!(
+        "BSON field '{path}' is not supported by siltd: the option is not implemented"
+    ))
+}
+
+/// 40415 for a field MongoDB's strict parser does not know.
+pub fn unknown_field(path: &str) -> QueryError {
+    QueryError::located(40415, format!("BSON field '{path}' is an unknown field."))
+}
+
+/// The label MongoDB's parser puts before a field name in its errors.
+fn label(cmd: &str) -> &str {
+    match cmd {
+        "find" => "FindCommandRequest",
+        other => other,
+    }
+}
+
+/// Check `cmd` (whose first field is the command `name`) against `fields`.
+pub fn check(name: &str, fields: Fields, cmd: &Document) -> Result<(), QueryError> {
+    check_session(name, cmd)?;
+    let Fields::Only { honoured, refused } = fields else {
+        return Ok(());
+    };
+    for (k, v) in cmd.iter().skip(1) {
+        let k = k.as_str();
+        if GENERIC.contains(&k) || SESSION.contains(&k) || honoured.contains(&k) {
+            continue;
+        }
+        if refused.contains(&k) || INTERNAL.contains(&k) {
+            if is_default(v) {
+                continue;
+            }
+            return Err(not_implemented(&format!("{}.{k}", label(name))));
+        }
+        return Err(unknown_field(&format!("{}.{k}", label(name))));
+    }
+    Ok(())
+}
+
+/// Check one statement of a write command (`update.updates.<i>`) against its fields.
+pub fn check_statement(
+    path: &str,
+    honoured: &[&str],
+    refused: &[&str],
+    st: &Document,
+) -> Result<(), QueryError> {
+    for (k, v) in st {
+        let k = k.as_str();
+        if honoured.contains(&k) {
+            continue;
+        }
+        if refused.contains(&k) {
+            if is_default(v) {
+                continue;
+            }
+            return Err(not_implemented(&format!("{path}.{k}")));
+        }
+        return Err(unknown_field(&format!("{path}.{k}")));
+    }
+    Ok(())
+}
+
+/// The session rules of `initializeOperationSessionInfo` on a standalone server: no
+/// transaction numbers at all (so no transactions and no retryable writes), and the
+/// transaction fields only together.
+fn check_session(name: &str, cmd: &Document) -> Result<(), QueryError> {
+    let txn = cmd.get("txnNumber");
+    if let Some(t) = txn {
+        if !matches!(t, Bson::Int64(_)) {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
+                super::type_name(t)
+            )));
+        }
+        if !cmd.contains_key("lsid") {
+            return Err(QueryError::invalid_options(
+                "Transaction number requires a session ID to also be specified",
+            ));
+        }
+        return Err(QueryError::illegal_operation(
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
+    match cmd.get("autocommit") {
+        Some(_) => {
+            return Err(QueryError::invalid_options(
+                "'autocommit' field requires a transaction number to also be specified",
+            ))
+        }
+        None if cmd.contains_key("startTransaction") => {
+            return Err(QueryError::invalid_options(
+                "'startTransaction' field requires 'autocommit' field to also be specified",
+            ))
+        }
+        None => {}
+    }
+    if let Some(Bson::Document(rc)) = cmd.get("readConcern") {
+        check_read_concern(rc)?;
+    }
+    if matches!(name, "commitTransaction" | "abortTransaction") {
+        return Err(QueryError {
+            code: 125,
+            code_name: "CommandFailed",
+            msg: format!("{name} must be run within a transaction"),
+        });
+    }
+    Ok(())
+}
+
+/// Read concern levels a single node meets by reading its latest data; `snapshot` and
+/// `linearizable` (and reads at a cluster time) need what siltd does not have yet.
+fn check_read_concern(rc: &Document) -> Result<(), QueryError> {
+    for (k, v) in rc {
+        match (k.as_str(), v) {
+            ("level", Bson::String(l))
+                if matches!(l.as_str(), "local" | "available" | "majority") => {}
+            ("level", Bson::String(l)) => {
+                return Err(QueryError::not_implemented(format!(
+                    "readConcern level '{l}' is not supported by siltd"
+                )))
+            }
+            ("afterClusterTime" | "afterOpTime" | "provenance", _) => {}
+            (other, _) => {
+                return Err(QueryError::not_implemented(format!(
+                    "readConcern field '{other}' is not supported by siltd"
+                )))
+            }
+        }
+    }
+    Ok(())
+}

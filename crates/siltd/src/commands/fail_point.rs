@@ -1,0 +1,57 @@
+//! `configureFailPoint`: test hooks that make parts of the server fail on purpose, answered
+//! only with `--enable-test-commands` (mongod's `enableTestCommands`).
+//!
+//! - `siltFastUpdatePanic`: the fast-update function panics when applied (the engine catches
+//!   it; the document stays as it was and the failure is counted).
+//! - `siltEngineWorkerPanic`: the next iteration of an engine worker thread panics, which
+//!   poisons the storage environment (writes refused, `serverStatus` shows the cause) until
+//!   the server restarts.
+
+use std::sync::atomic::Ordering;
+
+use bson::{doc, Bson, Document};
+use silt_query::QueryError;
+
+use crate::state::{CmdResult, Server};
+
+pub fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    if !s.cfg.test_commands {
+        return Err(QueryError::command_not_found(
+            "no such command: 'configureFailPoint'",
+        ));
+    }
+    if db != "admin" {
+        return Err(QueryError::unauthorized(
+            "configureFailPoint may only be run against the admin database.",
+        ));
+    }
+    let name = cmd.get_str("configureFailPoint").map_err(|_| {
+        QueryError::type_mismatch("BSON field 'configureFailPoint' must be a string")
+    })?;
+    let on = match cmd.get("mode") {
+        Some(Bson::String(m)) if m == "alwaysOn" => true,
+        Some(Bson::String(m)) if m == "off" => false,
+        Some(Bson::Document(d)) if d.contains_key("times") => true,
+        Some(other) => {
+            return Err(QueryError::bad_value(format!(
+                "unsupported fail point mode {other}: use \"alwaysOn\", \"off\" or {{times: n}}"
+            )))
+        }
+        None => return Err(QueryError::bad_value("missing 'mode'")),
+    };
+    let was = match name {
+        "siltFastUpdatePanic" => s.fast.fail_panic.swap(on, Ordering::AcqRel),
+        "siltEngineWorkerPanic" => s
+            .store
+            .env()
+            .fail_points()
+            .worker_panic
+            .swap(on, Ordering::AcqRel),
+        other => {
+            return Err(QueryError::bad_value(format!(
+                "Cannot find fail point named {other}"
+            )))
+        }
+    };
+    Ok(doc! { "count": i32::from(was) })
+}

@@ -1,0 +1,133 @@
+"""What siltd does not implement is refused with MongoDB's error, never ignored."""
+import pytest
+from bson import Int64
+from pymongo.errors import OperationFailure
+
+
+def test_with_transaction_fails_and_writes_nothing(client, db):
+    db.c.insert_one({"_id": 0})
+
+    def body(session):
+        db.c.insert_one({"_id": 1}, session=session)
+        db.c.update_one({"_id": 0}, {"$set": {"x": 1}}, session=session)
+
+    with client.start_session() as s:
+        with pytest.raises(OperationFailure) as e:
+            s.with_transaction(body)
+    assert e.value.code == 20
+    assert "Transaction numbers are only allowed on a replica set member or mongos" in str(e.value)
+    assert list(db.c.find()) == [{"_id": 0}]
+
+
+def test_bare_transaction_fails_and_writes_nothing(client, db):
+    with client.start_session() as s:
+        s.start_transaction()
+        with pytest.raises(OperationFailure) as e:
+            db.c.insert_many([{"_id": 1}, {"_id": 2}], session=s)
+        assert e.value.code == 20
+        s.abort_transaction()
+    assert db.c.count_documents({}) == 0
+
+
+def test_session_fields_without_transaction_number(db):
+    with pytest.raises(OperationFailure) as e:
+        db.command("insert", "c", documents=[{"_id": 1}], autocommit=False)
+    assert e.value.code == 72
+    with pytest.raises(OperationFailure) as e:
+        db.command("insert", "c", documents=[{"_id": 1}], startTransaction=True)
+    assert e.value.code == 72
+    # A repeated txnNumber (a retried write) runs nothing either time.
+    for _ in range(2):
+        with pytest.raises(OperationFailure) as e:
+            db.command({"insert": "c", "documents": [{"_id": 1}], "txnNumber": Int64(1),
+                        "lsid": {"id": __import__("uuid").uuid4()}})
+        assert e.value.code == 20
+    with pytest.raises(OperationFailure) as e:
+        db.client.admin.command("commitTransaction")
+    assert e.value.code == 125
+    assert db.c.count_documents({}) == 0
+
+
+def test_collation_is_refused_everywhere(db):
+    db.c.insert_many([{"_id": 1, "s": "abc"}, {"_id": 2, "s": "ABC"}])
+    coll = {"locale": "en", "strength": 2}
+    attempts = [
+        lambda: list(db.c.find({"s": "abc"}, collation=coll)),
+        lambda: list(db.c.find().sort("s", 1).collation(coll)),
+        lambda: db.c.count_documents({"s": "abc"}, collation=coll),
+        lambda: db.c.distinct("s", collation=coll),
+        lambda: list(db.c.aggregate([{"$match": {"s": "abc"}}], collation=coll)),
+        lambda: db.c.update_one({"s": "abc"}, {"$set": {"t": 1}}, collation=coll),
+        lambda: db.c.delete_many({"s": "abc"}, collation=coll),
+        lambda: db.c.find_one_and_update({"s": "abc"}, {"$set": {"t": 1}}, collation=coll),
+        lambda: db.command("count", "c", query={"s": "abc"}, collation=coll),
+    ]
+    for attempt in attempts:
+        with pytest.raises(OperationFailure) as e:
+            attempt()
+        assert e.value.code == 238, e.value.details
+        assert "collation" in str(e.value)
+    # Nothing changed.
+    assert sorted(d["_id"] for d in db.c.find({"t": {"$exists": False}})) == [1, 2]
+    assert db.c.count_documents({}) == 2
+
+
+def test_unknown_and_unimplemented_fields(db):
+    db.c.insert_one({"_id": 1})
+    with pytest.raises(OperationFailure) as e:
+        db.command("find", "c", foo=1)
+    assert e.value.code == 40415
+    assert e.value.details["codeName"] == "Location40415"
+    assert "BSON field 'FindCommandRequest.foo' is an unknown field." in str(e.value)
+    with pytest.raises(OperationFailure) as e:
+        db.command("update", "c", updates=[{"q": {}, "u": {"$set": {"a": 1}}, "bogus": 1}])
+    assert e.value.code == 40415 and "update.updates.bogus" in str(e.value)
+    with pytest.raises(OperationFailure) as e:
+        db.command("find", "c", let={"x": 1})
+    assert e.value.code == 238 and "let" in str(e.value)
+    # Defaults of unimplemented flags are fine.
+    assert db.command("find", "c", returnKey=False, showRecordId=False)["ok"] == 1
+    with pytest.raises(OperationFailure) as e:
+        db.command("find", "c", readConcern={"level": "snapshot"})
+    assert e.value.code == 238
+    assert db.command("find", "c", readConcern={"level": "majority"})["ok"] == 1
+    assert db.c.find_one() == {"_id": 1}
+
+
+def test_list_commands_is_the_dispatch_table(client):
+    cmds = client.admin.command("listCommands")["commands"]
+    for name in ("find", "insert", "compact", "aggregate", "listCommands"):
+        assert name in cmds
+    scratch = client["t_listcmds"]
+    for name in cmds:
+        if name in ("configureFailPoint", "dropDatabase", "killOp"):
+            continue
+        try:
+            scratch.command(name)
+        except OperationFailure as e:
+            assert e.code != 59, name
+    client.drop_database("t_listcmds")
+
+
+def test_index_stats(db):
+    db.c.create_index("a")
+    db.c.insert_many([{"_id": i, "a": i % 10} for i in range(100)])
+    for _ in range(3):
+        list(db.c.find({"a": 3}))
+    db.c.find_one({"_id": 5})
+    stats = {d["name"]: d for d in db.c.aggregate([{"$indexStats": {}}])}
+    assert set(stats) == {"_id_", "a_1"}
+    a = stats["a_1"]
+    assert set(a) == {"name", "key", "host", "accesses", "spec"}
+    assert a["key"] == {"a": 1} and a["spec"]["name"] == "a_1"
+    assert isinstance(a["accesses"]["ops"], int) and a["accesses"]["ops"] >= 3
+    assert stats["_id_"]["accesses"]["ops"] >= 1
+    # Documents are never what $indexStats yields.
+    assert all("_id" not in d for d in stats.values())
+    with pytest.raises(OperationFailure) as e:
+        list(db.c.aggregate([{"$match": {}}, {"$indexStats": {}}]))
+    assert e.value.code == 40602
+    with pytest.raises(OperationFailure) as e:
+        list(db.c.aggregate([{"$indexStats": {"x": 1}}]))
+    assert e.value.code == 28803
+    assert list(db.nothing.aggregate([{"$indexStats": {}}])) == []
