@@ -11,6 +11,7 @@
 
 pub mod index;
 pub mod sorter;
+mod validate;
 mod write;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use parking_lot::{Mutex, RwLock};
 use silt_storage::{Dict, Env, EnvOptions, UpdateRegistry};
 
 pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
+pub use validate::ValidateReport;
 pub use write::DocLock;
 
 /// Name of the catalog dictionary inside the engine.

@@ -290,7 +290,8 @@ impl DictCore {
                     freed += n.charged as i64;
                     t.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
                     env.cache.evictions.fetch_add(1, Ordering::Relaxed);
-                } else if victims.len() < 8 {
+                } else if victims.len() < 8 && env.poison.check().is_ok() {
+                    // A poisoned environment writes nothing back: its trees may be damaged.
                     freed += n.charged as i64;
                     victims.push(image_of(n));
                 }
@@ -306,6 +307,7 @@ impl DictCore {
     /// Flush until the root's buffers are at most `target` times the node size.
     pub fn flush_until(&self, env: &EnvInner, target: f64) -> Result<()> {
         loop {
+            env.poison.check()?;
             let step = {
                 let mut t = self.tree.write();
                 if t.root_pressure() <= target {
@@ -396,11 +398,22 @@ impl Dict {
         self.core.name.lock().clone()
     }
 
+    /// Writable: not dropped, the environment open and not poisoned.
     pub(crate) fn live(&self) -> Result<()> {
+        self.readable()?;
+        self.env.poison.check()
+    }
+
+    /// Readable: not dropped and the environment open (a poisoned environment still serves
+    /// reads of what it holds).
+    pub(crate) fn readable(&self) -> Result<()> {
         if self.core.dropped.load(Ordering::Acquire) {
             return Err(Error::NoSuchDictionary(self.name()));
         }
-        self.env.check_open()
+        if self.env.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
     }
 
     /// Log and inject one write; return once the log record is written.
@@ -507,7 +520,7 @@ impl Dict {
 
     /// The value of `key`, with every pending message applied.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.live()?;
+        self.readable()?;
         loop {
             let r = self.core.tree.read().get(&self.env.fns, key);
             match r {
@@ -554,7 +567,7 @@ impl Dict {
 
     /// Number of live keys in `[lo, hi]`, counted in the tree without copying values out.
     pub fn count_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
-        self.live()?;
+        self.readable()?;
         let (lo, hi) = (own(lo), own(hi));
         let mut n = 0u64;
         self.scan(lo.clone(), &lo, &hi, false, &mut |_| false, &mut |_, _| {
@@ -578,7 +591,7 @@ impl Dict {
 
     /// All live entries in `[lo, hi]`, in key order.
     pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.live()?;
+        self.readable()?;
         let (lo, hi) = (own(lo), own(hi));
         let mut out = Vec::new();
         self.scan(lo.clone(), &lo, &hi, false, &mut |_| false, &mut |k, v| {
@@ -742,7 +755,7 @@ impl Cursor {
     }
 
     fn step(&mut self, forward: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        self.dict.live()?;
+        self.dict.readable()?;
         if self.batch.is_empty() || self.batch_forward != forward {
             self.refill(forward)?;
         }

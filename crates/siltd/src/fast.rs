@@ -107,6 +107,7 @@ pub fn message_arg(
     update: &Document,
     upsert: bool,
     recheck: Option<&Document>,
+    array_filters: Option<&[Document]>,
 ) -> Result<Vec<u8>, QueryError> {
     // Serialized straight from the caller's documents: no deep copy on the fast path.
     let bad = |e: &dyn std::fmt::Display| {
@@ -121,13 +122,32 @@ pub fn message_arg(
     if let Some(q) = recheck {
         d.append("q", raw(q)?);
     }
+    if let Some(af) = array_filters {
+        let mut arr = bson::RawArrayBuf::new();
+        for f in af {
+            arr.push(raw(f)?);
+        }
+        d.append("af", arr);
+    }
     Ok(d.into_bytes())
 }
 
 fn apply(old: Option<&[u8]>, arg: &[u8]) -> Result<UpdateOutcome, String> {
     let arg = Document::from_reader(arg).map_err(|e| format!("bad fast-update message: {e}"))?;
     let u = arg.get_document("u").map_err(|e| e.to_string())?;
-    let spec = UpdateSpec::parse(u, None).map_err(|e| e.msg)?;
+    let af: Option<Vec<Document>> = match arg.get_array("af") {
+        Ok(a) => Some(
+            a.iter()
+                .map(|f| {
+                    f.as_document()
+                        .cloned()
+                        .ok_or("bad arrayFilters in the message")
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        Err(_) => None,
+    };
+    let spec = UpdateSpec::parse(u, af.as_deref()).map_err(|e| e.msg)?;
     let now = arg
         .get_datetime("now")
         .copied()
@@ -211,7 +231,7 @@ mod tests {
         let stats = Arc::new(FastUpdates::default());
         let mut reg = UpdateRegistry::new();
         register(&mut reg, stats);
-        let arg = message_arg(&Bson::Int32(7), &u, upsert, None).unwrap();
+        let arg = message_arg(&Bson::Int32(7), &u, upsert, None, None).unwrap();
         let old = old.map(|d| {
             let mut v = Vec::new();
             d.to_writer(&mut v).unwrap();

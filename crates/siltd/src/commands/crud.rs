@@ -578,6 +578,7 @@ fn fast_by_index(
     q: &Document,
     u: &Document,
     spec: &UpdateSpec,
+    array_filters: Option<&[Document]>,
     multi: bool,
 ) -> Result<Option<u64>, WriteFail> {
     let eligible = |ixs: &[Arc<Index>]| {
@@ -594,7 +595,7 @@ fn fast_by_index(
         .eligible_secondary
         .fetch_add(1, AtomicOrdering::Relaxed);
     let keys = plan::scan_id_keys(&scan, if multi { None } else { Some(1) })?;
-    let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q))?;
+    let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q), array_filters)?;
     let now = bson::DateTime::now();
     let mut normal = UpdateResult::default();
     for key in &keys {
@@ -892,7 +893,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 if judged {
                     s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
                 }
-                if want_fast && af.is_none() && judged {
+                if want_fast && judged {
                     let coll = match existing {
                         Some(c) => c,
                         None => s
@@ -900,7 +901,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                             .get_or_create(&ns)
                             .map_err(|e| WriteFail::Other(coll_err(e)))?,
                     };
-                    let arg = crate::fast::message_arg(id, u, upsert, None)?;
+                    let arg = crate::fast::message_arg(id, u, upsert, None, af.as_deref())?;
                     let lock = coll.lock_doc(silt_collection::id_key(id));
                     // A fast upsert may create the document: the count is unknown until
                     // its message reaches a leaf.
@@ -918,9 +919,9 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     }
                 }
             }
-            if want_fast && !upsert && af.is_none() && !q.is_empty() {
+            if want_fast && !upsert && !q.is_empty() {
                 if let (Some(c), Bson::Document(u)) = (s.store.get(&ns), u) {
-                    if let Some(n) = fast_by_index(s, &c, &q, u, &spec, multi)? {
+                    if let Some(n) = fast_by_index(s, &c, &q, u, &spec, af.as_deref(), multi)? {
                         return Ok(UpdateResult {
                             matched: n,
                             modified: n,

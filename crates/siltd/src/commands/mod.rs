@@ -10,6 +10,7 @@ mod crud;
 mod fail_point;
 mod index_stats;
 pub mod plan;
+mod validate;
 
 use bson::{Bson, Document};
 use silt_query::{QResult, QueryError};
@@ -533,6 +534,14 @@ pub const TABLE: &[Command] = &[
         help: "update documents",
         admin_only: false,
         run: |s, db, c, _| crud::update(s, db, c),
+    },
+    Command {
+        name: "validate",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "check a collection's documents, indexes and files",
+        admin_only: false,
+        run: |s, db, c, _| validate::validate(s, db, c),
     },
     Command {
         name: "whatsmyuri",

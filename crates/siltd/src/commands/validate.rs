@@ -1,0 +1,66 @@
+//! `validate`: check a collection's documents, indexes and (with `full: true`) files, in
+//! MongoDB's reply shape. Damage is reported with `valid: false`, not as a command error.
+
+use bson::{doc, Bson, Document};
+use silt_query::QueryError;
+
+use super::{args, bool_arg, coll_arg};
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "validate")?;
+    for refused in ["background", "repair", "metadata"] {
+        if bool_arg(cmd, refused)?.unwrap_or(false) {
+            return Err(args::not_implemented(&format!("validate.{refused}")));
+        }
+    }
+    let full = bool_arg(cmd, "full")?.unwrap_or(false);
+    let enforce_count = bool_arg(cmd, "enforceFastCount")?.unwrap_or(false);
+    let ns = format!("{db}.{coll}");
+    let Some(mut r) = s.store.validate(&ns, full).map_err(coll_err)? else {
+        return Err(QueryError::namespace_not_found(format!(
+            "Collection '{ns}' does not exist to validate."
+        )));
+    };
+    if enforce_count {
+        r.errors.append(&mut r.warnings);
+    }
+    let mut keys = Document::new();
+    let mut details = Document::new();
+    for (name, n) in &r.keys_per_index {
+        keys.insert(name.clone(), *n as i32);
+        details.insert(
+            name.clone(),
+            doc! { "valid": !r.invalid_indexes.contains(name) },
+        );
+    }
+    let valid = r.errors.is_empty();
+    let mut out = doc! {
+        "ns": &ns,
+        "nInvalidDocuments": r.corrupt_records as i32,
+        "nNonCompliantDocuments": 0i32,
+        "nrecords": r.nrecords as i32,
+        "nIndexes": r.keys_per_index.len() as i32,
+        "keysPerIndex": keys,
+        "indexDetails": details,
+        "valid": valid,
+        "repaired": false,
+        "warnings": r.warnings.iter().map(|w| Bson::String(w.clone())).collect::<Vec<_>>(),
+        "errors": r.errors.iter().map(|e| Bson::String(e.clone())).collect::<Vec<_>>(),
+        "extraIndexEntries": Vec::<Bson>::new(),
+        "missingIndexEntries": Vec::<Bson>::new(),
+        "corruptRecords": Vec::<Bson>::new(),
+        "silt": {
+            "extraIndexEntries": r.extra_index_entries as i64,
+            "missingIndexEntries": r.missing_index_entries as i64,
+            "full": full,
+        },
+    };
+    if !valid {
+        out.insert(
+            "advice",
+            "A corrupt namespace has been detected. Rebuild the damaged indexes (drop and create them) or restore the collection from a backup.",
+        );
+    }
+    Ok(out)
+}
