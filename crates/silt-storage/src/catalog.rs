@@ -9,11 +9,11 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::Path;
 
 use crate::error::{corruption, IoContext, Result};
 use crate::ids::DictId;
+use crate::vfs::{OpenMode, Vfs};
 
 pub(crate) const CATALOG_FILE: &str = "catalog";
 
@@ -38,10 +38,11 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Catalog {
-    pub fn load(dir: &Path) -> Result<Catalog> {
+    pub fn load(vfs: &dyn Vfs, dir: &Path) -> Result<Catalog> {
         let path = dir.join(CATALOG_FILE);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
+        let text = match vfs.read(&path) {
+            Ok(t) => String::from_utf8(t)
+                .map_err(|_| corruption(&path, "catalog", "not UTF-8".to_string()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Catalog {
                     next_id: 1,
@@ -82,7 +83,7 @@ impl Catalog {
         Ok(c)
     }
 
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    pub fn save(&self, vfs: &dyn Vfs, dir: &Path) -> Result<()> {
         let mut body = format!("SILTCAT1\nnext {}\n", self.next_id);
         for (name, id) in &self.by_name {
             body.push_str(&format!("dict {} {}\n", id.0, hex(name.as_bytes())));
@@ -91,14 +92,16 @@ impl Catalog {
         body.push_str(&format!("crc {crc:08x}\n"));
         let tmp = dir.join("catalog.tmp");
         let path = dir.join(CATALOG_FILE);
-        {
-            use std::io::Write;
-            let mut f = fs::File::create(&tmp).ctx(&tmp)?;
-            f.write_all(body.as_bytes()).ctx(&tmp)?;
-            f.sync_all().ctx(&tmp)?;
+        match vfs.remove(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).ctx(&tmp),
+            _ => {}
         }
-        fs::rename(&tmp, &path).ctx(&path)?;
-        crate::env::sync_dir(dir)
+        let f = vfs.open(&tmp, OpenMode::CreateNew, false).ctx(&tmp)?;
+        f.write_all_at(body.as_bytes(), 0).ctx(&tmp)?;
+        f.sync().ctx(&tmp)?;
+        drop(f);
+        vfs.rename(&tmp, &path).ctx(&path)?;
+        vfs.sync_dir(dir).ctx(dir)
     }
 }
 

@@ -3,8 +3,6 @@
 //! Locking: `state` is a leaf lock. It is taken after a tree lock when both are needed and is
 //! never held across I/O; reads and writes of blocks happen with no lock held.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
@@ -13,6 +11,7 @@ use crate::error::{corruption, IoContext, Result};
 use crate::format::btt::{self, Allocator, Extent, Table, PUNCH_ALIGN};
 use crate::format::header::{FileHeader, HEADER_SLOT_BYTES};
 use crate::ids::BlockNum;
+use crate::vfs::{OpenMode, VFile, Vfs};
 
 #[derive(Debug)]
 pub(crate) struct FileState {
@@ -66,11 +65,8 @@ impl FileState {
 #[derive(Debug)]
 pub(crate) struct DictFile {
     pub path: PathBuf,
-    file: File,
-    /// The same file opened with `O_DIRECT`, for block reads, when direct I/O is on.
-    direct: Option<File>,
-    /// Cleared for good if the filesystem accepted `O_DIRECT` but refuses our reads.
-    direct_ok: std::sync::atomic::AtomicBool,
+    /// The file (with direct reads inside when direct I/O is on).
+    file: Box<dyn VFile>,
     pub state: Mutex<FileState>,
 }
 
@@ -78,17 +74,13 @@ impl DictFile {
     /// Create a new file holding an empty tree described by `header` whose root block is
     /// written from `root_block`. The file is durable when this returns.
     pub fn create(
+        vfs: &dyn Vfs,
         path: &Path,
         mut header: FileHeader,
         root_block: &[u8],
         direct_io: bool,
     ) -> Result<DictFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .ctx(path)?;
+        let file = vfs.open(path, OpenMode::CreateNew, direct_io).ctx(path)?;
         let mut alloc = Allocator::from_used([]);
         let rx = alloc.alloc(root_block.len() as u64);
         file.write_all_at(root_block, rx.offset).ctx(path)?;
@@ -102,17 +94,16 @@ impl DictFile {
         header.btt_len = tx.len;
         file.write_all_at(&header.encode(), HEADER_SLOT_BYTES)
             .ctx(path)?;
-        file.sync_all().ctx(path)?;
-        Ok(DictFile::assemble(
-            path, file, direct_io, table, tx, alloc, header,
-        ))
+        file.sync().ctx(path)?;
+        // The new name must be durable before anything refers to it.
+        vfs.sync_dir(&crate::vfs::parent(path)).ctx(path)?;
+        Ok(DictFile::assemble(path, file, table, tx, alloc, header))
     }
 
     /// The handle over an open file whose checkpointed table is `table`, stored at `tx`.
     fn assemble(
         path: &Path,
-        file: File,
-        direct_io: bool,
+        file: Box<dyn VFile>,
         table: Table,
         tx: Extent,
         alloc: Allocator,
@@ -121,8 +112,6 @@ impl DictFile {
         DictFile {
             path: path.to_path_buf(),
             file,
-            direct: open_direct(path, direct_io),
-            direct_ok: std::sync::atomic::AtomicBool::new(true),
             state: Mutex::new(FileState {
                 current: table.clone(),
                 inprogress: None,
@@ -135,39 +124,21 @@ impl DictFile {
     }
 
     /// Open an existing file at its last complete checkpoint.
-    pub fn open(path: &Path, direct_io: bool) -> Result<DictFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .ctx(path)?;
-        let header = read_best_header(&file, path)?;
-        let table = read_table(&file, path, &header)?;
+    pub fn open(vfs: &dyn Vfs, path: &Path, direct_io: bool) -> Result<DictFile> {
+        let file = vfs.open(path, OpenMode::Existing, direct_io).ctx(path)?;
+        let header = read_best_header(&*file, path)?;
+        let table = read_table(&*file, path, &header)?;
         let tx = Extent {
             offset: header.btt_offset,
             len: header.btt_len,
         };
         let alloc = Allocator::from_used(table.values().copied().chain([tx]));
-        Ok(DictFile::assemble(
-            path, file, direct_io, table, tx, alloc, header,
-        ))
+        Ok(DictFile::assemble(path, file, table, tx, alloc, header))
     }
 
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        use std::sync::atomic::Ordering;
-        if let Some(d) = &self.direct {
-            if self.direct_ok.load(Ordering::Relaxed) {
-                match read_direct(d, offset, len) {
-                    Ok(v) => return Ok(v),
-                    // An alignment the device wants and 4 KiB does not meet: read buffered
-                    // from now on.
-                    Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
-                        self.direct_ok.store(false, Ordering::Relaxed);
-                        tracing::warn!(path = %self.path.display(), error = %e, "direct reads refused; using buffered reads");
-                    }
-                    Err(e) => return Err(e).ctx(&self.path),
-                }
-            }
+        if let Some(r) = self.file.read_direct(offset, len) {
+            return r.ctx(&self.path);
         }
         let mut buf = vec![0u8; len];
         self.file.read_exact_at(&mut buf, offset).ctx(&self.path)?;
@@ -185,7 +156,7 @@ impl DictFile {
     }
 
     pub fn sync(&self) -> Result<()> {
-        self.file.sync_data().ctx(&self.path)
+        self.file.sync().ctx(&self.path)
     }
 
     /// Write `header` into its slot (`ckpt_count % 2`) and sync.
@@ -203,7 +174,7 @@ impl DictFile {
         // written) between reading it and cutting the file.
         let st = self.state.lock();
         let end = st.alloc.end();
-        let len = self.file.metadata().ctx(&self.path)?.len();
+        let len = self.file.len().ctx(&self.path)?;
         if len > end {
             self.file.set_len(end).ctx(&self.path)?;
         }
@@ -212,15 +183,12 @@ impl DictFile {
     }
 
     pub fn len_on_disk(&self) -> u64 {
-        self.file.metadata().map(|m| m.len()).unwrap_or(0)
+        self.file.len().unwrap_or(0)
     }
 
     /// Bytes the filesystem has allocated to the file (holes excluded).
     pub fn allocated_on_disk(&self) -> u64 {
-        self.file
-            .metadata()
-            .map(|m| allocated_bytes(&m))
-            .unwrap_or(0)
+        self.file.allocated()
     }
 
     /// Return the space of free extents to the filesystem: punch holes in the 4 KiB-aligned
@@ -236,7 +204,7 @@ impl DictFile {
         for &(off, span) in &ranges {
             let a = off.next_multiple_of(PUNCH_ALIGN);
             let z = (off + span) / PUNCH_ALIGN * PUNCH_ALIGN;
-            if let Err(e) = punch_hole(&self.file, a, z - a) {
+            if let Err(e) = self.file.punch_hole(a, z - a) {
                 tracing::debug!(file = %self.path.display(), error = %e, "punching a hole failed");
             }
         }
@@ -250,31 +218,8 @@ impl DictFile {
 /// Free ranges smaller than this are left as they are.
 pub(crate) const PUNCH_MIN: u64 = 64 << 10;
 
-/// Space the filesystem allocated to a file: `st_blocks` is in 512-byte units.
-pub(crate) fn allocated_bytes(m: &std::fs::Metadata) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    m.blocks() * 512
-}
-
-#[cfg(target_os = "linux")]
-fn punch_hole(f: &File, offset: u64, len: u64) -> std::io::Result<()> {
-    use rustix::fs::{fallocate, FallocateFlags};
-    fallocate(
-        f,
-        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-        offset,
-        len,
-    )
-    .map_err(std::io::Error::from)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn punch_hole(_f: &File, _offset: u64, _len: u64) -> std::io::Result<()> {
-    Ok(())
-}
-
 /// Read both header slots and return the valid one with the higher checkpoint count.
-pub(crate) fn read_best_header(file: &File, path: &Path) -> Result<FileHeader> {
+pub(crate) fn read_best_header(file: &dyn VFile, path: &Path) -> Result<FileHeader> {
     let mut best: Option<FileHeader> = None;
     let mut errors = Vec::new();
     for slot in 0..2u64 {
@@ -300,59 +245,9 @@ pub(crate) fn read_best_header(file: &File, path: &Path) -> Result<FileHeader> {
     })
 }
 
-pub(crate) fn read_table(file: &File, path: &Path, h: &FileHeader) -> Result<Table> {
+pub(crate) fn read_table(file: &dyn VFile, path: &Path, h: &FileHeader) -> Result<Table> {
     let mut buf = vec![0u8; h.btt_len as usize];
     file.read_exact_at(&mut buf, h.btt_offset).ctx(path)?;
     btt::decode_table(&buf)
         .map_err(|e| corruption(path, format!("block table at offset {}", h.btt_offset), e))
-}
-
-/// `O_DIRECT` needs buffers, offsets and lengths aligned to the device's logical block size;
-/// 4 KiB covers every common device.
-const DIRECT_ALIGN: usize = 4096;
-
-fn open_direct(path: &Path, on: bool) -> Option<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if !on {
-        return None;
-    }
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(path)
-    {
-        Ok(f) => Some(f),
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "direct I/O refused; using buffered reads");
-            None
-        }
-    }
-}
-
-/// Read `len` bytes at `offset` through an `O_DIRECT` descriptor: read the aligned span that
-/// covers them into an aligned buffer and copy the wanted bytes out.
-fn read_direct(f: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    let start = offset & !(DIRECT_ALIGN as u64 - 1);
-    let lead = (offset - start) as usize;
-    let span = (lead + len).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    let mut raw = vec![0u8; span + DIRECT_ALIGN];
-    let shift = raw.as_ptr().align_offset(DIRECT_ALIGN);
-    let buf = &mut raw[shift..shift + span];
-    let mut done = 0;
-    while done < lead + len {
-        match f.read_at(&mut buf[done..], start + done as u64) {
-            // A short read at the end of the file: the rest of the span lies beyond it.
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if done < lead + len {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "block extends beyond the end of the file",
-        ));
-    }
-    Ok(buf[lead..lead + len].to_vec())
 }

@@ -4,7 +4,6 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::catalog::{dict_file_name, Catalog};
@@ -15,9 +14,15 @@ use crate::format::header::{FileHeader, HEADER_SLOT_BYTES};
 use crate::format::node::{decode_header, decode_part, BlockHeader};
 use crate::ids::BlockNum;
 use crate::tree::node::PartData;
+use crate::vfs::{OpenMode, RealFs, VFile, Vfs};
+
+type File = Box<dyn VFile>;
+
+fn open(vfs: &dyn Vfs, path: &Path) -> Result<File> {
+    vfs.open(path, OpenMode::Existing, false).ctx(path)
+}
 
 fn read_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
     let mut b = vec![0u8; len];
     f.read_exact_at(&mut b, off).ctx(path)?;
     Ok(b)
@@ -25,7 +30,11 @@ fn read_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
 
 /// Both header slots of a dictionary file, each decoded or with the reason it is invalid.
 pub fn headers(path: &Path) -> Result<[std::result::Result<FileHeader, String>; 2]> {
-    let f = File::open(path).ctx(path)?;
+    headers_on(&RealFs, path)
+}
+
+fn headers_on(vfs: &dyn Vfs, path: &Path) -> Result<[std::result::Result<FileHeader, String>; 2]> {
+    let f = open(vfs, path)?;
     let slot = |i: u64| match read_at(&f, path, i * HEADER_SLOT_BYTES, HEADER_SLOT_BYTES as usize) {
         Ok(b) => FileHeader::decode(&b),
         Err(e) => Err(e.to_string()),
@@ -33,16 +42,16 @@ pub fn headers(path: &Path) -> Result<[std::result::Result<FileHeader, String>; 
     Ok([slot(0), slot(1)])
 }
 
-fn best(path: &Path) -> Result<(File, FileHeader)> {
-    let f = File::open(path).ctx(path)?;
-    let h = crate::file::read_best_header(&f, path)?;
+fn best(vfs: &dyn Vfs, path: &Path) -> Result<(File, FileHeader)> {
+    let f = open(vfs, path)?;
+    let h = crate::file::read_best_header(&*f, path)?;
     Ok((f, h))
 }
 
 /// The block translation table of the newest valid checkpoint, sorted by block number.
 pub fn block_table(path: &Path) -> Result<Vec<(BlockNum, Extent)>> {
-    let (f, h) = best(path)?;
-    let mut t: Vec<_> = read_table(&f, path, &h)?.into_iter().collect();
+    let (f, h) = best(&RealFs, path)?;
+    let mut t: Vec<_> = read_table(&*f, path, &h)?.into_iter().collect();
     t.sort_by_key(|(b, _)| *b);
     Ok(t)
 }
@@ -91,8 +100,8 @@ fn read_node(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<(BlockHead
 
 /// Decode node `b` of the newest checkpoint, verifying every checksum.
 pub fn node(path: &Path, b: BlockNum) -> Result<NodeReport> {
-    let (f, h) = best(path)?;
-    let t = read_table(&f, path, &h)?;
+    let (f, h) = best(&RealFs, path)?;
+    let t = read_table(&*f, path, &h)?;
     let x = *t
         .get(&b)
         .ok_or_else(|| corruption(path, "block table", format!("no block {b}")))?;
@@ -163,8 +172,8 @@ fn node_at(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<NodeReport> 
 
 /// One line per level of the checkpointed tree: nodes, items, bytes and fill.
 pub fn shape(path: &Path) -> Result<String> {
-    let (f, h) = best(path)?;
-    let t = read_table(&f, path, &h)?;
+    let (f, h) = best(&RealFs, path)?;
+    let t = read_table(&*f, path, &h)?;
     let mut levels: Vec<(u64, u64, u64, u64)> = Vec::new();
     let mut q = VecDeque::from([h.root]);
     while let Some(b) = q.pop_front() {
@@ -220,8 +229,13 @@ pub struct VerifyReport {
 /// Verify one dictionary file: both headers, the block table, every reachable node and
 /// partition, and that the table holds no unreachable blocks.
 pub fn verify_file(path: &Path, report: &mut VerifyReport) {
+    verify_file_on(&RealFs, path, report)
+}
+
+/// [`verify_file`] on the given storage.
+pub fn verify_file_on(vfs: &dyn Vfs, path: &Path, report: &mut VerifyReport) {
     report.files += 1;
-    match headers(path) {
+    match headers_on(vfs, path) {
         Ok(hs) => {
             for (i, h) in hs.iter().enumerate() {
                 if let Err(e) = h {
@@ -236,14 +250,14 @@ pub fn verify_file(path: &Path, report: &mut VerifyReport) {
             return;
         }
     }
-    let (f, h) = match best(path) {
+    let (f, h) = match best(vfs, path) {
         Ok(x) => x,
         Err(e) => {
             report.errors.push(e.to_string());
             return;
         }
     };
-    let t = match read_table(&f, path, &h) {
+    let t = match read_table(&*f, path, &h) {
         Ok(t) => t,
         Err(e) => {
             report.errors.push(e.to_string());
@@ -284,22 +298,27 @@ pub fn verify_file(path: &Path, report: &mut VerifyReport) {
 
 /// Verify an environment directory: catalog, every dictionary file, every log file.
 pub fn verify_dir(dir: &Path) -> Result<VerifyReport> {
+    verify_dir_on(&RealFs, dir)
+}
+
+/// [`verify_dir`] on the given storage.
+pub fn verify_dir_on(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
     let mut r = VerifyReport::default();
-    let cat = Catalog::load(dir)?;
+    let cat = Catalog::load(vfs, dir)?;
     for (name, id) in &cat.by_name {
         let p: PathBuf = dir.join(dict_file_name(*id));
-        if !p.exists() {
+        if vfs.open(&p, OpenMode::Existing, false).is_err() {
             r.errors
                 .push(format!("dictionary {name}: file {} missing", p.display()));
             continue;
         }
-        verify_file(&p, &mut r);
+        verify_file_on(vfs, &p, &mut r);
     }
-    let logs = crate::wal::list_files(dir)?;
+    let logs = crate::wal::list_files(vfs, dir)?;
     let n = logs.len();
     for (i, (_, p)) in logs.iter().enumerate() {
         r.files += 1;
-        let lf = crate::wal::read_file(p)?;
+        let lf = crate::wal::read_file_on(vfs, p)?;
         r.log_records += lf.records.len() as u64;
         if let Some(why) = lf.torn {
             let msg = format!("{}: {why} (valid up to byte {})", p.display(), lf.valid_len);

@@ -38,6 +38,7 @@ mod msg;
 mod options;
 mod poison;
 mod tree;
+pub mod vfs;
 mod wal;
 mod write;
 

@@ -10,8 +10,6 @@
 //! writer in progress becomes the leader and writes everything buffered with one `write(2)`
 //! (and one fsync when asked), so concurrent commits share the cost.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,6 +19,7 @@ use crate::error::{corruption, IoContext, Result};
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{DictId, Lsn};
 use crate::poison::{PoisonCause, PoisonState};
+use crate::vfs::{OpenMode, RealFs, VFile, Vfs};
 
 /// Magic of the log files written now. Version 2 added record types 6 (Replace) and 7
 /// (Batch); files of version 1 (`SILTWAL1`) hold a subset and are still read.
@@ -207,7 +206,7 @@ impl LogRecord {
     }
 }
 
-fn file_name(seq: u64) -> String {
+pub(crate) fn file_name(seq: u64) -> String {
     format!("wal-{seq:010}.log")
 }
 
@@ -219,12 +218,11 @@ fn parse_seq(name: &str) -> Option<u64> {
 }
 
 /// Log files in `dir`, oldest first.
-pub(crate) fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+pub(crate) fn list_files(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let mut v = Vec::new();
-    for e in fs::read_dir(dir).ctx(dir)? {
-        let e = e.ctx(dir)?;
-        if let Some(seq) = e.file_name().to_str().and_then(parse_seq) {
-            v.push((seq, e.path()));
+    for name in vfs.list(dir).ctx(dir)? {
+        if let Some(seq) = parse_seq(&name) {
+            v.push((seq, dir.join(name)));
         }
     }
     v.sort();
@@ -248,7 +246,12 @@ pub struct LogFile {
 
 /// Read one log file, stopping at the first record that is incomplete or fails its checksum.
 pub fn read_file(path: &Path) -> Result<LogFile> {
-    let data = fs::read(path).ctx(path)?;
+    read_file_on(&RealFs, path)
+}
+
+/// [`read_file`] on the given storage.
+pub(crate) fn read_file_on(vfs: &dyn Vfs, path: &Path) -> Result<LogFile> {
+    let data = vfs.read(path).ctx(path)?;
     let seq = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -322,7 +325,7 @@ struct Inner {
     written: u64,
     synced: u64,
     writing: bool,
-    file: Arc<File>,
+    file: Arc<dyn VFile>,
     seq: u64,
     file_bytes: u64,
     /// (seq, first lsn) of every live file, oldest first.
@@ -344,6 +347,7 @@ impl Inner {
 pub(crate) struct Wal {
     dir: PathBuf,
     rotate_bytes: u64,
+    vfs: Arc<dyn Vfs>,
     inner: Mutex<Inner>,
     cond: Condvar,
     /// The environment's poison state: a failed log write sets it, and once set no record is
@@ -351,28 +355,25 @@ pub(crate) struct Wal {
     poison: Arc<PoisonState>,
 }
 
-fn create_file(dir: &Path, seq: u64, first_lsn: u64) -> Result<File> {
+fn create_file(vfs: &dyn Vfs, dir: &Path, seq: u64, first_lsn: u64) -> Result<Box<dyn VFile>> {
     let path = dir.join(file_name(seq));
-    let mut f = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .ctx(&path)?;
+    let f = vfs.open(&path, OpenMode::CreateNew, false).ctx(&path)?;
     let mut e = Enc::default();
     e.bytes(WAL_MAGIC);
     e.u64(seq);
     e.u64(first_lsn);
     let crc = crc32c::crc32c(&e.buf);
     e.u32(crc);
-    f.write_all(&e.buf).ctx(&path)?;
-    f.sync_all().ctx(&path)?;
-    crate::env::sync_dir(dir)?;
+    f.write_all_at(&e.buf, 0).ctx(&path)?;
+    f.sync().ctx(&path)?;
+    vfs.sync_dir(dir).ctx(dir)?;
     Ok(f)
 }
 
 impl Wal {
     /// Start a new log file after the existing ones. `last_lsn` is the highest LSN in use.
     pub fn open(
+        vfs: Arc<dyn Vfs>,
         dir: &Path,
         rotate_bytes: u64,
         last_lsn: Lsn,
@@ -381,12 +382,13 @@ impl Wal {
     ) -> Result<Wal> {
         let seq = existing.last().map(|f| f.0 + 1).unwrap_or(1);
         let next = last_lsn.0 + 1;
-        let file = create_file(dir, seq, next)?;
+        let file = create_file(&*vfs, dir, seq, next)?;
         let mut files = existing.to_vec();
         files.push((seq, next));
         Ok(Wal {
             dir: dir.to_path_buf(),
             rotate_bytes,
+            vfs,
             inner: Mutex::new(Inner {
                 buf: Vec::with_capacity(1 << 20),
                 next_lsn: next,
@@ -394,7 +396,7 @@ impl Wal {
                 written: last_lsn.0,
                 synced: last_lsn.0,
                 writing: false,
-                file: Arc::new(file),
+                file: Arc::from(file),
                 seq,
                 file_bytes: WAL_HEADER as u64,
                 files,
@@ -453,6 +455,7 @@ impl Wal {
             let upto = g.buffered_last;
             let mut file = g.file.clone();
             let mut seq = g.seq;
+            let mut offset = g.file_bytes;
             drop(g);
             let mut path = self.dir.join(file_name(seq));
             let mut rest = &data[..];
@@ -461,15 +464,16 @@ impl Wal {
             if let Some((c, first)) = cut {
                 // Everything up to the checkpoint's LSN goes to the old file, which is then
                 // complete; the rest starts the new one.
-                res = (&*file)
-                    .write_all(&data[..c])
-                    .and_then(|()| file.sync_data())
+                res = file
+                    .write_all_at(&data[..c], offset)
+                    .and_then(|()| file.sync())
                     .ctx(&path);
                 if res.is_ok() {
-                    match create_file(&self.dir, seq + 1, first) {
+                    match create_file(&*self.vfs, &self.dir, seq + 1, first) {
                         Ok(f) => {
                             seq += 1;
-                            file = Arc::new(f);
+                            file = Arc::from(f);
+                            offset = WAL_HEADER as u64;
                             path = self.dir.join(file_name(seq));
                             new_file = Some((file.clone(), seq, first));
                             rest = &data[c..];
@@ -479,10 +483,10 @@ impl Wal {
                 }
             }
             if res.is_ok() {
-                res = (&*file).write_all(rest).ctx(&path);
+                res = file.write_all_at(rest, offset).ctx(&path);
             }
             if res.is_ok() && sync {
-                res = file.sync_data().ctx(&path);
+                res = file.sync().ctx(&path);
             }
             g = self.inner.lock();
             g.writing = false;
@@ -521,11 +525,11 @@ impl Wal {
 
     fn rotate(&self, g: &mut Inner) -> Result<()> {
         let old = self.dir.join(file_name(g.seq));
-        g.file.sync_data().ctx(&old)?;
+        g.file.sync().ctx(&old)?;
         g.synced = g.written;
         let seq = g.seq + 1;
         let first = g.written + 1;
-        g.file = Arc::new(create_file(&self.dir, seq, first)?);
+        g.file = Arc::from(create_file(&*self.vfs, &self.dir, seq, first)?);
         g.seq = seq;
         g.file_bytes = WAL_HEADER as u64;
         g.files.push((seq, first));
@@ -568,7 +572,7 @@ impl Wal {
         };
         for seq in doomed {
             let p = self.dir.join(file_name(seq));
-            match fs::remove_file(&p) {
+            match self.vfs.remove(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e).ctx(&p),
