@@ -501,8 +501,8 @@ const PATHLESS: &[&str] = &[
     "sampleRate",
 ];
 
-/// Operators that take a path.
-const FIELD_OPS: &[&str] = &[
+/// Operators that take a path (MongoDB's `parsePathAcceptingKeyword`).
+pub(crate) const FIELD_OPS: &[&str] = &[
     "$eq",
     "$ne",
     "$gt",

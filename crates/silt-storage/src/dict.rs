@@ -418,7 +418,7 @@ impl Dict {
 
     /// Log and inject one write; return once the log record is written.
     pub(crate) fn write(&self, rec: LogRecord) -> Result<()> {
-        crate::write::commit(&self.env, vec![(self.clone(), rec)])
+        crate::write::commit_one(self, rec)
     }
 
     /// Keep buffers and memory in bounds: wake the background workers, and help them when

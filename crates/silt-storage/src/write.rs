@@ -1,5 +1,6 @@
 //! The one write path. Every logged write, a single [`Dict`] write or a [`WriteBatch`] across
-//! dictionaries, goes through [`commit`], which alone owns the sequence
+//! dictionaries, goes through [`commit`] (or its one-write form [`commit_one`]), which alone
+//! own the sequence
 //!
 //! 1. take the write gate shared (the checkpoint takes it exclusively to mark nodes, so no
 //!    write is ever between its log append and its injection while a checkpoint starts);
@@ -42,6 +43,10 @@ impl WriteGate {
 /// Log `ops` as one record and apply them (see the module docs). With one write the record is
 /// that write's own; with several it is a batch record, replayed whole or not at all.
 pub(crate) fn commit(env: &Arc<EnvInner>, mut ops: Vec<(Dict, LogRecord)>) -> Result<()> {
+    if ops.len() == 1 {
+        let (d, rec) = ops.pop().expect("one write");
+        return commit_one(&d, rec);
+    }
     let mut dicts: Vec<Dict> = ops.iter().map(|(d, _)| d.clone()).collect();
     dicts.sort_by_key(|d| d.core.id);
     dicts.dedup_by_key(|d| d.core.id);
@@ -56,23 +61,16 @@ pub(crate) fn commit(env: &Arc<EnvInner>, mut ops: Vec<(Dict, LogRecord)>) -> Re
             .iter()
             .map(|d| (d.core.id, d.core.tree.write()))
             .collect();
-        if ops.len() == 1 {
-            let (_, rec) = ops.pop().expect("one write");
-            let lsn = env.wal.append(&rec)?;
-            apply_record(&mut trees[0].1, env, rec);
-            lsn
-        } else {
-            let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
-            let rec = LogRecord::Batch(recs);
-            let lsn = env.wal.append(&rec)?;
-            for (d, r) in handles.iter().zip(rec.writes()) {
-                let i = trees
-                    .binary_search_by_key(&d.core.id, |(id, _)| *id)
-                    .expect("every dictionary of the batch is locked");
-                apply_record(&mut trees[i].1, env, r);
-            }
-            lsn
+        let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
+        let rec = LogRecord::Batch(recs);
+        let lsn = env.wal.append(&rec)?;
+        for (d, r) in handles.iter().zip(rec.writes()) {
+            let i = trees
+                .binary_search_by_key(&d.core.id, |(id, _)| *id)
+                .expect("every dictionary of the batch is locked");
+            apply_record(&mut trees[i].1, env, r);
         }
+        lsn
     };
     env.wal
         .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
@@ -80,6 +78,22 @@ pub(crate) fn commit(env: &Arc<EnvInner>, mut ops: Vec<(Dict, LogRecord)>) -> Re
         d.after_write()?;
     }
     Ok(())
+}
+
+/// [`commit`] of one write: its own record, one tree.
+pub(crate) fn commit_one(d: &Dict, rec: LogRecord) -> Result<()> {
+    d.live()?;
+    let env = &d.env;
+    let lsn = {
+        let _gate = env.gate.lock.read();
+        let mut t = d.core.tree.write();
+        let lsn = env.wal.append(&rec)?;
+        apply_record(&mut t, env, rec);
+        lsn
+    };
+    env.wal
+        .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
+    d.after_write()
 }
 
 /// Run `f` on `core`'s tree with writers of the write path excluded from no one but that

@@ -216,11 +216,14 @@ pub fn update_is_eligible(spec: &UpdateSpec, indexed: &[String]) -> bool {
     if spec.is_replacement() || spec.uses_positional() {
         return false;
     }
-    spec.touched_paths().iter().all(|p| {
-        let touches =
-            |f: &str| p == f || p.starts_with(&format!("{f}.")) || f.starts_with(&format!("{p}."));
-        !touches("_id") && !indexed.iter().any(|f| touches(f))
-    })
+    // `a` touches `b` when one is the other or a path inside it.
+    fn inside(p: &str, f: &str) -> bool {
+        p.len() > f.len() && p.starts_with(f) && p.as_bytes()[f.len()] == b'.'
+    }
+    let touches = |p: &str, f: &str| p == f || inside(p, f) || inside(f, p);
+    spec.touched_paths()
+        .iter()
+        .all(|p| !touches(p, "_id") && !indexed.iter().any(|f| touches(p, f)))
 }
 
 #[cfg(test)]

@@ -10,38 +10,7 @@ use bson::{Bson, Document};
 use silt_bson::compare::values_equal;
 
 use crate::error::QResult;
-use crate::matcher::Matcher;
-
-/// Operators that may start a `$pull` condition applied to the element itself
-/// (`MatchExpressionParser::parsePathAcceptingKeyword`).
-const PATH_ACCEPTING: &[&str] = &[
-    "$eq",
-    "$ne",
-    "$gt",
-    "$gte",
-    "$lt",
-    "$lte",
-    "$in",
-    "$nin",
-    "$all",
-    "$exists",
-    "$mod",
-    "$type",
-    "$regex",
-    "$options",
-    "$elemMatch",
-    "$size",
-    "$not",
-    "$near",
-    "$nearSphere",
-    "$geoWithin",
-    "$within",
-    "$geoIntersects",
-    "$bitsAllSet",
-    "$bitsAllClear",
-    "$bitsAnySet",
-    "$bitsAnyClear",
-];
+use crate::matcher::{Matcher, FIELD_OPS};
 
 /// The field an element is wrapped in when a condition applies to the element itself.
 const WRAP: &str = "v";
@@ -68,7 +37,8 @@ impl PullCond {
         };
         match v {
             Bson::Document(d) => match d.keys().next() {
-                Some(k) if PATH_ACCEPTING.contains(&k.as_str()) => wrapped(),
+                // An operator that takes a path applies to the element itself.
+                Some(k) if FIELD_OPS.contains(&k.as_str()) => wrapped(),
                 _ => Matcher::new(d).map(PullCond::Query),
             },
             Bson::RegularExpression(_) => wrapped(),

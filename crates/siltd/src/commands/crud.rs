@@ -886,14 +886,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                         .is_some_and(|p| crate::fast::update_is_eligible(&spec, &p))
                 };
                 let existing = s.store.get(&ns);
-                let judged = match &existing {
-                    Some(c) => eligible(&c.indexes()),
-                    None => eligible(&[]),
-                };
-                if judged {
-                    s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
-                }
-                if want_fast && judged {
+                if want_fast && (existing.is_some() || eligible(&[])) {
                     let coll = match existing {
                         Some(c) => c,
                         None => s
@@ -909,6 +902,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                         .fast_update(&lock, eligible, upsert, crate::fast::FAST_UPDATE_FN, &arg)
                         .map_err(|e| WriteFail::Other(coll_err(e)))?;
                     if injected {
+                        s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
                         s.fast.performed.fetch_add(1, AtomicOrdering::Relaxed);
                         return Ok(UpdateResult {
                             matched: 1,
@@ -917,6 +911,11 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                             ..UpdateResult::default()
                         });
                     }
+                } else if existing
+                    .as_ref()
+                    .map_or_else(|| eligible(&[]), |c| eligible(&c.indexes()))
+                {
+                    s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
                 }
             }
             if want_fast && !upsert && !q.is_empty() {
