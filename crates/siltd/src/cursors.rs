@@ -165,14 +165,10 @@ impl Cursors {
             )
         })?;
         if cur.ns != ns {
-            return Err(QueryError {
-                code: 13,
-                code_name: "Unauthorized",
-                msg: format!(
-                    "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
-                    cur.ns
-                ),
-            });
+            return Err(QueryError::unauthorized(format!(
+                "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                cur.ns
+            )));
         }
         let limit = batch_size.or(cur.batch_size).unwrap_or(0);
         let r = Cursors::fill(&mut cur, limit);

@@ -1109,15 +1109,11 @@ fn range(vals: &[Val]) -> QResult<Val> {
     };
     const MAX_ELEMS: i64 = 1 << 23;
     if count > MAX_ELEMS {
-        return Err(QueryError {
-            code: 146,
-            code_name: "ExceededMemoryLimit",
-            msg: format!(
-                "$range would use too much memory ({} bytes) and cannot spill to disk. Memory \
-                 limit: 104857600 bytes",
-                count * 16
-            ),
-        });
+        return Err(QueryError::exceeded_memory_limit(format!(
+            "$range would use too much memory ({} bytes) and cannot spill to disk. Memory \
+             limit: 104857600 bytes",
+            count * 16
+        )));
     }
     let out = (0..count)
         .map(|i| Bson::Int32((start + i * step) as i32))

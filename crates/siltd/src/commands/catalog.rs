@@ -75,11 +75,9 @@ fn split_ns(ns: &str) -> Result<(&str, &str), QueryError> {
 
 pub fn rename(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if db != "admin" {
-        return Err(QueryError {
-            code: 13,
-            code_name: "Unauthorized",
-            msg: "renameCollection may only be run against the admin database.".into(),
-        });
+        return Err(QueryError::unauthorized(
+            "renameCollection may only be run against the admin database.",
+        ));
     }
     let from = cmd
         .get_str("renameCollection")
@@ -159,14 +157,6 @@ pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     ))
 }
 
-fn cannot_create(msg: impl Into<String>) -> QueryError {
-    QueryError {
-        code: 67,
-        code_name: "CannotCreateIndex",
-        msg: msg.into(),
-    }
-}
-
 pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
@@ -211,7 +201,8 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 "The 'name' field is a required property of an index specification",
             ));
         }
-        let p = silt_collection::IndexSpec::parse(spec).map_err(|e| cannot_create(e.0))?;
+        let p = silt_collection::IndexSpec::parse(spec)
+            .map_err(|e| QueryError::cannot_create_index(e.0))?;
         parsed.push(p);
     }
     // The build reports its phases to this command's operation (`currentOp`), which
@@ -370,11 +361,9 @@ pub fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 pub fn list_databases(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if db != "admin" {
-        return Err(QueryError {
-            code: 13,
-            code_name: "Unauthorized",
-            msg: "listDatabases may only be run against the admin database.".into(),
-        });
+        return Err(QueryError::unauthorized(
+            "listDatabases may only be run against the admin database.",
+        ));
     }
     let filter = doc_arg(cmd, "filter")?.cloned().unwrap_or_default();
     let matcher = Matcher::new(&filter)?;

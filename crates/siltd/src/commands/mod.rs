@@ -580,14 +580,10 @@ pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
             crate::state::check_coll_name(db, c)?;
             Ok(c.clone())
         }
-        Some(other) => Err(QueryError::located(
-            73,
-            format!("collection name has invalid type {}", type_name(other)),
-        ))
-        .map_err(|mut e| {
-            e.code_name = "InvalidNamespace";
-            e
-        }),
+        Some(other) => Err(QueryError::invalid_namespace(format!(
+            "collection name has invalid type {}",
+            type_name(other)
+        ))),
         None => Err(QueryError::failed_to_parse(format!("missing '{name}'"))),
     }
 }
