@@ -10,6 +10,9 @@
 //! It knows nothing of the wire protocol, commands or the query language.
 
 pub mod index;
+mod keyrange;
+mod plan;
+mod read;
 pub mod sorter;
 mod validate;
 mod write;
@@ -25,6 +28,9 @@ use parking_lot::{Mutex, RwLock};
 use silt_storage::{Dict, Env, EnvOptions, UpdateRegistry};
 
 pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
+pub use keyrange::{KeyRange, KeyScan};
+pub use plan::Planned;
+pub use read::{MatchSource, Stop};
 pub use validate::ValidateReport;
 pub use write::DocLock;
 
@@ -71,9 +77,13 @@ pub enum CollError {
     /// The namespace does not exist.
     #[error("ns not found: {0}")]
     NamespaceNotFound(String),
-    /// The operation was stopped on request (an index build whose [`BuildObserver`] said so).
+    /// The operation was stopped on request (an index build whose [`BuildObserver`] said so,
+    /// or a read whose [`Stop::interrupted`] did).
     #[error("operation was interrupted")]
     Interrupted,
+    /// A read ran past its [`Stop::deadline`] (`maxTimeMS`).
+    #[error("operation exceeded time limit")]
+    TimeLimit,
     /// Stored bytes that are not a BSON document.
     #[error("stored document in {ns} is not valid BSON: {detail}")]
     BadStoredDocument {
@@ -1281,7 +1291,7 @@ mod tests {
                 .spec
                 .fields
                 .iter()
-                .any(|(g, _)| g != f && index::path_covers(g, f))
+                .any(|(g, _)| g != f && silt_bson::path::path_covers(g, f))
             {
                 spec.insert(f.clone(), 1);
             }

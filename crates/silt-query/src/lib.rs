@@ -6,6 +6,7 @@ pub mod agg;
 pub mod error;
 pub mod expr;
 pub mod matcher;
+pub mod plan;
 pub mod projection;
 pub mod update;
 

@@ -8,16 +8,17 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, oid::ObjectId, Bson, Document};
 use silt_bson::compare::values_equal;
-use silt_collection::{CollError, Collection, DocLock, Index};
+use silt_collection::{CollError, Collection, DocLock, Index, MatchSource, Planned};
 use silt_query::matcher::Matcher;
 use silt_query::projection::Projection;
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::{QResult, QueryError};
 
-use super::plan::{self, MatchSource, Shaped, SortSpec};
 use super::{bool_arg, coll_arg, cursor_reply, doc_arg, int_arg, type_name};
-use crate::cursors::{DocSource, VecSource};
+use crate::cursors::{DocSource, Shaped, VecSource};
+use crate::ops::read_stop;
 use crate::state::{coll_err, CmdResult, Server};
+use silt_query::plan::{self, SortSpec};
 
 /// The fields of one `update` statement siltd honours (`fastUpdate` is siltd's own).
 const UPDATE_STATEMENT: &[&str] = &[
@@ -294,14 +295,13 @@ struct Query {
 
 impl Query {
     /// The plan for this query over `coll` (covered when an index holds all it reads).
-    fn choose(&self, coll: &Collection) -> QResult<plan::Choice> {
+    fn choose(&self, coll: &Collection) -> QResult<Planned> {
         let output = self
             .projection
             .as_ref()
             .and_then(Projection::included_paths);
         let needs = plan::needed_paths(&self.matcher, self.sort.as_ref(), output);
-        plan::choose(
-            coll,
+        coll.plan(
             &self.filter,
             &self.matcher,
             self.sort.as_ref(),
@@ -365,10 +365,15 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
-    let choice = q.choose(&coll)?;
-    let mut src = MatchSource::for_choice(coll, &choice, Some(q.matcher.clone()), q.deadline);
+    let planned = q.choose(&coll)?;
+    let mut src = MatchSource::new(
+        coll,
+        &planned,
+        Some(q.matcher.clone()),
+        read_stop(q.deadline),
+    );
     let inner: Box<dyn DocSource> = match &q.sort {
-        Some(sort) if !choice.sorted => {
+        Some(sort) if !planned.sorted() => {
             let mut all = Vec::new();
             while let Some(d) = src.next_doc()? {
                 all.push(d);
@@ -406,20 +411,11 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let q = parse_query(inner, "filter")?;
     let started = Instant::now();
     let c = s.store.get(&ns);
-    let choice = match &c {
+    let planned = match &c {
         Some(c) => q.choose(c)?,
-        None => plan::Choice {
-            plan: plan::Plan::Primary(plan::Access::FullScan),
-            sorted: false,
-            covered: None,
-        },
+        None => Planned::full_scan(),
     };
-    let winning = plan::explain_plan(
-        &choice,
-        &q.filter,
-        q.sort.as_ref(),
-        q.projection_spec.as_ref(),
-    );
+    let winning = planned.explain(&q.filter, q.sort.as_ref(), q.projection_spec.as_ref());
     let mut r = doc! {
         "explainVersion": "1",
         "queryPlanner": {
@@ -433,12 +429,13 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if verbosity != "queryPlanner" {
         let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
         if let Some(c) = c {
-            let mut src = MatchSource::for_choice(c, &choice, Some(q.matcher.clone()), q.deadline);
+            let mut src =
+                MatchSource::new(c, &planned, Some(q.matcher.clone()), read_stop(q.deadline));
             let want = q.limit.map(|l| l + q.skip);
             let mut got = 0u64;
-            while let Some((_, _)) = src.next_match()? {
+            while let Some((_, _)) = src.next_match().map_err(coll_err)? {
                 got += 1;
-                if (choice.sorted || q.sort.is_none()) && want.is_some_and(|w| got >= w) {
+                if (planned.sorted() || q.sort.is_none()) && want.is_some_and(|w| got >= w) {
                     break;
                 }
             }
@@ -588,13 +585,15 @@ fn fast_by_index(
         return Ok(None);
     }
     let matcher = new_matcher(q)?;
-    let Some(scan) = plan::exact_scan(c, &matcher) else {
+    let Some(scan) = c.exact_scan(&matcher) else {
         return Ok(None);
     };
     s.fast
         .eligible_secondary
         .fetch_add(1, AtomicOrdering::Relaxed);
-    let keys = plan::scan_id_keys(&scan, if multi { None } else { Some(1) })?;
+    let keys = scan
+        .id_keys(if multi { None } else { Some(1) })
+        .map_err(coll_err)?;
     let arg = crate::fast::message_arg(&Bson::Null, u, false, Some(q), array_filters)?;
     let now = bson::DateTime::now();
     let mut normal = UpdateResult::default();
@@ -685,7 +684,7 @@ fn select_keys(
 ) -> QResult<Vec<Vec<u8>>> {
     if let (Some(sort), false) = (sort, multi) {
         let mut best: Option<(Vec<u8>, Document)> = None;
-        while let Some((k, d)) = src.next_match()? {
+        while let Some((k, d)) = src.next_match().map_err(coll_err)? {
             if best
                 .as_ref()
                 .is_none_or(|(_, b)| sort.compare(&d, b) == std::cmp::Ordering::Less)
@@ -696,7 +695,7 @@ fn select_keys(
         return Ok(best.map(|(k, _)| k).into_iter().collect());
     }
     let mut keys = Vec::new();
-    while let Some((k, _)) = src.next_match()? {
+    while let Some((k, _)) = src.next_match().map_err(coll_err)? {
         keys.push(k);
         if !multi {
             break;
@@ -783,9 +782,13 @@ fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let choice = plan::choose(&coll, filter, &matcher, None, hint, None)?;
-        let mut src =
-            MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
+        let planned = coll.plan(filter, &matcher, None, hint, None)?;
+        let mut src = MatchSource::uncovered(
+            coll.clone(),
+            &planned,
+            Some(matcher.clone()),
+            read_stop(None),
+        );
         let keys = select_keys(&mut src, sort, multi)?;
         for key in keys {
             let lock = coll.lock_doc(key);
@@ -982,8 +985,13 @@ fn delete_docs(
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let choice = plan::choose(&coll, filter, &matcher, None, hint, None)?;
-    let mut src = MatchSource::with_plan(coll.clone(), &choice.plan, Some(matcher.clone()), None);
+    let planned = coll.plan(filter, &matcher, None, hint, None)?;
+    let mut src = MatchSource::uncovered(
+        coll.clone(),
+        &planned,
+        Some(matcher.clone()),
+        read_stop(None),
+    );
     let keys = select_keys(&mut src, sort, multi)?;
     let mut out = Vec::new();
     for key in keys {
@@ -1156,24 +1164,17 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         // upserts or insert-if-absent messages may be pending, the tree is counted instead.
         Some(c.estimated_count())
     } else {
-        plan::fast_count(&c, &matcher)?
+        c.fast_count(&matcher).map_err(coll_err)?
     };
     let total = if let Some(n) = fast {
         n
     } else {
         // Counted from index entries alone when an index holds the filter's fields.
         let needs = plan::needed_paths(&matcher, None, Some(Vec::new()));
-        let choice = plan::choose(
-            &c,
-            &filter,
-            &matcher,
-            None,
-            cmd.get("hint"),
-            needs.as_deref(),
-        )?;
-        let mut src = MatchSource::for_choice(c, &choice, Some(matcher), deadline(cmd)?);
+        let planned = c.plan(&filter, &matcher, None, cmd.get("hint"), needs.as_deref())?;
+        let mut src = MatchSource::new(c, &planned, Some(matcher), read_stop(deadline(cmd)?));
         let mut n = 0u64;
-        while src.next_match()?.is_some() {
+        while src.next_match().map_err(coll_err)?.is_some() {
             n += 1;
         }
         n
@@ -1202,8 +1203,8 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         let matcher = Arc::new(new_matcher(&filter)?);
         // Read from index entries alone when an index holds the key and the filter's fields.
         let needs = plan::needed_paths(&matcher, None, Some(vec![key.clone()]));
-        let choice = plan::choose(&c, &filter, &matcher, None, None, needs.as_deref())?;
-        let mut src = MatchSource::for_choice(c, &choice, Some(matcher), deadline(cmd)?);
+        let planned = c.plan(&filter, &matcher, None, None, needs.as_deref())?;
+        let mut src = MatchSource::new(c, &planned, Some(matcher), read_stop(deadline(cmd)?));
         while let Some(d) = src.next_doc()? {
             let mut found = Vec::new();
             distinct_values(

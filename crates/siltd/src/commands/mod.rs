@@ -9,7 +9,6 @@ mod catalog;
 mod crud;
 mod fail_point;
 mod index_stats;
-pub mod plan;
 mod validate;
 
 use bson::{Bson, Document};
