@@ -25,7 +25,14 @@ use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
-use silt_storage::{Dict, Env, EnvOptions, UpdateRegistry};
+use silt_storage::{Dict, Env};
+
+/// What the server needs of the engine, so that it never names `silt_storage`: the options
+/// it opens the store with, the registry of update functions (fast updates) and what they
+/// return, the engine's statistics, its poison state and its fail points.
+pub use silt_storage::{
+    EnvOptions, EnvStats, FailPoints, PoisonCause, SyncPolicy, UpdateOutcome, UpdateRegistry,
+};
 
 pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
 pub use keyrange::{KeyRange, KeyScan};
@@ -92,6 +99,24 @@ pub enum CollError {
         /// What the decoder said.
         detail: String,
     },
+}
+
+impl CollError {
+    /// Whether the engine refused a key or value larger than it can store.
+    pub fn is_too_large(&self) -> bool {
+        matches!(
+            self,
+            CollError::Storage(silt_storage::Error::TooLarge { .. })
+        )
+    }
+
+    /// The data directory, when another process holds its lock.
+    pub fn locked_dir(&self) -> Option<&Path> {
+        match self {
+            CollError::Storage(silt_storage::Error::Locked(p)) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// Shorthand.
@@ -265,8 +290,39 @@ impl Store {
     }
 
     /// The engine environment.
-    pub fn env(&self) -> &Env {
+    pub(crate) fn env(&self) -> &Env {
         &self.env
+    }
+
+    /// Write the log to disk and sync it (`writeConcern: {j: true}`).
+    pub fn sync_log(&self) -> Result<()> {
+        Ok(self.env.sync_log()?)
+    }
+
+    /// Take a checkpoint now.
+    pub fn checkpoint(&self) -> Result<()> {
+        Ok(self.env.checkpoint()?)
+    }
+
+    /// The engine's statistics (cache, checkpoints, files).
+    pub fn engine_stats(&self) -> EnvStats {
+        self.env.stats()
+    }
+
+    /// Why the engine stopped writing, if it did (a failed write or sync, a worker that
+    /// panicked).
+    pub fn poison_cause(&self) -> Option<PoisonCause> {
+        self.env.poison_cause()
+    }
+
+    /// The engine's test hooks.
+    pub fn fail_points(&self) -> &FailPoints {
+        self.env.fail_points()
+    }
+
+    /// Apply every pending message of collection `c` and checkpoint ([`Collection::compact`]).
+    pub fn compact(&self, c: &Collection) -> Result<u64> {
+        c.compact(&self.env)
     }
 
     /// The collection `ns`, if it exists.
@@ -905,7 +961,7 @@ impl Collection {
     /// Apply every pending message of the collection and its indexes to the leaves (the
     /// engine's optimize), so that reads meet no buffered work and the maintained count is
     /// exact. Returns the file bytes freed by the checkpoint that follows, if any.
-    pub fn compact(&self, env: &Env) -> Result<u64> {
+    pub(crate) fn compact(&self, env: &Env) -> Result<u64> {
         let dicts: Vec<Dict> = std::iter::once(self.dict.clone())
             .chain(self.indexes.read().iter().map(|i| i.dict().clone()))
             .collect();

@@ -94,8 +94,8 @@ pub fn host(s: &Server) -> String {
 pub fn server_status(s: &Server) -> CmdResult {
     let up = s.started.elapsed();
     let (rss, virt) = rss_mb();
-    let es = s.store.env().stats();
-    let poisoned = s.store.env().poison_cause().map(|c| c.to_string());
+    let es = s.store.engine_stats();
+    let poisoned = s.store.poison_cause().map(|c| c.to_string());
     let o = &s.ops;
     Ok(doc! {
         "host": host(s),

@@ -405,6 +405,6 @@ pub fn compact(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             "collection does not exist: {ns}"
         )));
     };
-    let freed = c.compact(s.store.env()).map_err(coll_err)?;
+    let freed = s.store.compact(&c).map_err(coll_err)?;
     Ok(doc! { "bytesFreed": freed as i64 })
 }

@@ -61,7 +61,6 @@ fn write_concern(s: &Server, cmd: &Document) -> QResult<()> {
         let j = bool_arg(wc, "j")?.unwrap_or(false) || bool_arg(wc, "fsync")?.unwrap_or(false);
         if j {
             s.store
-                .env()
                 .sync_log()
                 .map_err(|e| QueryError::internal(e.to_string()))?;
         }
