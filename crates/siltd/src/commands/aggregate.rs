@@ -9,8 +9,7 @@ use silt_query::{QResult, QueryError};
 
 use silt_collection::MatchSource;
 
-use super::crud::deadline;
-use super::{bool_arg, coll_arg, cursor_reply, int_arg};
+use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, int_arg, new_matcher};
 use crate::cursors::{DocSource, VecSource};
 use crate::ops::read_stop;
 use crate::state::{coll_err, CmdResult, Server};
@@ -160,7 +159,7 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
     }
     let cursor_opts = cursor_arg(cmd)?;
     let pipeline = silt_query::agg::parse_pipeline(&stages[1..])?;
-    let ops = s.inprog.report(&super::admin::host(s), opts);
+    let ops = s.inprog.report(&host(s), opts);
     let ctx = DbContext {
         s,
         db: "admin",
@@ -206,7 +205,7 @@ fn aggregate_collection(
                 };
                 d.insert(
                     "storageStats",
-                    super::catalog::storage_stats(s, &ns, scale)?,
+                    super::coll_stats::storage_stats(s, &ns, scale)?,
                 );
             }
             if spec.contains_key("count") {
@@ -242,7 +241,7 @@ fn aggregate_collection(
         let filter = pipeline.leading_match().cloned().unwrap_or_default();
         match s.store.get(&ns) {
             Some(c) => {
-                let matcher = Arc::new(super::crud::new_matcher(&filter)?);
+                let matcher = Arc::new(new_matcher(&filter)?);
                 match count_shape(&stages) {
                     // countDocuments: answered inside the storage layer when it can be.
                     Some((id, field))

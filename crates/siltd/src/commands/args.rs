@@ -148,7 +148,7 @@ fn check_session(name: &str, cmd: &Document) -> Result<(), QueryError> {
         if !matches!(t, Bson::Int64(_)) {
             return Err(QueryError::type_mismatch(format!(
                 "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
-                super::type_name(t)
+                super::common::type_name(t)
             )));
         }
         if !cmd.contains_key("lsid") {
