@@ -119,3 +119,6 @@ pub struct Covered {
     /// The bounds answer the whole filter: no predicate is re-checked.
     pub exact: bool,
 }
+
+#[cfg(test)]
+mod tests;
