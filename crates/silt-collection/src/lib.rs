@@ -1,13 +1,23 @@
 //! The document layer: databases and collections stored in the fractal-tree engine.
 //!
 //! Owns the catalog (one engine dictionary, `_catalog`, mapping each namespace `db.coll` to
-//! its dictionary and options), and each collection's primary dictionary, whose keys are the
-//! order-preserving encoding of `_id` (`silt_bson::keyenc`) and whose values are the
-//! documents' BSON bytes. It serialises writers to the same `_id` (striped key locks) so that
-//! an insert's duplicate check and its write are atomic, and nothing more: different
-//! documents are written concurrently.
+//! its dictionary, options and index specs: `store.rs`), each collection's primary
+//! dictionary, whose keys are the order-preserving encoding of `_id` (`silt_bson::keyenc`)
+//! and whose values are the documents' BSON bytes (`collection.rs`), and its secondary
+//! indexes: key generation (`index.rs`), maintenance on every write (`write.rs`), builds
+//! (`build.rs`). It serialises writers to the same `_id` (striped key locks) so that an
+//! insert's duplicate check and its write are atomic, and nothing more: different documents
+//! are written concurrently.
 //!
-//! It knows nothing of the wire protocol, commands or the query language.
+//! It also reads along the plans `silt_query::plan` chooses over its indexes (`plan.rs`):
+//! value intervals become key ranges (`keyrange.rs`), and `MatchSource` streams the matching
+//! documents, from index entries alone when the plan is covered (`read.rs`); fast counts and
+//! exact scans count or list entries without reading a document.
+//!
+//! It is the only way up to the engine: the server uses the engine types re-exported here and
+//! the wrappers on [`Store`], never `silt_storage` itself. It must not know the wire protocol,
+//! commands or reply shapes; the query language it knows only through `silt-query` (the
+//! matcher and the planner).
 
 mod build;
 mod collection;

@@ -2,9 +2,12 @@
 //!
 //! This crate owns the process (flags, config, logging, signals, the lock on the data
 //! directory via the engine), the network (`server`: connections and message framing through
-//! `silt-wire`), command dispatch and reply shapes (`commands`), and open cursors (`cursors`).
-//! It must not know the engine's internals or the byte layout of keys: documents are reached
-//! through `silt-collection`, queries through `silt-query`.
+//! `silt-wire`), command dispatch, argument parsing and reply shapes (`commands`, one file per
+//! command), fast updates (`fast`), open cursors (`cursors`) and operations in flight (`ops`).
+//! It must not know the engine, plan choice or the byte layout of keys: it does not depend on
+//! `silt-storage`; documents, index scans and fast counts are reached through
+//! `silt-collection` (which also re-exports what the server needs of the engine), filters,
+//! plans and `explain` through `silt-query`.
 
 mod commands;
 mod config;
