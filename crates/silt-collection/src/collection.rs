@@ -161,7 +161,7 @@ impl Collection {
     }
 
     /// The primary dictionary (keys: encoded `_id`).
-    pub fn dict(&self) -> &Dict {
+    pub(crate) fn dict(&self) -> &Dict {
         &self.dict
     }
 

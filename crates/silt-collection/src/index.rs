@@ -515,7 +515,7 @@ impl Index {
     }
 
     /// The index's dictionary.
-    pub fn dict(&self) -> &Dict {
+    pub(crate) fn dict(&self) -> &Dict {
         &self.dict
     }
 
