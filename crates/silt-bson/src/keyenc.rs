@@ -28,7 +28,13 @@ const END: u8 = 0x00;
 
 /// The tag byte of a value: its canonical type rank plus one (so `0x00` stays free for `END`).
 pub fn tag(v: &Bson) -> u8 {
-    type_rank(v) + 1
+    bracket_tag(type_rank(v))
+}
+
+/// The tag byte of every value of canonical type rank `rank` (`compare::type_rank`): the byte
+/// that starts, and whose successor ends, that type's bracket of keys.
+pub fn bracket_tag(rank: u8) -> u8 {
+    rank + 1
 }
 
 const TAG_MINKEY: u8 = 1;

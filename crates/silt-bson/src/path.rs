@@ -20,6 +20,14 @@
 
 use bson::{Bson, Document};
 
+/// Whether `prefix` is `path` or one of its ancestors (`a` of `a.b`).
+pub fn path_covers(prefix: &str, path: &str) -> bool {
+    path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
 /// A dotted path split into its components once, for repeated evaluation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldPath {

@@ -26,7 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bson::{doc, Bson, Document};
 use silt_bson::keyenc;
+use silt_bson::path::path_covers;
 use silt_query::matcher::Matcher;
+use silt_query::plan::IndexInfo;
 use silt_storage::Dict;
 
 /// A parsed index specification.
@@ -87,36 +89,7 @@ impl IndexSpec {
                 SpecError("The 'key' field is a required property of an index specification".into())
             })?
             .clone();
-        if key.is_empty() {
-            return Err(SpecError("Index keys cannot be empty.".into()));
-        }
-        let mut fields = Vec::new();
-        for (k, v) in &key {
-            if k.is_empty() || k.starts_with('$') || k.split('.').any(str::is_empty) {
-                return Err(SpecError(format!(
-                    "Index key contains an illegal field name: '{k}'"
-                )));
-            }
-            let desc = match v {
-                Bson::Int32(i) if *i != 0 => *i < 0,
-                Bson::Int64(i) if *i != 0 => *i < 0,
-                Bson::Double(d) if *d != 0.0 && d.is_finite() => *d < 0.0,
-                Bson::String(s) => {
-                    return Err(SpecError(format!(
-                        "siltd does not support '{s}' indexes (field '{k}')"
-                    )))
-                }
-                other => {
-                    return Err(SpecError(format!(
-                        "Values in the index key pattern can't be 0 or non-numbers: {k}: {other}"
-                    )))
-                }
-            };
-            if fields.iter().any(|(f, _)| f == k) {
-                return Err(SpecError(format!("duplicate field in index key: {k}")));
-            }
-            fields.push((k.clone(), desc));
-        }
+        let fields = silt_query::plan::parse_key_pattern(&key).map_err(SpecError)?;
         let name = match spec.get("name") {
             Some(Bson::String(n)) if !n.is_empty() => n.clone(),
             Some(Bson::String(_)) => return Err(SpecError("index name cannot be empty".into())),
@@ -373,14 +346,6 @@ fn set_path(doc: &mut Document, path: &str, v: Bson) -> Option<()> {
     }
 }
 
-/// Whether `prefix` is `path` or one of its ancestors (`a` of `a.b`).
-pub fn path_covers(prefix: &str, path: &str) -> bool {
-    path == prefix
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('.'))
-}
-
 /// The keys of one document under one index.
 #[derive(Debug, Default, Clone)]
 pub struct DocKeys {
@@ -550,7 +515,7 @@ impl Index {
     }
 
     /// The index's dictionary.
-    pub fn dict(&self) -> &Dict {
+    pub(crate) fn dict(&self) -> &Dict {
         &self.dict
     }
 
@@ -635,6 +600,22 @@ impl Index {
             set_path(&mut doc, path, v)?;
         }
         Some(doc)
+    }
+
+    /// The index as the planner sees it (the multikey flag as it is now).
+    pub fn info(&self) -> IndexInfo<'_> {
+        let s = &self.spec;
+        IndexInfo {
+            name: &s.name,
+            key_pattern: &s.key_pattern,
+            fields: &s.fields,
+            unique: s.unique,
+            sparse: s.sparse,
+            partial: s.partial.as_ref().map(|(d, _)| d),
+            clustering: s.clustering,
+            multikey: self.is_multikey(),
+            coverable: self.is_coverable(),
+        }
     }
 
     /// The catalog form: the spec plus the dictionary name and the multikey and coverable

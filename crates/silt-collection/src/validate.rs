@@ -230,7 +230,7 @@ impl crate::Store {
         let Some(c) = self.get(ns) else {
             return Ok(None);
         };
-        let tmp = self.env().dir().join(crate::SORT_TMP_DIR);
+        let tmp = self.env().dir().join(crate::build::SORT_TMP_DIR);
         std::fs::create_dir_all(&tmp).map_err(|e| {
             CollError::Storage(silt_storage::Error::Io {
                 path: tmp.clone(),

@@ -68,6 +68,14 @@ codes! {
     unauthorized => 13, "Unauthorized";
     interrupted => 11601, "Interrupted";
     bson_object_too_large => 10334, "BSONObjectTooLarge";
+    cannot_backfill_array => 34, "CannotBackfillArray";
+    cannot_create_index => 67, "CannotCreateIndex";
+    index_options_conflict => 85, "IndexOptionsConflict";
+    index_key_specs_conflict => 86, "IndexKeySpecsConflict";
+    command_failed => 125, "CommandFailed";
+    exceeded_memory_limit => 146, "ExceededMemoryLimit";
+    cannot_index_parallel_arrays => 171, "CannotIndexParallelArrays";
+    conversion_failure => 241, "ConversionFailure";
 }
 
 impl QueryError {

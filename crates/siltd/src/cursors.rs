@@ -8,7 +8,12 @@ use std::time::{Duration, Instant};
 
 use bson::Document;
 use parking_lot::Mutex;
+use silt_collection::MatchSource;
+use silt_query::matcher::Matcher;
+use silt_query::projection::Projection;
 use silt_query::{QResult, QueryError};
+
+use crate::state::coll_err;
 
 /// A stream of result documents.
 pub trait DocSource: Send {
@@ -22,6 +27,44 @@ pub struct VecSource(pub VecDeque<Document>);
 impl DocSource for VecSource {
     fn next_doc(&mut self) -> QResult<Option<Document>> {
         Ok(self.0.pop_front())
+    }
+}
+
+impl DocSource for MatchSource {
+    fn next_doc(&mut self) -> QResult<Option<Document>> {
+        Ok(self.next_match().map_err(coll_err)?.map(|(_, d)| d))
+    }
+}
+
+/// Skip, limit and projection over another source.
+pub struct Shaped {
+    pub inner: Box<dyn DocSource>,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    pub returned: u64,
+    pub projection: Option<Projection>,
+    pub matcher: Option<Arc<Matcher>>,
+}
+
+impl DocSource for Shaped {
+    fn next_doc(&mut self) -> QResult<Option<Document>> {
+        while self.skip > 0 {
+            if self.inner.next_doc()?.is_none() {
+                return Ok(None);
+            }
+            self.skip -= 1;
+        }
+        if self.limit.is_some_and(|l| self.returned >= l) {
+            return Ok(None);
+        }
+        let Some(d) = self.inner.next_doc()? else {
+            return Ok(None);
+        };
+        self.returned += 1;
+        match &self.projection {
+            Some(p) => Ok(Some(p.apply(&d, self.matcher.as_deref())?)),
+            None => Ok(Some(d)),
+        }
     }
 }
 
@@ -165,14 +208,10 @@ impl Cursors {
             )
         })?;
         if cur.ns != ns {
-            return Err(QueryError {
-                code: 13,
-                code_name: "Unauthorized",
-                msg: format!(
-                    "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
-                    cur.ns
-                ),
-            });
+            return Err(QueryError::unauthorized(format!(
+                "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                cur.ns
+            )));
         }
         let limit = batch_size.or(cur.batch_size).unwrap_or(0);
         let r = Cursors::fill(&mut cur, limit);

@@ -30,9 +30,9 @@ use std::time::Instant;
 
 use bson::{doc, Bson, Document, RawBson, RawDocumentBuf};
 use parking_lot::Mutex;
+use silt_collection::{UpdateOutcome, UpdateRegistry};
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::QueryError;
-use silt_storage::{UpdateOutcome, UpdateRegistry};
 
 /// The engine update-function id of fast updates. Stored in messages and log records: never
 /// reuse it for anything else.

@@ -2,9 +2,12 @@
 //!
 //! This crate owns the process (flags, config, logging, signals, the lock on the data
 //! directory via the engine), the network (`server`: connections and message framing through
-//! `silt-wire`), command dispatch and reply shapes (`commands`), and open cursors (`cursors`).
-//! It must not know the engine's internals or the byte layout of keys: documents are reached
-//! through `silt-collection`, queries through `silt-query`.
+//! `silt-wire`), command dispatch, argument parsing and reply shapes (`commands`, one file per
+//! command), fast updates (`fast`), open cursors (`cursors`) and operations in flight (`ops`).
+//! It must not know the engine, plan choice or the byte layout of keys: it does not depend on
+//! `silt-storage`; documents, index scans and fast counts are reached through
+//! `silt-collection` (which also re-exports what the server needs of the engine), filters,
+//! plans and `explain` through `silt-query`.
 
 mod commands;
 mod config;
@@ -18,8 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use silt_collection::Store;
-use silt_storage::{EnvOptions, SyncPolicy, UpdateRegistry};
+use silt_collection::{EnvOptions, Store, SyncPolicy, UpdateRegistry};
 
 /// glibc malloc keeps one heap arena per thread (up to 8 per core) and each holds on to memory
 /// it freed; with commands running on many threads that kept siltd's resident memory at several
@@ -109,13 +111,13 @@ fn run(cfg: config::Config) -> Result<(), String> {
         .store(cfg.fast_updates, std::sync::atomic::Ordering::Relaxed);
     let mut fns = UpdateRegistry::new();
     fast::register(&mut fns, fast.clone());
-    let store = Store::open(&cfg.dbpath, opts, fns).map_err(|e| match e {
-        silt_collection::CollError::Storage(silt_storage::Error::Locked(p)) => format!(
+    let store = Store::open(&cfg.dbpath, opts, fns).map_err(|e| match e.locked_dir() {
+        Some(p) => format!(
             "the data directory {} is in use by another siltd (lock file {}/LOCK); stop it or choose another --dbpath",
             p.display(),
             p.display()
         ),
-        other => format!("cannot open data directory {}: {other}", cfg.dbpath.display()),
+        None => format!("cannot open data directory {}: {e}", cfg.dbpath.display()),
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
     let server = Arc::new(state::Server::new(cfg, store, fast));
@@ -139,7 +141,6 @@ fn run(cfg: config::Config) -> Result<(), String> {
             // log) without closing; recovery finds nothing to replay.
             tracing::warn!("a command is still running; checkpointing without close");
             s.store
-                .env()
                 .checkpoint()
                 .map_err(|e| format!("error while checkpointing: {e}"))?;
         }

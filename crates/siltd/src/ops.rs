@@ -4,7 +4,7 @@
 //! with its connection, start time, namespace and command document (shared, not copied), and
 //! makes it the thread's *current* operation. Long work reports progress on its operation
 //! (index builds: MongoDB's `msg` and `progress: {done, total}`) and checks for a kill at its
-//! interrupt points: every document a `MatchSource` reads ([`check_interrupt`]), every few
+//! interrupt points: every document a `MatchSource` reads ([`read_stop`]), every few
 //! hundred documents or keys of an index build. A killed operation fails with 11601
 //! `Interrupted`. Commands without an interrupt point run to completion; as in MongoDB,
 //! `killOp` only asks.
@@ -21,8 +21,7 @@ use std::time::{Instant, SystemTime};
 
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
-use silt_collection::BuildObserver;
-use silt_query::{QResult, QueryError};
+use silt_collection::{BuildObserver, Stop};
 
 use crate::state::ConnInfo;
 
@@ -125,13 +124,17 @@ pub fn current() -> Option<Arc<Op>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// Fail with 11601 `Interrupted` if this thread's operation was killed.
-pub fn check_interrupt() -> QResult<()> {
-    let killed = CURRENT.with(|c| c.borrow().as_ref().is_some_and(|op| op.is_killed()));
-    if killed {
-        Err(QueryError::interrupted("operation was interrupted"))
-    } else {
-        Ok(())
+/// Whether this thread's operation was killed.
+pub fn interrupted() -> bool {
+    CURRENT.with(|c| c.borrow().as_ref().is_some_and(|op| op.is_killed()))
+}
+
+/// When a read by this thread's operation stops: at `deadline` (`maxTimeMS`), or when the
+/// operation is killed (the read then fails with 11601 `Interrupted`).
+pub fn read_stop(deadline: Option<Instant>) -> Stop {
+    Stop {
+        deadline,
+        interrupted: Some(interrupted),
     }
 }
 
@@ -403,9 +406,9 @@ mod tests {
             );
             assert_eq!(all.len(), 2);
             assert!(!all[1].get_bool("active").unwrap());
-            assert!(check_interrupt().is_ok());
+            assert!(!interrupted());
             assert!(ops.kill(op.opid));
-            assert_eq!(check_interrupt().unwrap_err().code, 11601);
+            assert!(interrupted());
             assert!(op.interrupted());
         }
         assert!(current().is_none());

@@ -138,25 +138,13 @@ pub fn coll_err(e: CollError) -> QueryError {
         CollError::DuplicateKey { .. } => QueryError::duplicate_key(e.to_string()),
         CollError::NamespaceExists(_) => QueryError::namespace_exists(e.to_string()),
         CollError::NamespaceNotFound(_) => QueryError::namespace_not_found(e.to_string()),
-        CollError::ParallelArrays(..) => QueryError {
-            code: 171,
-            code_name: "CannotIndexParallelArrays",
-            msg: e.to_string(),
-        },
-        CollError::IndexConflict { code, msg } => QueryError {
-            code,
-            code_name: if code == 86 {
-                "IndexKeySpecsConflict"
-            } else {
-                "IndexOptionsConflict"
-            },
-            msg,
-        },
+        CollError::ParallelArrays(..) => QueryError::cannot_index_parallel_arrays(e.to_string()),
+        CollError::IndexConflict { code: 86, msg } => QueryError::index_key_specs_conflict(msg),
+        CollError::IndexConflict { msg, .. } => QueryError::index_options_conflict(msg),
         CollError::IndexNotFound(m) => QueryError::index_not_found(m),
         CollError::Interrupted => QueryError::interrupted(e.to_string()),
-        CollError::Storage(silt_storage::Error::TooLarge { .. }) => {
-            QueryError::bson_object_too_large(e.to_string())
-        }
+        CollError::TimeLimit => QueryError::max_time_ms_expired(e.to_string()),
+        _ if e.is_too_large() => QueryError::bson_object_too_large(e.to_string()),
         other => QueryError::internal(other.to_string()),
     }
 }

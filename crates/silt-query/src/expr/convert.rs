@@ -101,14 +101,6 @@ impl Target {
     }
 }
 
-fn conversion_failure(msg: impl Into<String>) -> QueryError {
-    QueryError {
-        code: 241,
-        code_name: "ConversionFailure",
-        msg: msg.into(),
-    }
-}
-
 const NO_ON_ERROR: &str = "in $convert with no onError value";
 
 /// A double as MongoDB's `$toString` prints it: the shortest representation that round-trips,
@@ -203,19 +195,19 @@ fn parse_float(s: &str) -> Result<f64, String> {
 
 fn double_to_int(d: f64, target: Target) -> QResult<Bson> {
     if d.is_nan() {
-        return Err(conversion_failure(format!(
+        return Err(QueryError::conversion_failure(format!(
             "Attempt to convert NaN value to integer type {NO_ON_ERROR}: NaN"
         )));
     }
     if d.is_infinite() {
-        return Err(conversion_failure(format!(
+        return Err(QueryError::conversion_failure(format!(
             "Attempt to convert infinity value to integer type {NO_ON_ERROR}: {}",
             double_to_string(d)
         )));
     }
     let t = d.trunc();
     let overflow = || {
-        conversion_failure(format!(
+        QueryError::conversion_failure(format!(
             "Conversion would overflow target type {NO_ON_ERROR}: {}",
             double_to_string(d)
         ))
@@ -240,7 +232,7 @@ fn double_to_int(d: f64, target: Target) -> QResult<Bson> {
 /// Convert `v` (neither null nor missing) to `target`, as `$convert` does.
 fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
     let unsupported = || {
-        conversion_failure(format!(
+        QueryError::conversion_failure(format!(
             "Unsupported conversion from {} to {} {NO_ON_ERROR}",
             type_name(Some(v)),
             target.name()
@@ -269,7 +261,7 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             (Bson::Decimal128(_), Some(n)) => {
                 let f = n.f64();
                 if f.is_infinite() && !v.to_string().contains("Inf") {
-                    return Err(conversion_failure(format!(
+                    return Err(QueryError::conversion_failure(format!(
                         "Conversion would overflow target type {NO_ON_ERROR}: {v}"
                     )));
                 }
@@ -279,7 +271,9 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             (Bson::Boolean(b), _) => Bson::Double(if *b { 1.0 } else { 0.0 }),
             (Bson::DateTime(d), _) => Bson::Double(d.timestamp_millis() as f64),
             (Bson::String(s), _) => Bson::Double(parse_float(s).map_err(|why| {
-                conversion_failure(format!("Failed to parse number '{s}' {NO_ON_ERROR}: {why}"))
+                QueryError::conversion_failure(format!(
+                    "Failed to parse number '{s}' {NO_ON_ERROR}: {why}"
+                ))
             })?),
             _ => return Err(unsupported()),
         },
@@ -295,7 +289,9 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             (Bson::DateTime(d), _) => decimal(d.timestamp_millis() as f64),
             (Bson::String(s), _) => {
                 parse_float(s).map_err(|why| {
-                    conversion_failure(format!("Failed to parse number '{s}' {NO_ON_ERROR}: {why}"))
+                    QueryError::conversion_failure(format!(
+                        "Failed to parse number '{s}' {NO_ON_ERROR}: {why}"
+                    ))
                 })?;
                 match s.parse() {
                     Ok(d) => Bson::Decimal128(d),
@@ -311,7 +307,7 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             (Bson::Int64(i), _) => match i32::try_from(*i) {
                 Ok(x) => Bson::Int32(x),
                 Err(_) => {
-                    return Err(conversion_failure(format!(
+                    return Err(QueryError::conversion_failure(format!(
                         "Conversion would overflow target type {NO_ON_ERROR}: {i}"
                     )))
                 }
@@ -328,13 +324,15 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             (Bson::DateTime(d), _) if target == Target::Long => Bson::Int64(d.timestamp_millis()),
             (Bson::String(s), _) => {
                 let i = parse_int(s).map_err(|why| {
-                    conversion_failure(format!("Failed to parse number '{s}' {NO_ON_ERROR}: {why}"))
+                    QueryError::conversion_failure(format!(
+                        "Failed to parse number '{s}' {NO_ON_ERROR}: {why}"
+                    ))
                 })?;
                 if target == Target::Long {
                     Bson::Int64(i)
                 } else {
                     Bson::Int32(i32::try_from(i).map_err(|_| {
-                        conversion_failure(format!(
+                        QueryError::conversion_failure(format!(
                             "Failed to parse number '{s}' {NO_ON_ERROR}: Out of range"
                         ))
                     })?)
@@ -354,7 +352,7 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             (Bson::String(s), _) => match parse_iso(s) {
                 Some(ms) => Bson::DateTime(bson::DateTime::from_millis(ms)),
                 None => {
-                    return Err(conversion_failure(format!(
+                    return Err(QueryError::conversion_failure(format!(
                         "Error parsing date string '{s}'; {NO_ON_ERROR}"
                     )))
                 }
@@ -365,7 +363,7 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
             Bson::ObjectId(_) => v.clone(),
             Bson::String(s) => {
                 if s.len() != 24 {
-                    return Err(conversion_failure(format!(
+                    return Err(QueryError::conversion_failure(format!(
                         "Failed to parse objectId '{s}' {NO_ON_ERROR}: Invalid string length for \
                          parsing to OID, expected 24 but found {}",
                         s.len()
@@ -374,7 +372,7 @@ fn convert_value(v: &Bson, target: Target) -> QResult<Bson> {
                 match ObjectId::parse_str(s) {
                     Ok(o) => Bson::ObjectId(o),
                     Err(_) => {
-                        return Err(conversion_failure(format!(
+                        return Err(QueryError::conversion_failure(format!(
                             "Failed to parse objectId '{s}' {NO_ON_ERROR}: Invalid character \
                              found in hex string: {s}"
                         )))

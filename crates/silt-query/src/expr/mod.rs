@@ -19,8 +19,10 @@
 //! are computed through `f64`). Errors carry MongoDB's codes and messages.
 
 mod arith;
+mod array;
 mod convert;
 mod date;
+mod op;
 mod ops;
 mod parse;
 pub(crate) use parse::path_parts;
@@ -33,8 +35,8 @@ use crate::error::{QResult, QueryError};
 
 pub(crate) use arith::{StdDev, Sum};
 pub use convert::to_string_value;
+pub use op::Op;
 pub(crate) use parse::check_var_name;
-pub use parse::Op;
 
 /// Variable bindings in scope during evaluation: a chain of scopes, innermost first.
 ///

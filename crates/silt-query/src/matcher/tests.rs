@@ -2,6 +2,7 @@
 
 use super::*;
 use bson::{bson, doc, oid::ObjectId, Binary};
+use silt_bson::compare::type_rank;
 
 fn m(filter: Document) -> Matcher {
     Matcher::new(&filter).unwrap_or_else(|e| panic!("{filter}: {e}"))

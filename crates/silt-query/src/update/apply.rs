@@ -670,11 +670,9 @@ fn create_at(root: &mut Bson, path: &[String], depth: usize, value: Bson) -> QRe
         }
         (Bson::Array(items), Some(ix)) => {
             if ix.saturating_sub(items.len()) > MAX_PADDING {
-                return Err(QueryError {
-                    code: 34,
-                    code_name: "CannotBackfillArray",
-                    msg: format!("can't backfill more than {MAX_PADDING} elements"),
-                });
+                return Err(QueryError::cannot_backfill_array(format!(
+                    "can't backfill more than {MAX_PADDING} elements"
+                )));
             }
             items.resize(ix.max(items.len()), Bson::Null);
             items.push(sub);

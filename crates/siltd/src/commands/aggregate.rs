@@ -7,10 +7,11 @@ use std::time::Instant;
 use bson::{doc, Bson, Document};
 use silt_query::{QResult, QueryError};
 
-use super::crud::deadline;
-use super::plan::MatchSource;
-use super::{bool_arg, coll_arg, cursor_reply, int_arg};
+use silt_collection::MatchSource;
+
+use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, int_arg, new_matcher};
 use crate::cursors::{DocSource, VecSource};
+use crate::ops::read_stop;
 use crate::state::{coll_err, CmdResult, Server};
 
 /// `$lookup`'s view of the other collections of the database.
@@ -25,7 +26,7 @@ impl silt_query::agg::AggContext for DbContext<'_> {
         let Some(c) = self.s.store.get(&format!("{}.{coll}", self.db)) else {
             return Ok(Vec::new());
         };
-        let mut src = MatchSource::new(c, &Document::new(), None, self.deadline);
+        let mut src = MatchSource::full_scan(c, None, read_stop(self.deadline));
         let mut out = Vec::new();
         while let Some(d) = src.next_doc()? {
             out.push(d);
@@ -158,7 +159,7 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
     }
     let cursor_opts = cursor_arg(cmd)?;
     let pipeline = silt_query::agg::parse_pipeline(&stages[1..])?;
-    let ops = s.inprog.report(&super::admin::host(s), opts);
+    let ops = s.inprog.report(&host(s), opts);
     let ctx = DbContext {
         s,
         db: "admin",
@@ -204,7 +205,7 @@ fn aggregate_collection(
                 };
                 d.insert(
                     "storageStats",
-                    super::catalog::storage_stats(s, &ns, scale)?,
+                    super::coll_stats::storage_stats(s, &ns, scale)?,
                 );
             }
             if spec.contains_key("count") {
@@ -240,12 +241,12 @@ fn aggregate_collection(
         let filter = pipeline.leading_match().cloned().unwrap_or_default();
         match s.store.get(&ns) {
             Some(c) => {
-                let matcher = Arc::new(super::crud::new_matcher(&filter)?);
+                let matcher = Arc::new(new_matcher(&filter)?);
                 match count_shape(&stages) {
                     // countDocuments: answered inside the storage layer when it can be.
                     Some((id, field))
                         if cmd.get("hint").is_none()
-                            && let Some(n) = super::plan::fast_count(&c, &matcher)? =>
+                            && let Some(n) = c.fast_count(&matcher).map_err(coll_err)? =>
                     {
                         if n == 0 {
                             Vec::new()
@@ -258,15 +259,8 @@ fn aggregate_collection(
                     _ => {
                         // The access path comes from the leading $match (index bounds or
                         // _id); the pipeline applies the full filter itself.
-                        let choice = super::plan::choose(
-                            &c,
-                            &filter,
-                            &matcher,
-                            None,
-                            cmd.get("hint"),
-                            None,
-                        )?;
-                        let mut src = MatchSource::with_plan(c, &choice.plan, None, dl);
+                        let planned = c.plan(&filter, &matcher, None, cmd.get("hint"), None)?;
+                        let mut src = MatchSource::uncovered(c, &planned, None, read_stop(dl));
                         let iter = std::iter::from_fn(move || src.next_doc().transpose());
                         pipeline.run(Box::new(iter), &ctx)?
                     }

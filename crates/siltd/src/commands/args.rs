@@ -148,7 +148,7 @@ fn check_session(name: &str, cmd: &Document) -> Result<(), QueryError> {
         if !matches!(t, Bson::Int64(_)) {
             return Err(QueryError::type_mismatch(format!(
                 "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
-                super::type_name(t)
+                super::common::type_name(t)
             )));
         }
         if !cmd.contains_key("lsid") {
@@ -177,11 +177,9 @@ fn check_session(name: &str, cmd: &Document) -> Result<(), QueryError> {
         check_read_concern(rc)?;
     }
     if matches!(name, "commitTransaction" | "abortTransaction") {
-        return Err(QueryError {
-            code: 125,
-            code_name: "CommandFailed",
-            msg: format!("{name} must be run within a transaction"),
-        });
+        return Err(QueryError::command_failed(format!(
+            "{name} must be run within a transaction"
+        )));
     }
     Ok(())
 }

@@ -36,7 +36,7 @@ pub fn index_stats(s: &Server, ns: &str, spec: &Bson) -> QResult<Vec<Document>> 
     let Some(c) = s.store.get(ns) else {
         return Ok(Vec::new());
     };
-    let host = super::admin::host(s);
+    let host = super::common::host(s);
     let mut out = vec![entry(
         &host,
         doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },

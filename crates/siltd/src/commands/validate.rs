@@ -4,7 +4,8 @@
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
-use super::{args, bool_arg, coll_arg};
+use super::args;
+use super::common::{bool_arg, coll_arg};
 use crate::state::{coll_err, CmdResult, Server};
 
 pub fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {

@@ -43,7 +43,6 @@ pub fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         "siltFastUpdatePanic" => s.fast.fail_panic.swap(on, Ordering::AcqRel),
         "siltEngineWorkerPanic" => s
             .store
-            .env()
             .fail_points()
             .worker_panic
             .swap(on, Ordering::AcqRel),

@@ -1,0 +1,365 @@
+//! Index builds and drops: a build scans the primary tree into an external sorter and bulk
+//! loads the sorted entries into a fresh dictionary, checking uniqueness on the way, while
+//! writes to that collection wait; a [`BuildObserver`] follows it and may stop it.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bson::Document;
+use silt_storage::Dict;
+
+use crate::index::{self, KeyError};
+use crate::{decode_doc, sorter, CollError, Collection, Index, IndexSpec, KeySet, Result, Store};
+
+/// What `create_indexes` did.
+#[derive(Debug, Clone, Default)]
+pub struct CreateIndexesOutcome {
+    pub before: usize,
+    pub after: usize,
+    pub created_collection: bool,
+    /// Specs already present (identical), skipped.
+    pub existing: usize,
+}
+
+/// Where index builds spill sorted runs, under the data directory.
+pub(crate) const SORT_TMP_DIR: &str = "_tmp";
+/// Keys between progress lines of an index build.
+const BUILD_PROGRESS_EVERY: u64 = 100_000;
+
+/// Documents or keys between an index build's reports to its [`BuildObserver`].
+const BUILD_REPORT_EVERY: u64 = 256;
+
+/// Watches an index build (siltd shows it in `currentOp`) and may stop it.
+pub trait BuildObserver: Sync {
+    /// A phase begins: its description (MongoDB's, like `Index Build: scanning collection`)
+    /// and how many units (documents, keys) it has, as far as known.
+    fn phase(&self, msg: &str, total: u64);
+    /// Units of the current phase done so far.
+    fn progress(&self, done: u64);
+    /// Whether to stop: the build then fails with [`CollError::Interrupted`] and leaves
+    /// nothing behind.
+    fn interrupted(&self) -> bool;
+}
+
+/// An observer that watches nothing and never interrupts.
+pub struct Unobserved;
+
+impl BuildObserver for Unobserved {
+    fn phase(&self, _msg: &str, _total: u64) {}
+    fn progress(&self, _done: u64) {}
+    fn interrupted(&self) -> bool {
+        false
+    }
+}
+
+/// MongoDB's messages for the phases of an index build (`currentOp`'s `msg`).
+pub const BUILD_SCANNING: &str = "Index Build: scanning collection";
+/// The bulk load of the sorted keys.
+pub const BUILD_INSERTING: &str = "Index Build: inserting keys from external sorter into index";
+
+impl Store {
+    /// Create indexes on `ns` (creating the collection if needed). Identical existing
+    /// indexes are skipped; conflicting ones fail the whole request before anything is
+    /// built. Writes to this collection wait during the build; other collections are not
+    /// affected. A failed build (a unique violation) leaves no index behind.
+    pub fn create_indexes(&self, ns: &str, specs: Vec<IndexSpec>) -> Result<CreateIndexesOutcome> {
+        self.create_indexes_observed(ns, specs, &Unobserved)
+    }
+
+    /// [`Store::create_indexes`], reporting progress to `obs`, which may also interrupt the
+    /// build (then nothing is built, and the half-built dictionaries are dropped).
+    pub fn create_indexes_observed(
+        &self,
+        ns: &str,
+        specs: Vec<IndexSpec>,
+        obs: &dyn BuildObserver,
+    ) -> Result<CreateIndexesOutcome> {
+        let created_collection = self.get(ns).is_none();
+        let c = self.get_or_create(ns)?;
+        let _w = c.build.write();
+        let existing = c.indexes.read().clone();
+        let before = existing.len() + 1;
+        let mut todo: Vec<IndexSpec> = Vec::new();
+        let mut skipped = 0;
+        for spec in specs {
+            let id_only = spec.fields == [("_id".to_string(), false)]
+                && !spec.sparse
+                && spec.partial.is_none()
+                && !spec.clustering;
+            if spec.name == "_id_" || id_only {
+                if id_only {
+                    // The `_id` index always exists (it is the primary tree).
+                    skipped += 1;
+                    continue;
+                }
+                return Err(CollError::IndexConflict {
+                    code: 86,
+                    msg: format!(
+                        "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
+                        spec.to_doc()
+                    ),
+                });
+            }
+            let mut dup = false;
+            for have in existing.iter().map(|i| &i.spec).chain(todo.iter()) {
+                if have.name == spec.name {
+                    if have.same_as(&spec) {
+                        dup = true;
+                        break;
+                    }
+                    let code = if have.same_key(&spec) { 85 } else { 86 };
+                    return Err(CollError::IndexConflict {
+                        code,
+                        msg: format!(
+                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                            spec.to_doc(),
+                            have.to_doc()
+                        ),
+                    });
+                }
+                if have.same_key(&spec)
+                    && have.partial.as_ref().map(|p| &p.0) == spec.partial.as_ref().map(|p| &p.0)
+                {
+                    if have.same_as(&spec) {
+                        // Same index under another name.
+                        return Err(CollError::IndexConflict {
+                            code: 85,
+                            msg: format!(
+                                "Index already exists with a different name: {}",
+                                have.name
+                            ),
+                        });
+                    }
+                    return Err(CollError::IndexConflict {
+                        code: 85,
+                        msg: format!(
+                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                            spec.to_doc(),
+                            have.to_doc()
+                        ),
+                    });
+                }
+            }
+            if dup {
+                skipped += 1;
+            } else {
+                todo.push(spec);
+            }
+        }
+        let mut built: Vec<Arc<Index>> = Vec::new();
+        for spec in todo {
+            let name = format!("idx-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
+            let r = self
+                .env
+                .create_dict(&name)
+                .map_err(CollError::from)
+                .and_then(|dict| {
+                    let mk = c.build_index(
+                        &spec,
+                        &dict,
+                        &self.env.dir().join(SORT_TMP_DIR),
+                        self.build_memory,
+                        obs,
+                    )?;
+                    Ok(Arc::new(Index::new(spec, dict, mk, true)))
+                });
+            match r {
+                Ok(ix) => built.push(ix),
+                Err(e) => {
+                    let _ = self.env.drop_dict(&name);
+                    for ix in built {
+                        let _ = self.env.drop_dict(&ix.dict().name());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let after = before + built.len();
+        if !built.is_empty() {
+            let _g = self.ddl.lock();
+            let still = self.get(ns).is_some_and(|x| Arc::ptr_eq(&x, &c));
+            if !still || !c.live.load(Ordering::Acquire) {
+                for ix in built {
+                    let _ = self.env.drop_dict(&ix.dict().name());
+                }
+                return Err(CollError::NamespaceNotFound(ns.to_string()));
+            }
+            c.indexes.write().extend(built);
+            c.persist_meta()?;
+        }
+        Ok(CreateIndexesOutcome {
+            before,
+            after,
+            created_collection,
+            existing: skipped,
+        })
+    }
+
+    /// Drop the named indexes of `ns` (all must exist; `_id_` is refused by the caller).
+    /// Returns how many indexes there were (with `_id_`).
+    pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<usize> {
+        let c = self
+            .get(ns)
+            .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
+        let _w = c.build.write();
+        let was = c.indexes.read().len() + 1;
+        for n in names {
+            if !c.indexes.read().iter().any(|i| i.name() == n) {
+                return Err(CollError::IndexNotFound(format!(
+                    "index not found with name [{n}]"
+                )));
+            }
+        }
+        let _g = self.ddl.lock();
+        let gone: Vec<Arc<Index>> = {
+            let mut list = c.indexes.write();
+            let (gone, keep): (Vec<_>, Vec<_>) = list
+                .drain(..)
+                .partition(|i| names.iter().any(|n| n == i.name()));
+            *list = keep;
+            gone
+        };
+        c.persist_meta()?;
+        for ix in gone {
+            self.env.drop_dict(&ix.dict().name())?;
+        }
+        Ok(was)
+    }
+}
+
+impl Collection {
+    /// Build `spec` into the empty `dict` from the collection's documents (the caller holds
+    /// `build` exclusively): generate every entry into an external sorter (spilling past
+    /// `memory` bytes to run files under `tmp`), then stream the sorted entries into the bulk
+    /// loader, checking uniqueness on the way. Returns whether the index is multikey.
+    fn build_index(
+        &self,
+        spec: &IndexSpec,
+        dict: &Dict,
+        tmp: &Path,
+        memory: usize,
+        obs: &dyn BuildObserver,
+    ) -> Result<bool> {
+        let started = std::time::Instant::now();
+        tracing::info!(ns = %self.ns, index = %spec.name, "index build: scanning collection");
+        let interrupted = || {
+            tracing::info!(ns = %self.ns, index = %spec.name, "index build interrupted");
+            CollError::Interrupted
+        };
+        let io = |e: std::io::Error| {
+            CollError::Storage(silt_storage::Error::Io {
+                path: tmp.to_path_buf(),
+                source: e,
+            })
+        };
+        obs.phase(BUILD_SCANNING, self.estimated_count());
+        let mut sorter = sorter::Sorter::new(tmp, memory).map_err(io)?;
+        let mut multikey = false;
+        let mut cur = self.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut docs = 0u64;
+        let mut next_log = BUILD_PROGRESS_EVERY;
+        while let Some((k, v)) = cur.next()? {
+            let d = decode_doc(&self.ns, &v)?;
+            let (keys, mk) = self.keys_of_spec(spec, &d)?;
+            multikey |= mk;
+            let val = if spec.clustering {
+                v.clone()
+            } else {
+                spec.shape(&d)
+            };
+            for (p, _) in keys {
+                let mut e = p;
+                e.extend_from_slice(&k);
+                sorter.push(e, val.clone()).map_err(io)?;
+            }
+            docs += 1;
+            if docs.is_multiple_of(BUILD_REPORT_EVERY) {
+                obs.progress(docs);
+                if obs.interrupted() {
+                    return Err(interrupted());
+                }
+            }
+            if sorter.len() >= next_log {
+                tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = sorter.len(), runs = sorter.spilled_runs(), "index build: collecting keys");
+                next_log += BUILD_PROGRESS_EVERY;
+            }
+        }
+        obs.progress(docs);
+        if obs.interrupted() {
+            return Err(interrupted());
+        }
+        let n = sorter.len();
+        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, runs = sorter.spilled_runs(), "index build: sorting");
+        let merged = sorter.finish().map_err(io)?;
+        obs.phase(BUILD_INSERTING, n);
+        // The bulk loader pulls from a plain iterator: a read error, a duplicate or an
+        // interruption ends the input early, and is reported once the loader returns (the
+        // caller drops the half-built dictionary).
+        let mut failure: Option<CollError> = None;
+        let desc = spec.directions();
+        let mut prev: Option<Vec<u8>> = None;
+        let mut loaded = 0u64;
+        let mut next_log = BUILD_PROGRESS_EVERY;
+        let entries = merged.map_while(|r| {
+            let (k, v) = match r {
+                Ok(e) => e,
+                Err(e) => {
+                    failure = Some(io(e));
+                    return None;
+                }
+            };
+            if spec.unique {
+                if let Some(lk) = index::prefix_len(&k, &desc) {
+                    if prev.as_deref() == Some(&k[..lk]) {
+                        let vals =
+                            silt_bson::keyenc::decode_key(&k[..lk], &desc).unwrap_or_default();
+                        failure = Some(CollError::DuplicateKey {
+                            ns: self.ns.clone(),
+                            index: spec.name.clone(),
+                            key_pattern: Box::new(spec.key_pattern.clone()),
+                            key_value: Box::new(spec.key_value_doc(&vals)),
+                        });
+                        return None;
+                    }
+                    prev = Some(k[..lk].to_vec());
+                }
+            }
+            loaded += 1;
+            if loaded.is_multiple_of(BUILD_REPORT_EVERY) {
+                obs.progress(loaded);
+                if obs.interrupted() {
+                    failure = Some(interrupted());
+                    return None;
+                }
+            }
+            if loaded >= next_log {
+                tracing::info!(ns = %self.ns, index = %spec.name, keys = loaded, of = n, "index build: inserting keys from the external sorter");
+                next_log += BUILD_PROGRESS_EVERY;
+            }
+            Some((k, v))
+        });
+        let res = dict.bulk_load(entries);
+        if let Some(e) = failure {
+            if matches!(e, CollError::DuplicateKey { .. }) {
+                tracing::info!(ns = %self.ns, index = %spec.name, "index build failed: duplicate key");
+            }
+            return Err(e);
+        }
+        res?;
+        if obs.interrupted() {
+            return Err(interrupted());
+        }
+        obs.progress(n);
+        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, ms = started.elapsed().as_millis() as u64, "index build: done");
+        Ok(multikey)
+    }
+
+    fn keys_of_spec(&self, spec: &IndexSpec, d: &Document) -> Result<(KeySet, bool)> {
+        match spec.keys(d) {
+            Ok(k) => Ok((k.keys, k.multikey)),
+            Err(KeyError::ParallelArrays(a, b)) => Err(CollError::ParallelArrays(a, b)),
+        }
+    }
+}

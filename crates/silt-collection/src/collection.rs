@@ -1,0 +1,301 @@
+//! One collection: its primary dictionary (keys: the encoded `_id`, values: the documents'
+//! BSON), options, secondary indexes, striped document locks and statistics.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bson::{doc, Bson, Document};
+use parking_lot::{Mutex, RwLock};
+use silt_storage::{Dict, Env};
+
+use crate::{decode_doc, encode_doc, id_key, Accesses, Index, Result};
+
+/// Figures for `collStats`/`dbStats`.
+#[derive(Clone, Debug, Default)]
+pub struct CollStats {
+    /// Documents (maintained incrementally, an estimate between checkpoints).
+    pub count: u64,
+    /// Uncompressed document bytes.
+    pub size: u64,
+    /// Bytes the collection's file takes on disk.
+    pub storage_size: u64,
+    /// Each secondary index's file size (`_id_` is the collection's own tree).
+    pub index_sizes: Vec<(String, u64)>,
+    /// Their sum.
+    pub total_index_size: u64,
+}
+
+pub(crate) const STRIPES: usize = 256;
+
+/// Largest index entry key (the engine's key limit): checked before anything is written.
+pub(crate) const MAX_INDEX_KEY_BYTES: usize = silt_storage::MAX_KEY_BYTES;
+
+pub(crate) fn stripe_of(parts: &[&[u8]]) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % STRIPES as u64) as usize
+}
+
+/// One collection: its primary dictionary, options and secondary indexes.
+pub struct Collection {
+    pub(crate) ns: String,
+    pub(crate) dict: Dict,
+    pub(crate) options: RwLock<Document>,
+    pub(crate) locks: Vec<Mutex<()>>,
+    /// Stripes for unique-index key prefixes (taken after the `_id` stripe, in index order).
+    pub(crate) ukey_locks: Vec<Mutex<()>>,
+    pub(crate) indexes: RwLock<Vec<Arc<Index>>>,
+    /// Writers take it shared; an index build or drop takes it exclusively.
+    pub(crate) build: RwLock<()>,
+    pub(crate) catalog: Dict,
+    /// False once dropped or renamed away (its catalog entry must not be written again).
+    pub(crate) live: AtomicBool,
+    pub(crate) meta_lock: Mutex<()>,
+    /// Set while messages whose effect on the document count is unknown until they reach a
+    /// leaf (fast upserts, insert-if-absent) may be pending; persisted in the catalog entry.
+    pub(crate) count_uncertain: AtomicBool,
+    /// Bumped by every such write, so `compact` clears the flag only if none came meanwhile.
+    pub(crate) uncertain_writes: AtomicU64,
+    /// Operations answered through the `_id_` index (the primary tree's `_id` order).
+    pub(crate) id_accesses: Accesses,
+}
+
+impl std::fmt::Debug for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection").field("ns", &self.ns).finish()
+    }
+}
+
+/// The keys one index has for one version of a document.
+pub(crate) type KeySet = Vec<(Vec<u8>, Vec<Bson>)>;
+
+impl Collection {
+    pub(crate) fn new(
+        ns: String,
+        dict: Dict,
+        options: Document,
+        indexes: Vec<Arc<Index>>,
+        catalog: Dict,
+    ) -> Collection {
+        Collection {
+            ns,
+            dict,
+            options: RwLock::new(options),
+            locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            ukey_locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            indexes: RwLock::new(indexes),
+            build: RwLock::new(()),
+            catalog,
+            live: AtomicBool::new(true),
+            meta_lock: Mutex::new(()),
+            count_uncertain: AtomicBool::new(false),
+            uncertain_writes: AtomicU64::new(0),
+            id_accesses: Accesses::default(),
+        }
+    }
+
+    /// The catalog entry (the caller holds `meta_lock`).
+    pub(crate) fn meta_doc(&self) -> Document {
+        let idx: Vec<Bson> = self
+            .indexes
+            .read()
+            .iter()
+            .map(|i| Bson::Document(i.catalog_doc()))
+            .collect();
+        let mut meta = doc! {
+            "dict": self.dict.name(),
+            "options": self.options.read().clone(),
+            "indexes": idx,
+        };
+        if self.count_uncertain.load(Ordering::Acquire) {
+            meta.insert("countUncertain", true);
+        }
+        meta
+    }
+
+    /// Call before injecting a message whose effect on the document count is unknown: the
+    /// maintained count stops being trusted until `compact` has applied every message.
+    pub fn mark_count_uncertain(&self) -> Result<()> {
+        self.uncertain_writes.fetch_add(1, Ordering::AcqRel);
+        if !self.count_uncertain.swap(true, Ordering::AcqRel) {
+            self.persist_meta()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the engine's maintained row count is the exact document count.
+    pub fn count_is_exact(&self) -> bool {
+        !self.count_uncertain.load(Ordering::Acquire)
+    }
+
+    /// Write this collection's catalog entry (dictionary, options, index specs).
+    pub(crate) fn persist_meta(&self) -> Result<()> {
+        let _g = self.meta_lock.lock();
+        if !self.live.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.catalog
+            .put(self.ns.as_bytes(), &encode_doc(&self.meta_doc()))?;
+        Ok(())
+    }
+
+    /// `db.coll`.
+    pub fn ns(&self) -> &str {
+        &self.ns
+    }
+
+    /// Options given at creation.
+    pub fn options(&self) -> Document {
+        self.options.read().clone()
+    }
+
+    /// Operations answered through `_id_` (points or ranges of the primary tree).
+    pub fn id_accesses(&self) -> &Accesses {
+        &self.id_accesses
+    }
+
+    /// The primary dictionary (keys: encoded `_id`).
+    pub(crate) fn dict(&self) -> &Dict {
+        &self.dict
+    }
+
+    /// The secondary indexes (not `_id_`, which is the primary dictionary).
+    pub fn indexes(&self) -> Vec<Arc<Index>> {
+        self.indexes.read().clone()
+    }
+
+    /// The secondary index named `name`.
+    pub fn index(&self, name: &str) -> Option<Arc<Index>> {
+        self.indexes
+            .read()
+            .iter()
+            .find(|i| i.name() == name)
+            .cloned()
+    }
+
+    /// The document with this encoded key.
+    pub fn get_by_key(&self, key: &[u8]) -> Result<Option<Document>> {
+        match self.dict.get(key)? {
+            Some(v) => Ok(Some(decode_doc(&self.ns, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The document with this `_id`.
+    pub fn get(&self, id: &Bson) -> Result<Option<Document>> {
+        self.get_by_key(&id_key(id))
+    }
+
+    /// Decode a stored document (as held by a clustering index entry).
+    pub fn decode(&self, bytes: &[u8]) -> Result<Document> {
+        decode_doc(&self.ns, bytes)
+    }
+
+    /// A cursor over documents in `_id` order between encoded bounds.
+    pub fn scan(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> DocCursor {
+        DocCursor {
+            ns: self.ns.clone(),
+            inner: self.dict.cursor(lo, hi),
+        }
+    }
+
+    /// Apply every pending message of the collection and its indexes to the leaves (the
+    /// engine's optimize), so that reads meet no buffered work and the maintained count is
+    /// exact. Returns the file bytes freed by the checkpoint that follows, if any.
+    pub(crate) fn compact(&self, env: &Env) -> Result<u64> {
+        let dicts: Vec<Dict> = std::iter::once(self.dict.clone())
+            .chain(self.indexes.read().iter().map(|i| i.dict().clone()))
+            .collect();
+        let before: u64 = dicts.iter().map(|d| d.stats().file_allocated_bytes).sum();
+        let marks = self.uncertain_writes.load(Ordering::Acquire);
+        for d in &dicts {
+            d.optimize()?;
+        }
+        // Every message injected before the optimize has reached a leaf: the maintained
+        // count is exact again, unless an uncertain write came in meanwhile.
+        if self.uncertain_writes.load(Ordering::Acquire) == marks
+            && self.count_uncertain.swap(false, Ordering::AcqRel)
+        {
+            self.persist_meta()?;
+            if self.uncertain_writes.load(Ordering::Acquire) != marks {
+                self.count_uncertain.store(true, Ordering::Release);
+                self.persist_meta()?;
+            }
+        }
+        env.checkpoint()?;
+        let after: u64 = dicts.iter().map(|d| d.stats().file_allocated_bytes).sum();
+        Ok(before.saturating_sub(after))
+    }
+
+    /// Count of documents, maintained by the engine: O(1). Writes through [`Collection`]
+    /// keep it exact; documents created by update messages (fast upserts) or skipped by
+    /// insert-if-absent messages are accounted when their messages reach a leaf.
+    pub fn estimated_count(&self) -> u64 {
+        self.dict.stats().rows
+    }
+
+    /// Exact count of documents, counted in the tree without decoding documents.
+    pub fn count(&self) -> Result<u64> {
+        Ok(self.dict.count_range(Bound::Unbounded, Bound::Unbounded)?)
+    }
+
+    /// Size figures.
+    pub fn stats(&self) -> CollStats {
+        let s = self.dict.stats();
+        let index_sizes: Vec<(String, u64)> = self
+            .indexes
+            .read()
+            .iter()
+            .map(|i| (i.name().to_string(), i.dict().stats().file_bytes))
+            .collect();
+        CollStats {
+            count: s.rows,
+            size: s.data_bytes,
+            storage_size: s.file_bytes,
+            total_index_size: index_sizes.iter().map(|(_, n)| n).sum(),
+            index_sizes,
+        }
+    }
+}
+
+/// Documents in key order.
+pub struct DocCursor {
+    pub(crate) ns: String,
+    pub(crate) inner: silt_storage::Cursor,
+}
+
+impl std::fmt::Debug for DocCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocCursor").field("ns", &self.ns).finish()
+    }
+}
+
+impl DocCursor {
+    /// The next document and its encoded key.
+    pub fn next_doc(&mut self) -> Result<Option<(Vec<u8>, Document)>> {
+        match self.inner.next()? {
+            Some((k, v)) => Ok(Some((k, decode_doc(&self.ns, &v)?))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Per-database figures summed over collections.
+pub fn sum_stats<'a>(colls: impl Iterator<Item = &'a Arc<Collection>>) -> CollStats {
+    let mut t = CollStats::default();
+    for c in colls {
+        let s = c.stats();
+        t.count += s.count;
+        t.size += s.size;
+        t.storage_size += s.storage_size;
+        t.total_index_size += s.total_index_size;
+        t.index_sizes.extend(s.index_sizes);
+    }
+    t
+}

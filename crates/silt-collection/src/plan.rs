@@ -1,0 +1,129 @@
+//! Planning over a collection: `silt_query::plan` chooses among the collection's indexes as
+//! they are now, and the choice stays bound to those indexes ([`Planned`]) while it is read
+//! (`read.rs`). Also the two answers that need no document: fast counts and the exact scans
+//! of fast updates by index.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use silt_query::matcher::{MatchExpr, Matcher};
+use silt_query::plan::{self, Access, Choice, IndexInfo, Plan, SortSpec};
+use silt_query::QResult;
+
+use crate::keyrange::KeyScan;
+use crate::{Collection, Index, Result};
+
+/// A choice of the planner and the indexes its scans name (by position).
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub choice: Choice,
+    indexes: Vec<Arc<Index>>,
+}
+
+impl Planned {
+    /// A full scan, over no index (what explain shows for a collection that does not exist).
+    pub fn full_scan() -> Planned {
+        Planned {
+            choice: Choice::full_scan(),
+            indexes: Vec::new(),
+        }
+    }
+
+    /// Whether the plan yields the requested sort order.
+    pub fn sorted(&self) -> bool {
+        self.choice.sorted
+    }
+
+    /// `explain`'s `winningPlan` (`silt_query::plan::explain_plan`).
+    pub fn explain(
+        &self,
+        filter: &Document,
+        sort: Option<&SortSpec>,
+        projection: Option<&Document>,
+    ) -> Document {
+        let infos: Vec<IndexInfo<'_>> = self.indexes.iter().map(|i| i.info()).collect();
+        plan::explain_plan(&self.choice, &infos, filter, sort, projection)
+    }
+
+    /// The index scans of the plan, in key space (none for a plan of the primary tree).
+    pub(crate) fn key_scans(&self) -> Vec<KeyScan> {
+        match &self.choice.plan {
+            Plan::Index(scans) => scans
+                .iter()
+                .map(|s| KeyScan::new(self.indexes[s.index].clone(), s))
+                .collect(),
+            Plan::Primary(_) => Vec::new(),
+        }
+    }
+}
+
+impl Collection {
+    /// Choose how to read this collection for a query (`silt_query::plan::choose` over its
+    /// indexes as they are now), and count the choice in the indexes' access statistics.
+    pub fn plan(
+        &self,
+        filter: &Document,
+        matcher: &Matcher,
+        sort: Option<&SortSpec>,
+        hint: Option<&Bson>,
+        needs: Option<&[String]>,
+    ) -> QResult<Planned> {
+        let indexes = self.indexes();
+        let infos: Vec<IndexInfo<'_>> = indexes.iter().map(|i| i.info()).collect();
+        let choice = plan::choose(&infos, filter, matcher, sort, hint, needs)?;
+        drop(infos);
+        match &choice.plan {
+            Plan::Primary(Access::FullScan) => {}
+            Plan::Primary(_) => self.id_accesses().record(),
+            Plan::Index(scans) => scans
+                .iter()
+                .for_each(|s| indexes[s.index].accesses.record()),
+        }
+        Ok(Planned { choice, indexes })
+    }
+
+    /// A scan of one complete (non-multikey, non-sparse, non-partial) index whose entries in
+    /// its ranges are exactly the documents matching `matcher`, if there is one
+    /// (`silt_query::plan::exact_scan`); counted in the index's access statistics.
+    pub fn exact_scan(&self, matcher: &Matcher) -> Option<KeyScan> {
+        let indexes = self.indexes();
+        let infos: Vec<IndexInfo<'_>> = indexes.iter().map(|i| i.info()).collect();
+        let scan = plan::exact_scan(&infos, matcher)?;
+        let ix = indexes[scan.index].clone();
+        ix.accesses.record();
+        Some(KeyScan::new(ix, &scan))
+    }
+
+    /// Count the documents matching `matcher` inside the storage layer, without reading or
+    /// decoding a document, when the filter is fully answered by one index's bounds (no
+    /// matcher needed): an empty filter counts the smallest complete tree; otherwise a
+    /// non-multikey, non-sparse, non-partial index whose bounds consume every predicate.
+    /// `None` when no such plan exists (the caller then counts by reading).
+    pub fn fast_count(&self, matcher: &Matcher) -> Result<Option<u64>> {
+        let mut leaves = Vec::new();
+        plan::conjuncts(matcher.expr(), &mut leaves);
+        let complete =
+            |ix: &Arc<Index>| !ix.is_multikey() && !ix.spec.sparse && ix.spec.partial.is_none();
+        if leaves.is_empty() || matches!(leaves.as_slice(), [MatchExpr::AlwaysTrue]) {
+            // Every document has one entry in the primary tree and in each complete index;
+            // count the smallest.
+            let mut best: (u64, Option<Arc<Index>>) = (self.stats().storage_size, None);
+            for ix in self.indexes().into_iter().filter(complete) {
+                let size = ix.dict().stats().file_bytes;
+                if size < best.0 {
+                    best = (size, Some(ix));
+                }
+            }
+            let n = match best.1 {
+                Some(ix) => ix.dict().count_range(Bound::Unbounded, Bound::Unbounded),
+                None => self.dict().count_range(Bound::Unbounded, Bound::Unbounded),
+            }?;
+            return Ok(Some(n));
+        }
+        match self.exact_scan(matcher) {
+            Some(scan) => Ok(Some(scan.count()?)),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Reading along a plan: [`MatchSource`] yields the documents of a collection that match a
+//! filter, from `_id` points, a range or all of the primary tree, or from index entries
+//! (fetched by `_id`, decoded from a clustering index's entry, or made from the entry alone
+//! when the plan is covered). The filter's matcher is always re-applied, so a plan only has to
+//! read a superset of the matching documents.
+
+use std::collections::{HashSet, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bson::{Bson, Document};
+use silt_query::matcher::Matcher;
+use silt_query::plan::{Access, Covered, Plan};
+
+use crate::keyrange::{as_ref, KeyRange, KeyScan};
+use crate::plan::Planned;
+use crate::{id_key, CollError, Collection, DocCursor, Index, Result};
+
+/// When a read must stop early. Checked before every document.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stop {
+    /// Past this instant (`maxTimeMS`) the read fails with [`CollError::TimeLimit`].
+    pub deadline: Option<Instant>,
+    /// Whether the operation was asked to stop (siltd: `killOp`); the read then fails with
+    /// [`CollError::Interrupted`].
+    pub interrupted: Option<fn() -> bool>,
+}
+
+fn enc_bound(b: &Bound<Bson>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(v) => Bound::Included(id_key(v)),
+        Bound::Excluded(v) => Bound::Excluded(id_key(v)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+#[allow(clippy::large_enum_variant)]
+enum Feed {
+    Points(VecDeque<Bson>),
+    Scan(DocCursor),
+    Ix(IxFeed),
+}
+
+/// Documents of one collection that match a filter, each with its primary key.
+///
+/// A covered plan yields, instead of each document, the one its index entry stands for
+/// (`Index::covered_doc`: `_id` and the indexed fields, exactly as stored), and fetches only
+/// the documents an entry cannot stand for.
+pub struct MatchSource {
+    coll: Arc<Collection>,
+    feed: Feed,
+    matcher: Option<Arc<Matcher>>,
+    stop: Stop,
+    covered: Option<Covered>,
+    /// Documents examined (read from the primary tree or a clustering index), for explain
+    /// and slow-operation logs.
+    pub examined: u64,
+    /// Index keys examined.
+    pub keys: u64,
+}
+
+impl std::fmt::Debug for MatchSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatchSource")
+            .field("ns", &self.coll.ns())
+            .finish()
+    }
+}
+
+impl MatchSource {
+    /// Read along a plan, covered when the choice is.
+    pub fn new(
+        coll: Arc<Collection>,
+        planned: &Planned,
+        matcher: Option<Arc<Matcher>>,
+        stop: Stop,
+    ) -> MatchSource {
+        let mut src = MatchSource::uncovered(coll, planned, matcher, stop);
+        src.covered = planned.choice.covered;
+        src
+    }
+
+    /// Read along a plan, every document whole (never covered).
+    pub fn uncovered(
+        coll: Arc<Collection>,
+        planned: &Planned,
+        matcher: Option<Arc<Matcher>>,
+        stop: Stop,
+    ) -> MatchSource {
+        let feed = match &planned.choice.plan {
+            Plan::Primary(Access::Points(p)) => Feed::Points(p.clone().into()),
+            Plan::Primary(Access::IdRange(lo, hi)) => {
+                let (lo, hi) = (enc_bound(lo), enc_bound(hi));
+                Feed::Scan(coll.scan(as_ref(&lo), as_ref(&hi)))
+            }
+            Plan::Primary(Access::FullScan) => {
+                Feed::Scan(coll.scan(Bound::Unbounded, Bound::Unbounded))
+            }
+            Plan::Index(_) => Feed::Ix(IxFeed::new(planned.key_scans())),
+        };
+        MatchSource {
+            coll,
+            feed,
+            matcher,
+            stop,
+            covered: None,
+            examined: 0,
+            keys: 0,
+        }
+    }
+
+    /// Read the whole collection in `_id` order.
+    pub fn full_scan(
+        coll: Arc<Collection>,
+        matcher: Option<Arc<Matcher>>,
+        stop: Stop,
+    ) -> MatchSource {
+        MatchSource::uncovered(coll, &Planned::full_scan(), matcher, stop)
+    }
+
+    /// The next matching document and its key.
+    pub fn next_match(&mut self) -> Result<Option<(Vec<u8>, Document)>> {
+        loop {
+            if let Some(d) = self.stop.deadline {
+                if Instant::now() >= d {
+                    return Err(CollError::TimeLimit);
+                }
+            }
+            if self.stop.interrupted.is_some_and(|f| f()) {
+                return Err(CollError::Interrupted);
+            }
+            let next = match &mut self.feed {
+                Feed::Points(p) => match p.pop_front() {
+                    Some(id) => {
+                        let k = id_key(&id);
+                        self.coll.get_by_key(&k)?.map(|d| (k, d))
+                    }
+                    None => return Ok(None),
+                },
+                Feed::Scan(c) => match c.next_doc()? {
+                    Some(x) => Some(x),
+                    None => return Ok(None),
+                },
+                Feed::Ix(f) => {
+                    let Some(e) = f.next_entry(&mut self.keys)? else {
+                        return Ok(None);
+                    };
+                    let id = e.key[e.id_at..].to_vec();
+                    let covered = self
+                        .covered
+                        .and_then(|c| Some((c, e.index.covered_doc(&e.key, &e.value)?)));
+                    if let Some((c, d)) = covered {
+                        // Built from the entry alone: nothing examined.
+                        if c.exact || self.matcher.as_ref().is_none_or(|m| m.matches(&d)) {
+                            return Ok(Some((id, d)));
+                        }
+                        continue;
+                    }
+                    if e.index.spec.clustering {
+                        Some((id, self.coll.decode(&e.value)?))
+                    } else {
+                        self.coll.get_by_key(&id)?.map(|d| (id, d))
+                    }
+                }
+            };
+            let Some((k, d)) = next else { continue };
+            self.examined += 1;
+            if self.matcher.as_ref().is_none_or(|m| m.matches(&d)) {
+                return Ok(Some((k, d)));
+            }
+        }
+    }
+}
+
+/// An index entry as read: its index, key and value.
+struct IxEntry {
+    index: Arc<Index>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// Where the encoded `_id` starts in `key`.
+    id_at: usize,
+}
+
+/// Index entries read in plan order, de-duplicated by `_id` (for a union, or a multikey
+/// index).
+struct IxFeed {
+    scans: VecDeque<KeyScan>,
+    cur: Option<(KeyScan, VecDeque<KeyRange>, Option<silt_storage::Cursor>)>,
+    seen: Option<HashSet<Vec<u8>>>,
+}
+
+impl IxFeed {
+    fn new(scans: Vec<KeyScan>) -> IxFeed {
+        let dedup = scans.len() > 1 || scans.iter().any(|s| s.index.is_multikey());
+        IxFeed {
+            scans: scans.into(),
+            cur: None,
+            seen: dedup.then(HashSet::new),
+        }
+    }
+
+    /// The next entry (the first for its `_id` when de-duplicating). Counts keys examined.
+    fn next_entry(&mut self, keys: &mut u64) -> Result<Option<IxEntry>> {
+        loop {
+            if self.cur.is_none() {
+                let Some(s) = self.scans.pop_front() else {
+                    return Ok(None);
+                };
+                let mut r: VecDeque<KeyRange> = s.ranges.clone().into();
+                if s.reverse {
+                    r = r.into_iter().rev().collect();
+                }
+                self.cur = Some((s, r, None));
+            }
+            let Some((s, ranges, cursor)) = self.cur.as_mut() else {
+                continue;
+            };
+            if cursor.is_none() {
+                let Some((lo, hi)) = ranges.pop_front() else {
+                    self.cur = None;
+                    continue;
+                };
+                let mut c = s.index.dict().cursor(as_ref(&lo), as_ref(&hi));
+                if s.reverse {
+                    c.seek_last();
+                }
+                *cursor = Some(c);
+            }
+            let Some(c) = cursor.as_mut() else { continue };
+            let next = if s.reverse { c.prev() } else { c.next() };
+            let Some((k, v)) = next? else {
+                *cursor = None;
+                continue;
+            };
+            *keys += 1;
+            let Some(id) = s.index.entry_id_key(&k) else {
+                continue;
+            };
+            let id_at = k.len() - id.len();
+            if let Some(seen) = &mut self.seen {
+                if !seen.insert(id.to_vec()) {
+                    continue;
+                }
+            }
+            return Ok(Some(IxEntry {
+                index: s.index.clone(),
+                key: k,
+                value: v,
+                id_at,
+            }));
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The store: every collection of every database over one engine environment, and the
+//! catalog that names them (one engine dictionary, `_catalog`, mapping each namespace
+//! `db.coll` to its dictionary, options and index specs). Creating, dropping and renaming
+//! collections; what the server needs of the engine (log sync, checkpoints, statistics,
+//! poison state, fail points).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use parking_lot::{Mutex, RwLock};
+use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, UpdateRegistry};
+
+use crate::build::SORT_TMP_DIR;
+use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result};
+
+/// Name of the catalog dictionary inside the engine.
+const CATALOG: &str = "_catalog";
+
+/// Every collection of every database, over one engine environment.
+pub struct Store {
+    pub(crate) env: Env,
+    pub(crate) catalog: Dict,
+    pub(crate) colls: RwLock<BTreeMap<String, Arc<Collection>>>,
+    /// Serialises catalog changes (create, drop, rename); data operations never take it.
+    pub(crate) ddl: Mutex<()>,
+    pub(crate) next_dict: AtomicU64,
+    /// Memory an index build may hold in keys before it spills sorted runs to disk.
+    pub(crate) build_memory: usize,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.env.dir())
+            .finish()
+    }
+}
+
+fn dict_number(name: &str) -> Option<u64> {
+    name.strip_prefix("coll-")
+        .or_else(|| name.strip_prefix("idx-"))
+        .and_then(|s| s.parse::<u64>().ok())
+}
+
+impl Store {
+    /// Open (creating if needed) the store in `dir`.
+    pub fn open(dir: impl AsRef<Path>, opts: EnvOptions, fns: UpdateRegistry) -> Result<Store> {
+        // A quarter of the cache, within mongod's default of 200 MB for index builds.
+        let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
+        let env = Env::open_with(dir, opts, fns)?;
+        // Run files an index build left behind when the server stopped.
+        let _ = std::fs::remove_dir_all(env.dir().join(SORT_TMP_DIR));
+        let catalog = env.open_or_create(CATALOG)?;
+        let mut colls = BTreeMap::new();
+        let mut next = 1u64;
+        let mut known: Vec<String> = Vec::new();
+        for (k, v) in catalog.range(Bound::Unbounded, Bound::Unbounded)? {
+            let ns = String::from_utf8_lossy(&k).into_owned();
+            let meta = decode_doc(&ns, &v)?;
+            let dict_name = meta.get_str("dict").unwrap_or_default().to_string();
+            if let Some(n) = dict_number(&dict_name) {
+                next = next.max(n + 1);
+            }
+            let dict = env.open_dict(&dict_name)?;
+            known.push(dict_name);
+            let options = meta.get_document("options").cloned().unwrap_or_default();
+            let mut indexes = Vec::new();
+            if let Ok(list) = meta.get_array("indexes") {
+                for ix in list {
+                    let Bson::Document(ix) = ix else { continue };
+                    let spec = IndexSpec::parse(ix).map_err(|e| CollError::BadStoredDocument {
+                        ns: ns.clone(),
+                        detail: format!("index spec: {}", e.0),
+                    })?;
+                    let name = ix.get_str("dict").unwrap_or_default().to_string();
+                    if let Some(n) = dict_number(&name) {
+                        next = next.max(n + 1);
+                    }
+                    let idict = env.open_dict(&name)?;
+                    known.push(name);
+                    let mk = ix.get_bool("multikey").unwrap_or(true);
+                    let coverable = ix.get_bool("coverable").unwrap_or(false);
+                    indexes.push(Arc::new(Index::new(spec, idict, mk, coverable)));
+                }
+            }
+            let c = Collection::new(ns.clone(), dict, options, indexes, catalog.clone());
+            if meta.get_bool("countUncertain").unwrap_or(false) {
+                c.count_uncertain.store(true, Ordering::Release);
+            }
+            colls.insert(ns, Arc::new(c));
+        }
+        // Dictionaries a crash left without a catalog entry (collections, or index builds).
+        for name in env.list_dicts() {
+            if (name.starts_with("coll-") || name.starts_with("idx-")) && !known.contains(&name) {
+                tracing::info!(dict = %name, "dropping orphaned dictionary");
+                env.drop_dict(&name)?;
+            }
+        }
+        Ok(Store {
+            env,
+            catalog,
+            colls: RwLock::new(colls),
+            ddl: Mutex::new(()),
+            next_dict: AtomicU64::new(next),
+            build_memory,
+        })
+    }
+
+    /// The engine environment.
+    pub(crate) fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// Write the log to disk and sync it (`writeConcern: {j: true}`).
+    pub fn sync_log(&self) -> Result<()> {
+        Ok(self.env.sync_log()?)
+    }
+
+    /// Take a checkpoint now.
+    pub fn checkpoint(&self) -> Result<()> {
+        Ok(self.env.checkpoint()?)
+    }
+
+    /// The engine's statistics (cache, checkpoints, files).
+    pub fn engine_stats(&self) -> EnvStats {
+        self.env.stats()
+    }
+
+    /// Why the engine stopped writing, if it did (a failed write or sync, a worker that
+    /// panicked).
+    pub fn poison_cause(&self) -> Option<PoisonCause> {
+        self.env.poison_cause()
+    }
+
+    /// The engine's test hooks.
+    pub fn fail_points(&self) -> &FailPoints {
+        self.env.fail_points()
+    }
+
+    /// Apply every pending message of collection `c` and checkpoint ([`Collection::compact`]).
+    pub fn compact(&self, c: &Collection) -> Result<u64> {
+        c.compact(&self.env)
+    }
+
+    /// The collection `ns`, if it exists.
+    pub fn get(&self, ns: &str) -> Option<Arc<Collection>> {
+        self.colls.read().get(ns).cloned()
+    }
+
+    /// The collection `ns`, created with default options if missing.
+    pub fn get_or_create(&self, ns: &str) -> Result<Arc<Collection>> {
+        if let Some(c) = self.get(ns) {
+            return Ok(c);
+        }
+        match self.create(ns, Document::new()) {
+            Ok(c) => Ok(c),
+            Err(CollError::NamespaceExists(_)) => self
+                .get(ns)
+                .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Create collection `ns` with `options`.
+    pub fn create(&self, ns: &str, options: Document) -> Result<Arc<Collection>> {
+        let _g = self.ddl.lock();
+        if self.colls.read().contains_key(ns) {
+            return Err(CollError::NamespaceExists(ns.to_string()));
+        }
+        let dict_name = format!("coll-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
+        let dict = self.env.create_dict(&dict_name)?;
+        let c = Arc::new(Collection::new(
+            ns.to_string(),
+            dict,
+            options,
+            Vec::new(),
+            self.catalog.clone(),
+        ));
+        c.persist_meta()?;
+        self.colls.write().insert(ns.to_string(), c.clone());
+        tracing::debug!(ns, dict = %dict_name, "created collection");
+        Ok(c)
+    }
+
+    fn drop_dicts_of(&self, c: &Collection) -> Result<()> {
+        c.live.store(false, Ordering::Release);
+        self.env.drop_dict(&c.dict.name())?;
+        for ix in c.indexes.read().iter() {
+            self.env.drop_dict(&ix.dict().name())?;
+        }
+        Ok(())
+    }
+
+    /// Drop collection `ns`; false if it did not exist.
+    pub fn drop_collection(&self, ns: &str) -> Result<bool> {
+        let _g = self.ddl.lock();
+        let Some(c) = self.colls.write().remove(ns) else {
+            return Ok(false);
+        };
+        self.catalog.delete(ns.as_bytes())?;
+        self.drop_dicts_of(&c)?;
+        Ok(true)
+    }
+
+    /// Rename `from` to `to`; `drop_target` drops an existing `to` first.
+    pub fn rename(&self, from: &str, to: &str, drop_target: bool) -> Result<()> {
+        // Lock order everywhere: a collection's build lock, then `ddl`. Holding the build
+        // lock means no writer of the old handle is in flight while the indexes move over.
+        let Some(c) = self.get(from) else {
+            return Err(CollError::NamespaceNotFound(from.to_string()));
+        };
+        let _b = c.build.write();
+        let _g = self.ddl.lock();
+        let mut colls = self.colls.write();
+        if !colls.get(from).is_some_and(|x| Arc::ptr_eq(x, &c)) {
+            return Err(CollError::NamespaceNotFound(from.to_string()));
+        }
+        if let Some(t) = colls.get(to).cloned() {
+            if !drop_target {
+                return Err(CollError::NamespaceExists(to.to_string()));
+            }
+            colls.remove(to);
+            self.catalog.delete(to.as_bytes())?;
+            self.drop_dicts_of(&t)?;
+        }
+        c.live.store(false, Ordering::Release);
+        let options = c.options.read().clone();
+        let indexes = c.indexes.read().clone();
+        let nc = Arc::new(Collection::new(
+            to.to_string(),
+            c.dict.clone(),
+            options,
+            indexes,
+            self.catalog.clone(),
+        ));
+        nc.count_uncertain
+            .store(c.count_uncertain.load(Ordering::Acquire), Ordering::Release);
+        nc.persist_meta()?;
+        self.catalog.delete(from.as_bytes())?;
+        colls.remove(from);
+        colls.insert(to.to_string(), nc);
+        Ok(())
+    }
+    /// Namespaces of database `db` (collection names without the database prefix).
+    pub fn list_collections(&self, db: &str) -> Vec<(String, Arc<Collection>)> {
+        let prefix = format!("{db}.");
+        self.colls
+            .read()
+            .iter()
+            .filter_map(|(ns, c)| ns.strip_prefix(&prefix).map(|n| (n.to_string(), c.clone())))
+            .collect()
+    }
+
+    /// Databases that hold at least one collection.
+    pub fn list_databases(&self) -> Vec<String> {
+        let mut dbs: Vec<String> = self
+            .colls
+            .read()
+            .keys()
+            .filter_map(|ns| ns.split_once('.').map(|(d, _)| d.to_string()))
+            .collect();
+        dbs.dedup();
+        dbs
+    }
+
+    /// Drop every collection of `db`.
+    pub fn drop_database(&self, db: &str) -> Result<()> {
+        for (name, _) in self.list_collections(db) {
+            self.drop_collection(&format!("{db}.{name}"))?;
+        }
+        Ok(())
+    }
+
+    /// Flush and close.
+    pub fn close(self) -> Result<()> {
+        drop(self.colls);
+        drop(self.catalog);
+        self.env.close()?;
+        Ok(())
+    }
+}

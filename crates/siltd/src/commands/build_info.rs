@@ -1,0 +1,24 @@
+//! The `buildInfo` command.
+
+use bson::doc;
+
+use super::common::MONGO_VERSION;
+use crate::state::CmdResult;
+
+pub fn build_info() -> CmdResult {
+    Ok(doc! {
+        "version": MONGO_VERSION,
+        "gitVersion": "siltdb",
+        "versionArray": [7, 0, 0, 0],
+        "bits": 64,
+        "debug": cfg!(debug_assertions),
+        "maxBsonObjectSize": silt_wire::MAX_BSON_OBJECT_BYTES as i32,
+        "modules": [],
+        "allocator": "system",
+        "javascriptEngine": "none",
+        "sysInfo": "deprecated",
+        "storageEngines": ["silt"],
+        "openssl": { "running": "disabled" },
+        "silt": { "version": env!("CARGO_PKG_VERSION"), "engine": "fractal tree" },
+    })
+}

@@ -1,0 +1,44 @@
+//! The `collStats` command, and the storage figures `$collStats` shares.
+
+use bson::{doc, Document};
+use silt_query::QueryError;
+
+use super::common::{coll_arg, scale_arg};
+use crate::state::{CmdResult, Server};
+
+/// The storage figures of one collection (for `collStats` and `$collStats`).
+pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, QueryError> {
+    let c = s
+        .store
+        .get(ns)
+        .ok_or_else(|| QueryError::namespace_not_found(format!("Collection [{ns}] not found.")))?;
+    let st = c.stats();
+    let avg = st.size.checked_div(st.count).unwrap_or(0);
+    let mut sizes = doc! { "_id_": 0i64 };
+    for (n, b) in &st.index_sizes {
+        sizes.insert(n.clone(), *b as i64 / scale);
+    }
+    Ok(doc! {
+        "ns": ns,
+        "size": st.size as i64 / scale,
+        "count": st.count as i64,
+        "avgObjSize": avg as i64,
+        "storageSize": st.storage_size as i64 / scale,
+        "freeStorageSize": 0i64,
+        "capped": false,
+        "nindexes": (st.index_sizes.len() + 1) as i32,
+        "indexDetails": {},
+        "indexBuilds": [],
+        "totalIndexSize": st.total_index_size as i64 / scale,
+        "totalSize": (st.storage_size + st.total_index_size) as i64 / scale,
+        "indexSizes": sizes,
+        "scaleFactor": scale,
+        "silt": { "clusteredBy": "_id", "note": "the _id index is the collection's own tree" },
+    })
+}
+
+pub fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "collStats")?;
+    let scale = scale_arg(cmd)?;
+    storage_stats(s, &format!("{db}.{coll}"), scale)
+}

@@ -1,0 +1,152 @@
+//! Argument helpers and facts shared by the command handlers.
+
+use std::time::{Duration, Instant};
+
+use bson::{Bson, Document};
+use silt_query::matcher::Matcher;
+use silt_query::{QResult, QueryError};
+
+use crate::state::Server;
+
+/// The collection name a command names in its first field.
+pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
+    match cmd.get(name) {
+        Some(Bson::String(c)) => {
+            crate::state::check_coll_name(db, c)?;
+            Ok(c.clone())
+        }
+        Some(other) => Err(QueryError::invalid_namespace(format!(
+            "collection name has invalid type {}",
+            type_name(other)
+        ))),
+        None => Err(QueryError::failed_to_parse(format!("missing '{name}'"))),
+    }
+}
+
+/// An optional sub-document argument.
+pub fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document>> {
+    match cmd.get(name) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Document(d)) => Ok(Some(d)),
+        Some(other) => Err(QueryError::type_mismatch(format!(
+            "BSON field '{name}' is the wrong type '{}', expected type 'object'",
+            type_name(other)
+        ))),
+    }
+}
+
+/// An optional boolean argument (numbers are accepted as MongoDB does).
+pub fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
+    match cmd.get(name) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(Bson::Int32(i)) => Ok(Some(*i != 0)),
+        Some(Bson::Int64(i)) => Ok(Some(*i != 0)),
+        Some(Bson::Double(d)) => Ok(Some(*d != 0.0)),
+        Some(other) => Err(QueryError::type_mismatch(format!(
+            "BSON field '{name}' is the wrong type '{}', expected type 'bool'",
+            type_name(other)
+        ))),
+    }
+}
+
+/// An optional non-negative integer argument.
+pub fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
+    let v = match cmd.get(name) {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(Bson::Int32(i)) => i64::from(*i),
+        Some(Bson::Int64(i)) => *i,
+        Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => *d as i64,
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+                type_name(other)
+            )))
+        }
+    };
+    Ok(Some(v))
+}
+
+pub use silt_bson::compare::type_name;
+
+/// `{cursor: {firstBatch, id, ns}}`.
+pub fn cursor_reply(ns: &str, batch: Vec<Document>, id: i64, first: bool) -> Document {
+    let field = if first { "firstBatch" } else { "nextBatch" };
+    let mut c = Document::new();
+    c.insert(field, batch);
+    c.insert("id", id);
+    c.insert("ns", ns);
+    bson::doc! { "cursor": c }
+}
+
+pub(super) fn deadline(cmd: &Document) -> QResult<Option<Instant>> {
+    Ok(match int_arg(cmd, "maxTimeMS")? {
+        Some(ms) if ms < 0 => return Err(QueryError::bad_value("maxTimeMS must be non-negative")),
+        Some(0) | None => None,
+        Some(ms) => Some(Instant::now() + Duration::from_millis(ms as u64)),
+    })
+}
+
+pub(super) fn non_negative(cmd: &Document, name: &str) -> QResult<Option<u64>> {
+    match int_arg(cmd, name)? {
+        Some(v) if v < 0 => Err(QueryError::located(
+            51024,
+            format!("BSON field '{name}' value must be >= 0, actual value '{v}'"),
+        )),
+        Some(v) => Ok(Some(v as u64)),
+        None => Ok(None),
+    }
+}
+
+/// The hint's shape (whether it names an existing index is checked when planning).
+pub(super) fn check_hint(cmd: &Document) -> QResult<()> {
+    match cmd.get("hint") {
+        None | Some(Bson::Null) | Some(Bson::String(_)) | Some(Bson::Document(_)) => Ok(()),
+        Some(_) => Err(QueryError::bad_value(
+            "hint must be a string (an index name) or an object (a key pattern)",
+        )),
+    }
+}
+
+/// A matcher that can evaluate `$expr`.
+pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
+    Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
+}
+
+pub(super) fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
+    Ok(non_negative(cmd, "batchSize")?.map(|b| b as usize))
+}
+
+pub(super) fn scale_arg(cmd: &Document) -> Result<i64, QueryError> {
+    let scale = int_arg(cmd, "scale")?.unwrap_or(1);
+    if scale < 1 {
+        return Err(QueryError::bad_value("scale has to be >= 1"));
+    }
+    Ok(scale)
+}
+
+/// The MongoDB release whose protocol and behaviour we follow.
+pub const MONGO_VERSION: &str = "7.0.0";
+
+/// Wire version of MongoDB 7.0.
+pub const MAX_WIRE_VERSION: i32 = 21;
+
+pub(super) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// `host:port`, as MongoDB names itself in `serverStatus` and `currentOp`.
+pub fn host(s: &Server) -> String {
+    format!("{}:{}", hostname(), s.cfg.port)
+}
+
+pub(super) fn admin_only(db: &str, name: &str) -> Result<(), QueryError> {
+    if db == "admin" {
+        return Ok(());
+    }
+    Err(QueryError::unauthorized(format!(
+        "{name} may only be run against the admin database."
+    )))
+}

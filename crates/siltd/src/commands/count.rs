@@ -1,0 +1,63 @@
+//! The `count` command: fast counts inside the storage layer when an index answers the
+//! filter, else counting what a plan reads.
+
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::Arc;
+
+use bson::{doc, Bson, Document};
+use silt_collection::MatchSource;
+use silt_query::plan::{self};
+use silt_query::QueryError;
+
+use super::common::{check_hint, coll_arg, deadline, doc_arg, int_arg, new_matcher};
+use crate::ops::read_stop;
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "count")?;
+    let ns = format!("{db}.{coll}");
+    s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
+    let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let skip = int_arg(cmd, "skip")?.unwrap_or(0);
+    if skip < 0 {
+        return Err(QueryError::bad_value(
+            "skip value is negative in count query",
+        ));
+    }
+    let limit = int_arg(cmd, "limit")?.unwrap_or(0).unsigned_abs();
+    check_hint(cmd)?;
+    let Some(c) = s.store.get(&ns) else {
+        return Ok(doc! { "n": 0 });
+    };
+    let matcher = Arc::new(new_matcher(&filter)?);
+    // A hint is validated and honoured by the planner; without one, count in the tree.
+    let hinted = !matches!(cmd.get("hint"), None | Some(Bson::Null));
+    let fast = if hinted {
+        None
+    } else if filter.is_empty() && c.count_is_exact() {
+        // No predicate: the collection's maintained count, as MongoDB answers from its
+        // metadata (this is what drivers' estimatedDocumentCount sends). O(1). While fast
+        // upserts or insert-if-absent messages may be pending, the tree is counted instead.
+        Some(c.estimated_count())
+    } else {
+        c.fast_count(&matcher).map_err(coll_err)?
+    };
+    let total = if let Some(n) = fast {
+        n
+    } else {
+        // Counted from index entries alone when an index holds the filter's fields.
+        let needs = plan::needed_paths(&matcher, None, Some(Vec::new()));
+        let planned = c.plan(&filter, &matcher, None, cmd.get("hint"), needs.as_deref())?;
+        let mut src = MatchSource::new(c, &planned, Some(matcher), read_stop(deadline(cmd)?));
+        let mut n = 0u64;
+        while src.next_match().map_err(coll_err)?.is_some() {
+            n += 1;
+        }
+        n
+    };
+    let mut n = total.saturating_sub(skip as u64);
+    if limit > 0 {
+        n = n.min(limit);
+    }
+    Ok(doc! { "n": n as i64 })
+}

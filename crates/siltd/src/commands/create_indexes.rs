@@ -1,0 +1,73 @@
+//! The `createIndexes` command.
+
+use bson::{doc, Bson, Document};
+use silt_query::QueryError;
+
+use super::common::coll_arg;
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "createIndexes")?;
+    let ns = format!("{db}.{coll}");
+    let specs = cmd
+        .get_array("indexes")
+        .map_err(|_| QueryError::type_mismatch("'indexes' must be an array"))?;
+    if specs.is_empty() {
+        return Err(QueryError::bad_value("Must specify at least one index"));
+    }
+    let mut parsed = Vec::new();
+    for spec in specs {
+        let Bson::Document(spec) = spec else {
+            return Err(QueryError::type_mismatch(
+                "each index spec must be a document",
+            ));
+        };
+        for k in spec.keys() {
+            if !matches!(
+                k.as_str(),
+                "key"
+                    | "name"
+                    | "unique"
+                    | "sparse"
+                    | "partialFilterExpression"
+                    | "clustering"
+                    | "background"
+                    | "v"
+                    | "ns"
+            ) {
+                return Err(QueryError::invalid_options(format!(
+                    "siltd does not support the index option '{k}'"
+                )));
+            }
+        }
+        if !spec.contains_key("key") {
+            return Err(QueryError::failed_to_parse(
+                "The 'key' field is a required property of an index specification",
+            ));
+        }
+        if !spec.contains_key("name") {
+            return Err(QueryError::failed_to_parse(
+                "The 'name' field is a required property of an index specification",
+            ));
+        }
+        let p = silt_collection::IndexSpec::parse(spec)
+            .map_err(|e| QueryError::cannot_create_index(e.0))?;
+        parsed.push(p);
+    }
+    // The build reports its phases to this command's operation (`currentOp`), which
+    // `killOp` can interrupt.
+    let out = match crate::ops::current() {
+        Some(op) => s.store.create_indexes_observed(&ns, parsed, &*op),
+        None => s.store.create_indexes(&ns, parsed),
+    }
+    .map_err(coll_err)?;
+    let mut r = doc! {
+        "numIndexesBefore": out.before as i32,
+        "numIndexesAfter": out.after as i32,
+        "createdCollectionAutomatically": out.created_collection,
+    };
+    if out.after == out.before {
+        r.insert("note", "all indexes already exist");
+    }
+    Ok(r)
+}

@@ -1,0 +1,26 @@
+//! The `dbStats` command.
+
+use bson::{doc, Document};
+
+use super::common::scale_arg;
+use crate::state::{CmdResult, Server};
+
+pub fn db_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let scale = scale_arg(cmd)?;
+    let colls = s.store.list_collections(db);
+    let t = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
+    let avg = t.size.checked_div(t.count).unwrap_or(0);
+    Ok(doc! {
+        "db": db,
+        "collections": colls.len() as i64,
+        "views": 0,
+        "objects": t.count as i64,
+        "avgObjSize": avg as f64,
+        "dataSize": (t.size as i64 / scale) as f64,
+        "storageSize": (t.storage_size as i64 / scale) as f64,
+        "indexes": (colls.len() + t.index_sizes.len()) as i64,
+        "indexSize": (t.total_index_size as i64 / scale) as f64,
+        "totalSize": ((t.storage_size + t.total_index_size) as i64 / scale) as f64,
+        "scaleFactor": scale,
+    })
+}

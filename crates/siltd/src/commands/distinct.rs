@@ -1,0 +1,75 @@
+//! The `distinct` command.
+
+use std::sync::Arc;
+
+use bson::{doc, Bson, Document};
+use silt_bson::compare::values_equal;
+use silt_collection::MatchSource;
+use silt_query::plan::{self};
+use silt_query::QueryError;
+
+use super::common::{coll_arg, deadline, doc_arg, new_matcher};
+use crate::cursors::DocSource;
+use crate::ops::read_stop;
+use crate::state::{CmdResult, Server};
+
+pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "distinct")?;
+    let ns = format!("{db}.{coll}");
+    let key = match cmd.get("key") {
+        Some(Bson::String(k)) => k.clone(),
+        _ => {
+            return Err(QueryError::type_mismatch(
+                "BSON field 'distinct.key' is missing or not a string",
+            ))
+        }
+    };
+    let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let mut values: Vec<Bson> = Vec::new();
+    if let Some(c) = s.store.get(&ns) {
+        let matcher = Arc::new(new_matcher(&filter)?);
+        // Read from index entries alone when an index holds the key and the filter's fields.
+        let needs = plan::needed_paths(&matcher, None, Some(vec![key.clone()]));
+        let planned = c.plan(&filter, &matcher, None, None, needs.as_deref())?;
+        let mut src = MatchSource::new(c, &planned, Some(matcher), read_stop(deadline(cmd)?));
+        while let Some(d) = src.next_doc()? {
+            let mut found = Vec::new();
+            distinct_values(
+                &Bson::Document(d),
+                &key.split('.').collect::<Vec<_>>(),
+                &mut found,
+            );
+            for v in found {
+                if !values.iter().any(|x| {
+                    values_equal(x, &v) && silt_bson::type_rank(x) == silt_bson::type_rank(&v)
+                }) {
+                    values.push(v);
+                }
+            }
+        }
+    }
+    values.sort_by(silt_bson::cmp_values);
+    Ok(doc! { "values": values })
+}
+
+/// Values at `parts` with arrays unwound (one level at the leaf, every level on the way).
+fn distinct_values(v: &Bson, parts: &[&str], out: &mut Vec<Bson>) {
+    match (v, parts.first()) {
+        (Bson::Array(a), _) => {
+            for x in a {
+                if parts.is_empty() {
+                    out.push(x.clone());
+                } else {
+                    distinct_values(x, parts, out);
+                }
+            }
+        }
+        (other, None) => out.push(other.clone()),
+        (Bson::Document(d), Some(p)) => {
+            if let Some(x) = d.get(*p) {
+                distinct_values(x, &parts[1..], out);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,18 @@
+//! The `drop` command.
+
+use bson::{doc, Document};
+
+use super::common::coll_arg;
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn drop(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "drop")?;
+    let ns = format!("{db}.{coll}");
+    let n = s.store.get(&ns).map(|c| c.indexes().len() + 1).unwrap_or(1);
+    if s.store.drop_collection(&ns).map_err(coll_err)? {
+        Ok(doc! { "nIndexesWas": n as i32, "ns": ns })
+    } else {
+        // MongoDB 7.0 reports success for a collection that does not exist.
+        Ok(Document::new())
+    }
+}

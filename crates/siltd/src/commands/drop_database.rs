@@ -1,0 +1,10 @@
+//! The `dropDatabase` command.
+
+use bson::doc;
+
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn drop_database(s: &Server, db: &str) -> CmdResult {
+    s.store.drop_database(db).map_err(coll_err)?;
+    Ok(doc! { "dropped": db })
+}

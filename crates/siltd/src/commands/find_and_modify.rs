@@ -1,0 +1,99 @@
+//! The `findAndModify` command: update or remove one document and return it.
+
+use std::sync::atomic::Ordering as AtomicOrdering;
+
+use bson::{doc, Bson, Document};
+use silt_query::plan::SortSpec;
+use silt_query::projection::Projection;
+use silt_query::{QResult, QueryError};
+
+use super::common::{bool_arg, coll_arg, doc_arg};
+use super::modify::{array_filters_arg, delete_docs, update_docs, update_spec};
+use super::write::write_concern;
+use crate::state::{CmdResult, Server};
+
+pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let name = if cmd.contains_key("findAndModify") {
+        "findAndModify"
+    } else {
+        "findandmodify"
+    };
+    let coll = coll_arg(db, cmd, name)?;
+    let ns = format!("{db}.{coll}");
+    let query = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let sort = match doc_arg(cmd, "sort")? {
+        Some(sd) if !sd.is_empty() => Some(SortSpec::parse(sd)?),
+        _ => None,
+    };
+    let remove = bool_arg(cmd, "remove")?.unwrap_or(false);
+    let return_new = bool_arg(cmd, "new")?.unwrap_or(false);
+    let upsert = bool_arg(cmd, "upsert")?.unwrap_or(false);
+    let fields = match doc_arg(cmd, "fields")? {
+        Some(f) if !f.is_empty() => Some(Projection::new(f)?),
+        _ => None,
+    };
+    let update = cmd.get("update");
+    let shape = |d: Option<Document>| -> QResult<Bson> {
+        Ok(match (d, &fields) {
+            (Some(d), Some(p)) => Bson::Document(p.apply(&d, None)?),
+            (Some(d), None) => Bson::Document(d),
+            (None, _) => Bson::Null,
+        })
+    };
+    let reply = if remove {
+        if update.is_some() {
+            return Err(QueryError::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ));
+        }
+        if upsert || return_new {
+            return Err(QueryError::failed_to_parse(
+                "Cannot specify either new=true or upsert=true with remove=true",
+            ));
+        }
+        s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
+        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false, cmd.get("hint"))?;
+        let n = gone.len() as i32;
+        doc! {
+            "lastErrorObject": { "n": n },
+            "value": shape(gone.into_iter().next())?,
+        }
+    } else {
+        let Some(u) = update else {
+            return Err(QueryError::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ));
+        };
+        s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
+        let af = array_filters_arg(cmd)?;
+        let spec = update_spec(u, af.as_deref())?;
+        let r = update_docs(
+            s,
+            &ns,
+            &query,
+            sort.as_ref(),
+            &spec,
+            false,
+            upsert,
+            cmd.get("hint"),
+        )
+        .map_err(|f| f.into_error())?;
+        let mut leo = doc! {
+            "n": if r.matched > 0 || r.upserted.is_some() { 1 } else { 0 },
+            "updatedExisting": r.matched > 0,
+        };
+        if let Some(id) = &r.upserted {
+            leo.insert("upserted", id.clone());
+        }
+        let value = if return_new {
+            r.after
+        } else if r.upserted.is_some() {
+            None
+        } else {
+            r.before
+        };
+        doc! { "lastErrorObject": leo, "value": shape(value)? }
+    };
+    write_concern(s, cmd)?;
+    Ok(reply)
+}

@@ -1,0 +1,15 @@
+//! The `getCmdLineOpts` command.
+
+use bson::doc;
+
+use crate::state::{CmdResult, Server};
+
+pub fn get_cmd_line_opts(s: &Server) -> CmdResult {
+    Ok(doc! {
+        "argv": s.cfg.argv.clone(),
+        "parsed": {
+            "net": { "port": s.cfg.port as i32, "bindIp": s.cfg.bind.clone() },
+            "storage": { "dbPath": s.cfg.dbpath.display().to_string() },
+        },
+    })
+}

@@ -1,0 +1,23 @@
+//! The `getLog` command.
+
+use bson::{doc, Bson, Document};
+use silt_query::QueryError;
+
+use crate::state::{CmdResult, Server};
+
+pub fn get_log(s: &Server, cmd: &Document) -> CmdResult {
+    match cmd.get("getLog") {
+        Some(Bson::String(n)) if n == "*" => Ok(doc! { "names": ["global", "startupWarnings"] }),
+        Some(Bson::String(n)) if n == "global" => {
+            let lines: Vec<String> = s.recent_log.lock().iter().cloned().collect();
+            Ok(doc! { "totalLinesWritten": lines.len() as i32, "log": lines })
+        }
+        Some(Bson::String(n)) if n == "startupWarnings" => {
+            Ok(doc! { "totalLinesWritten": 0, "log": [] })
+        }
+        Some(Bson::String(n)) => Err(QueryError::bad_value(format!("No log named '{n}'"))),
+        _ => Err(QueryError::type_mismatch(
+            "Argument to getLog must be of type String",
+        )),
+    }
+}

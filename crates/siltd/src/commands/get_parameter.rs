@@ -1,0 +1,54 @@
+//! The `getParameter` command.
+
+use std::sync::atomic::Ordering;
+
+use bson::{doc, Bson, Document};
+use silt_query::QueryError;
+
+use crate::state::{CmdResult, Server};
+
+pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
+    let fast = s.fast.enabled.load(Ordering::Relaxed);
+    let all = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*")
+        || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get_bool("allParameters").unwrap_or(false));
+    let known = |name: &str| -> Option<Bson> {
+        match name {
+            "featureCompatibilityVersion" => Some(Bson::Document(doc! { "version": "7.0" })),
+            "quiet" => Some(Bson::Boolean(false)),
+            "logLevel" => Some(Bson::Int32(0)),
+            "maxBSONDepth" => Some(Bson::Int32(100)),
+            "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
+            "fastUpdates" => Some(Bson::Boolean(fast)),
+            _ => None,
+        }
+    };
+    let names = [
+        "featureCompatibilityVersion",
+        "quiet",
+        "logLevel",
+        "maxBSONDepth",
+        "cursorTimeoutMillis",
+        "fastUpdates",
+    ];
+    let mut out = Document::new();
+    if all {
+        for n in names {
+            if let Some(v) = known(n) {
+                out.insert(n, v);
+            }
+        }
+        return Ok(out);
+    }
+    for k in cmd.keys() {
+        if k == "getParameter" || k.starts_with('$') || k == "lsid" || k == "comment" {
+            continue;
+        }
+        if let Some(v) = known(k) {
+            out.insert(k.clone(), v);
+        }
+    }
+    if out.is_empty() {
+        return Err(QueryError::invalid_options("no option found to get"));
+    }
+    Ok(out)
+}

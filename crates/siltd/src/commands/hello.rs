@@ -1,0 +1,43 @@
+//! The handshake: `hello` (`isMaster`, `ismaster`).
+
+use bson::{doc, Bson, Document};
+
+use super::common::MAX_WIRE_VERSION;
+use crate::state::{CmdResult, ConnInfo, Server};
+
+pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+    if let Ok(meta) = cmd.get_document("client") {
+        s.inprog.set_client_metadata(conn.id, meta);
+    }
+    let mut d = Document::new();
+    if name == "hello" || cmd.get_bool("helloOk").unwrap_or(false) {
+        d.insert("helloOk", true);
+    }
+    if name == "hello" {
+        d.insert("isWritablePrimary", true);
+    } else {
+        d.insert("ismaster", true);
+    }
+    d.insert(
+        "topologyVersion",
+        doc! { "processId": s.process_id, "counter": 0i64 },
+    );
+    d.insert("maxBsonObjectSize", silt_wire::MAX_BSON_OBJECT_BYTES as i32);
+    d.insert("maxMessageSizeBytes", silt_wire::MAX_MESSAGE_BYTES as i32);
+    d.insert("maxWriteBatchSize", silt_wire::MAX_WRITE_BATCH as i32);
+    d.insert("localTime", bson::DateTime::now());
+    d.insert("logicalSessionTimeoutMinutes", 30);
+    d.insert("connectionId", conn.id as i64);
+    d.insert("minWireVersion", 0);
+    d.insert("maxWireVersion", MAX_WIRE_VERSION);
+    d.insert("readOnly", false);
+    if let Some(Bson::Array(wanted)) = cmd.get("compression") {
+        let agreed: Vec<Bson> = wanted
+            .iter()
+            .filter(|c| matches!(c, Bson::String(n) if n == "zstd" || n == "snappy"))
+            .cloned()
+            .collect();
+        d.insert("compression", agreed);
+    }
+    Ok(d)
+}

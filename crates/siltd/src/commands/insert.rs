@@ -1,0 +1,66 @@
+//! The `insert` command.
+
+use std::sync::atomic::Ordering as AtomicOrdering;
+
+use bson::{doc, Document};
+
+use super::common::{bool_arg, coll_arg};
+use super::write::{docs_arg, insert_one, prepare_insert, write_concern, WriteFail};
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "insert")?;
+    let docs = docs_arg(cmd, "documents")?;
+    let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
+    // Insert-or-ignore: documents whose `_id` exists are skipped without an error.
+    let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
+    let ns = format!("{db}.{coll}");
+    let c = s.store.get_or_create(&ns).map_err(coll_err)?;
+    if ignore_dups {
+        // The fast path: one insert-if-absent message per document, no read. Taken only when
+        // every document is valid and the collection has no secondary index; otherwise (or
+        // if the engine refuses the batch, which then wrote nothing) each document is
+        // inserted below and reported on its own.
+        let all: Option<Vec<Document>> = docs
+            .iter()
+            .map(|d| prepare_insert((*d).clone()).ok())
+            .collect();
+        if let Some(all) = all {
+            if let Ok(true) = c.insert_if_absent(&all) {
+                s.ops
+                    .insert
+                    .fetch_add(all.len() as u64, AtomicOrdering::Relaxed);
+                write_concern(s, cmd)?;
+                return Ok(doc! {
+                    "n": all.len() as i32,
+                    "fastInserts": { "count": all.len() as i32, "countsAreUnknown": true },
+                });
+            }
+        }
+    }
+    let mut n = 0i32;
+    let mut errors = Vec::new();
+    for (i, d) in docs.into_iter().enumerate() {
+        s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
+        let r = prepare_insert(d.clone())
+            .map_err(WriteFail::Other)
+            .and_then(|d| insert_one(&c, &d));
+        match r {
+            Ok(()) => n += 1,
+            // Skipped: a duplicate `_id` or unique-index key.
+            Err(WriteFail::Dup(_)) if ignore_dups => {}
+            Err(f) => {
+                errors.push(f.into_write_error(i));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    write_concern(s, cmd)?;
+    let mut r = doc! { "n": n };
+    if !errors.is_empty() {
+        r.insert("writeErrors", errors);
+    }
+    Ok(r)
+}

@@ -1,0 +1,37 @@
+//! The `listCollections` command.
+
+use bson::{doc, Document};
+use silt_query::matcher::Matcher;
+
+use super::common::{bool_arg, cursor_reply, doc_arg};
+use crate::state::{CmdResult, Server};
+
+pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let filter = doc_arg(cmd, "filter")?.cloned().unwrap_or_default();
+    let matcher = Matcher::new(&filter)?;
+    let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);
+    let mut out = Vec::new();
+    for (name, c) in s.store.list_collections(db) {
+        let full = doc! {
+            "name": &name,
+            "type": "collection",
+            "options": c.options(),
+            "info": { "readOnly": false },
+            "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+        };
+        if !matcher.matches(&full) {
+            continue;
+        }
+        out.push(if name_only {
+            doc! { "name": name, "type": "collection" }
+        } else {
+            full
+        });
+    }
+    Ok(cursor_reply(
+        &format!("{db}.$cmd.listCollections"),
+        out,
+        0,
+        true,
+    ))
+}

@@ -1,0 +1,44 @@
+//! The `listDatabases` command.
+
+use bson::{doc, Document};
+use silt_query::matcher::Matcher;
+use silt_query::QueryError;
+
+use super::common::{bool_arg, doc_arg};
+use crate::state::{CmdResult, Server};
+
+pub fn list_databases(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    if db != "admin" {
+        return Err(QueryError::unauthorized(
+            "listDatabases may only be run against the admin database.",
+        ));
+    }
+    let filter = doc_arg(cmd, "filter")?.cloned().unwrap_or_default();
+    let matcher = Matcher::new(&filter)?;
+    let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);
+    let mut dbs = Vec::new();
+    let mut total = 0i64;
+    for name in s.store.list_databases() {
+        let colls = s.store.list_collections(&name);
+        let st = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
+        let size = st.storage_size as i64;
+        let d = if name_only {
+            doc! { "name": &name }
+        } else {
+            doc! { "name": &name, "sizeOnDisk": size, "empty": st.count == 0 }
+        };
+        if !matcher.matches(&d) {
+            continue;
+        }
+        total += size;
+        dbs.push(d);
+    }
+    if name_only {
+        return Ok(doc! { "databases": dbs });
+    }
+    Ok(doc! {
+        "databases": dbs,
+        "totalSize": total,
+        "totalSizeMb": total >> 20,
+    })
+}

@@ -1,0 +1,25 @@
+//! The `listIndexes` command.
+
+use bson::{doc, Document};
+use silt_query::QueryError;
+
+use super::common::{coll_arg, cursor_reply};
+use crate::state::{CmdResult, Server};
+
+pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "listIndexes")?;
+    let ns = format!("{db}.{coll}");
+    let Some(c) = s.store.get(&ns) else {
+        return Err(QueryError::namespace_not_found(format!(
+            "ns does not exist: {ns}"
+        )));
+    };
+    let mut out = vec![doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }];
+    out.extend(c.indexes().iter().map(|i| i.spec.to_doc()));
+    Ok(cursor_reply(
+        &format!("{db}.$cmd.listIndexes.{coll}"),
+        out,
+        0,
+        true,
+    ))
+}

@@ -1,0 +1,286 @@
+//! Changing the documents a filter selects, shared by update, delete and findAndModify: the
+//! keys are chosen first (so that a changed document is not met again), then each document is
+//! re-read and re-checked under its lock and written.
+
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use silt_collection::{Collection, DocLock, MatchSource};
+use silt_query::matcher::Matcher;
+use silt_query::plan::SortSpec;
+use silt_query::update::{UpdateCtx, UpdateSpec};
+use silt_query::{QResult, QueryError};
+
+use super::common::{new_matcher, type_name};
+use super::write::{doc_size, insert_one, prepare_insert, WriteFail, MAX_DOC};
+use crate::ops::read_stop;
+use crate::state::{coll_err, Server};
+
+/// The document an upsert starts from: the filter's equality predicates (`_id` among them).
+pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
+    fn add(seed: &mut Document, path: &str, v: &Bson) -> QResult<()> {
+        let mut parts = path.split('.').peekable();
+        let mut cur = seed;
+        while let Some(p) = parts.next() {
+            if parts.peek().is_none() {
+                cur.insert(p, v.clone());
+                return Ok(());
+            }
+            if !matches!(cur.get(p), Some(Bson::Document(_))) {
+                cur.insert(p, Document::new());
+            }
+            cur = match cur.get_mut(p) {
+                Some(Bson::Document(d)) => d,
+                _ => return Err(QueryError::internal("upsert seed")),
+            };
+        }
+        Ok(())
+    }
+    fn walk(seed: &mut Document, filter: &Document) -> QResult<()> {
+        for (k, v) in filter {
+            if k == "$and" {
+                if let Bson::Array(a) = v {
+                    for x in a {
+                        if let Bson::Document(d) = x {
+                            walk(seed, d)?;
+                        }
+                    }
+                }
+                continue;
+            }
+            if k.starts_with('$') {
+                continue;
+            }
+            match v {
+                Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                    if let Some(eq) = d.get("$eq") {
+                        add(seed, k, eq)?;
+                    } else if let Some(Bson::Array(a)) = d.get("$in") {
+                        if a.len() == 1 {
+                            add(seed, k, &a[0])?;
+                        }
+                    }
+                }
+                Bson::RegularExpression(_) => {}
+                other => add(seed, k, other)?,
+            }
+        }
+        Ok(())
+    }
+    let mut seed = Document::new();
+    walk(&mut seed, filter)?;
+    Ok(seed)
+}
+
+/// The keys of the documents a write selects: every match when `multi`, else the first match
+/// (the first in `sort` order when one is given). They are chosen before anything is written
+/// so that written documents are not met again.
+pub(super) fn select_keys(
+    src: &mut MatchSource,
+    sort: Option<&SortSpec>,
+    multi: bool,
+) -> QResult<Vec<Vec<u8>>> {
+    if let (Some(sort), false) = (sort, multi) {
+        let mut best: Option<(Vec<u8>, Document)> = None;
+        while let Some((k, d)) = src.next_match().map_err(coll_err)? {
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| sort.compare(&d, b) == std::cmp::Ordering::Less)
+            {
+                best = Some((k, d));
+            }
+        }
+        return Ok(best.map(|(k, _)| k).into_iter().collect());
+    }
+    let mut keys = Vec::new();
+    while let Some((k, _)) = src.next_match().map_err(coll_err)? {
+        keys.push(k);
+        if !multi {
+            break;
+        }
+    }
+    Ok(keys)
+}
+
+/// Outcome of one update statement.
+#[derive(Default)]
+pub(super) struct UpdateResult {
+    pub(super) matched: u64,
+    pub(super) modified: u64,
+    pub(super) upserted: Option<Bson>,
+    /// Applied as a fast update (counts are assumed, not known).
+    pub(super) fast: bool,
+    /// The document before and after the last change (for findAndModify).
+    pub(super) before: Option<Document>,
+    pub(super) after: Option<Document>,
+}
+
+/// The normal read-modify-write of the document `lock` holds: re-read it under the lock
+/// (another writer may have changed or removed it), re-check the filter, apply, write.
+pub(super) fn update_locked(
+    coll: &Collection,
+    lock: &DocLock<'_>,
+    matcher: &Matcher,
+    spec: &UpdateSpec,
+    now: bson::DateTime,
+    res: &mut UpdateResult,
+) -> Result<(), WriteFail> {
+    let Some(old) = lock.read().map_err(|e| WriteFail::Other(coll_err(e)))? else {
+        return Ok(());
+    };
+    let (hit, positional) = matcher.matches_with_key(&old)?;
+    if !hit {
+        return Ok(());
+    }
+    res.matched += 1;
+    if spec.uses_positional() && positional.is_none() {
+        return Err(WriteFail::Other(QueryError::bad_value(
+            "The positional operator did not find the match needed from the query.",
+        )));
+    }
+    let ctx = UpdateCtx {
+        is_insert: false,
+        positional,
+        ..UpdateCtx::new(now)
+    };
+    let (new, changed) = spec.apply(&old, &ctx)?;
+    if changed {
+        if doc_size(&new) > MAX_DOC {
+            return Err(WriteFail::Other(QueryError::bson_object_too_large(
+                "Resulting document after update is larger than 16777216",
+            )));
+        }
+        coll.replace(lock, &old, &new).map_err(WriteFail::from)?;
+        res.modified += 1;
+    }
+    res.before = Some(old);
+    res.after = Some(new);
+    Ok(())
+}
+
+/// Apply `spec` to the documents `q` selects (one unless `multi`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn update_docs(
+    s: &Server,
+    ns: &str,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    spec: &UpdateSpec,
+    multi: bool,
+    upsert: bool,
+    hint: Option<&Bson>,
+) -> Result<UpdateResult, WriteFail> {
+    if multi && spec.is_replacement() {
+        return Err(WriteFail::Other(QueryError::failed_to_parse(
+            "multi update is not supported for replacement-style update",
+        )));
+    }
+    let matcher = Arc::new(new_matcher(filter)?);
+    let mut res = UpdateResult::default();
+    let now = bson::DateTime::now();
+    if let Some(coll) = s.store.get(ns) {
+        // The keys to update, chosen first so that updated documents are not seen again.
+        let planned = coll.plan(filter, &matcher, None, hint, None)?;
+        let mut src = MatchSource::uncovered(
+            coll.clone(),
+            &planned,
+            Some(matcher.clone()),
+            read_stop(None),
+        );
+        let keys = select_keys(&mut src, sort, multi)?;
+        for key in keys {
+            let lock = coll.lock_doc(key);
+            update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
+        }
+    }
+    if res.matched == 0 && upsert {
+        let seed = upsert_seed(filter)?;
+        let ctx = UpdateCtx {
+            is_insert: true,
+            positional: None,
+            ..UpdateCtx::new(now)
+        };
+        let new = if spec.is_replacement() {
+            let (mut d, _) = spec.apply(&seed, &ctx)?;
+            if let (Some(id), false) = (seed.get("_id"), d.contains_key("_id")) {
+                d.insert("_id", id.clone());
+            }
+            d
+        } else {
+            spec.apply_to_new(seed, &ctx)?
+        };
+        let new = prepare_insert(new)?;
+        let coll = s
+            .store
+            .get_or_create(ns)
+            .map_err(|e| WriteFail::Other(coll_err(e)))?;
+        insert_one(&coll, &new)?;
+        res.upserted = new.get("_id").cloned();
+        res.after = Some(new);
+    }
+    Ok(res)
+}
+
+pub(super) fn update_spec(u: &Bson, array_filters: Option<&[Document]>) -> QResult<UpdateSpec> {
+    match u {
+        Bson::Document(d) => UpdateSpec::parse(d, array_filters),
+        Bson::Array(_) => Err(QueryError::not_implemented(
+            "pipeline-style updates are not supported yet",
+        )),
+        other => Err(QueryError::failed_to_parse(format!(
+            "Update argument must be either an object or an array, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+pub(super) fn array_filters_arg(d: &Document) -> QResult<Option<Vec<Document>>> {
+    match d.get("arrayFilters") {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Bson::Document(f) => Ok(f.clone()),
+                _ => Err(QueryError::type_mismatch("arrayFilters must be objects")),
+            })
+            .collect::<QResult<Vec<_>>>()
+            .map(Some),
+        Some(_) => Err(QueryError::type_mismatch("arrayFilters must be an array")),
+    }
+}
+
+/// Delete what `filter` selects (at most one unless `multi`); returns the deleted documents.
+pub(super) fn delete_docs(
+    s: &Server,
+    ns: &str,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    multi: bool,
+    hint: Option<&Bson>,
+) -> QResult<Vec<Document>> {
+    let Some(coll) = s.store.get(ns) else {
+        return Ok(Vec::new());
+    };
+    let matcher = Arc::new(new_matcher(filter)?);
+    let planned = coll.plan(filter, &matcher, None, hint, None)?;
+    let mut src = MatchSource::uncovered(
+        coll.clone(),
+        &planned,
+        Some(matcher.clone()),
+        read_stop(None),
+    );
+    let keys = select_keys(&mut src, sort, multi)?;
+    let mut out = Vec::new();
+    for key in keys {
+        let lock = coll.lock_doc(key);
+        let Some(old) = lock.read().map_err(coll_err)? else {
+            continue;
+        };
+        if !matcher.matches(&old) {
+            continue;
+        }
+        coll.delete(&lock, &old).map_err(coll_err)?;
+        out.push(old);
+    }
+    Ok(out)
+}

@@ -1,0 +1,179 @@
+//! Write-result plumbing shared by insert, update, delete and findAndModify: the
+//! statement list, per-document failures (`writeErrors`, duplicate keys with their key),
+//! document checks before storage, and the write concern.
+
+use bson::{doc, oid::ObjectId, Bson, Document};
+use silt_collection::{CollError, Collection};
+use silt_query::{QResult, QueryError};
+
+use super::common::{bool_arg, doc_arg, type_name};
+use crate::state::{coll_err, Server};
+
+/// Largest document accepted (MongoDB's 16 MiB).
+pub(super) const MAX_DOC: usize = 16 * 1024 * 1024;
+
+/// After writes: honour `writeConcern: {j: true}` (and `fsync: true`) by syncing the log.
+pub(super) fn write_concern(s: &Server, cmd: &Document) -> QResult<()> {
+    if let Some(wc) = doc_arg(cmd, "writeConcern")? {
+        let j = bool_arg(wc, "j")?.unwrap_or(false) || bool_arg(wc, "fsync")?.unwrap_or(false);
+        if j {
+            s.store
+                .sync_log()
+                .map_err(|e| QueryError::internal(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn write_error(index: usize, e: &QueryError) -> Document {
+    doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() }
+}
+
+/// A duplicate key: the index, its key pattern and the duplicate values.
+pub(super) struct DupKey {
+    pub(super) msg: String,
+    pub(super) key_pattern: Document,
+    pub(super) key_value: Document,
+}
+
+pub(super) fn dup_write_error(index: usize, d: DupKey) -> Document {
+    let e = QueryError::duplicate_key(d.msg);
+    let mut w = write_error(index, &e);
+    w.insert("keyPattern", d.key_pattern);
+    w.insert("keyValue", d.key_value);
+    w
+}
+
+pub(super) fn doc_size(d: &Document) -> usize {
+    let mut v = Vec::new();
+    let _ = d.to_writer(&mut v);
+    v.len()
+}
+
+/// Check a document for storage and give it an `_id` (first) if it has none.
+pub fn prepare_insert(mut d: Document) -> QResult<Document> {
+    for k in d.keys() {
+        if k.starts_with('$') {
+            return Err(QueryError::dollar_prefixed_field_name(format!(
+                "Document can't have $ prefixed field names: {k}"
+            )));
+        }
+    }
+    match d.get("_id") {
+        None => {
+            let mut nd = Document::new();
+            nd.insert("_id", ObjectId::new());
+            nd.extend(d);
+            d = nd;
+        }
+        Some(Bson::Array(_)) => return Err(QueryError::bad_value("can't use an array for _id")),
+        Some(Bson::RegularExpression(_)) => {
+            return Err(QueryError::bad_value("can't use a regex for _id"))
+        }
+        Some(Bson::Undefined) => {
+            return Err(QueryError::bad_value("can't use a undefined for _id"))
+        }
+        Some(Bson::Document(sub)) if sub.keys().any(|k| k.starts_with('$')) => {
+            return Err(QueryError::dollar_prefixed_field_name(
+                "_id fields may not contain '$'-prefixed fields",
+            ))
+        }
+        Some(_) => {
+            if d.keys().next().map(String::as_str) != Some("_id") {
+                // MongoDB stores _id first.
+                let id = d.remove("_id").unwrap_or(Bson::Null);
+                let mut nd = doc! { "_id": id };
+                nd.extend(d);
+                d = nd;
+            }
+        }
+    }
+    let n = doc_size(&d);
+    if n > MAX_DOC {
+        return Err(QueryError::bson_object_too_large(format!(
+            "object to insert too large. size in bytes: {n}, max size: {MAX_DOC}"
+        )));
+    }
+    Ok(d)
+}
+
+/// A failed write of one document: a duplicate key (reported with the key) or another error.
+pub(super) enum WriteFail {
+    Dup(Box<DupKey>),
+    Other(QueryError),
+}
+
+impl From<QueryError> for WriteFail {
+    fn from(e: QueryError) -> Self {
+        WriteFail::Other(e)
+    }
+}
+
+impl From<CollError> for WriteFail {
+    fn from(e: CollError) -> Self {
+        match e {
+            CollError::DuplicateKey {
+                ref key_pattern,
+                ref key_value,
+                ..
+            } => WriteFail::Dup(Box::new(DupKey {
+                key_pattern: (**key_pattern).clone(),
+                key_value: (**key_value).clone(),
+                msg: e.to_string(),
+            })),
+            other => WriteFail::Other(coll_err(other)),
+        }
+    }
+}
+
+impl WriteFail {
+    pub(super) fn into_write_error(self, index: usize) -> Document {
+        match self {
+            WriteFail::Dup(d) => dup_write_error(index, *d),
+            WriteFail::Other(e) => write_error(index, &e),
+        }
+    }
+    pub(super) fn into_error(self) -> QueryError {
+        match self {
+            WriteFail::Dup(d) => QueryError::duplicate_key(d.msg),
+            WriteFail::Other(e) => e,
+        }
+    }
+}
+
+pub(super) fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
+    coll.insert(d).map_err(WriteFail::from)
+}
+
+pub(super) fn docs_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Vec<&'a Document>> {
+    let arr = match cmd.get(name) {
+        Some(Bson::Array(a)) => a,
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}' is the wrong type '{}', expected type 'array'",
+                type_name(other)
+            )))
+        }
+        None => {
+            return Err(QueryError::failed_to_parse(format!(
+                "BSON field '{name}' is missing but a required field"
+            )))
+        }
+    };
+    if arr.is_empty() || arr.len() > silt_wire::MAX_WRITE_BATCH {
+        return Err(QueryError::invalid_length(format!(
+            "Write batch sizes must be between 1 and {}. Got {} operations.",
+            silt_wire::MAX_WRITE_BATCH,
+            arr.len()
+        )));
+    }
+    arr.iter()
+        .map(|v| match v {
+            Bson::Document(d) => Ok(d),
+            other => Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}' items must be objects, not '{}'",
+                type_name(other)
+            ))),
+        })
+        .collect()
+}
