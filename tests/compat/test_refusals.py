@@ -131,3 +131,29 @@ def test_index_stats(db):
         list(db.c.aggregate([{"$indexStats": {"x": 1}}]))
     assert e.value.code == 28803
     assert list(db.nothing.aggregate([{"$indexStats": {}}])) == []
+
+
+def test_index_and_collection_options(db):
+    for opt in ({"expireAfterSeconds": 60}, {"collation": {"locale": "fr"}}, {"hidden": True}):
+        with pytest.raises(OperationFailure) as e:
+            db.command("createIndexes", "c", indexes=[dict({"key": {"a": 1}, "name": "a_1"}, **opt)])
+        assert e.value.code == 238 and next(iter(opt)) in str(e.value)
+    with pytest.raises(OperationFailure) as e:
+        db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1", "bogus": 1}])
+    assert e.value.code == 197
+    assert "The field 'bogus' is not valid for an index specification" in str(e.value)
+    # Defaults are fine.
+    db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1", "hidden": False}])
+    assert [i["name"] for i in db.c.list_indexes()] == ["_id_", "a_1"]
+    for opt in ({"validator": {"a": {"$gt": 1}}}, {"timeseries": {"timeField": "t"}},
+                {"collation": {"locale": "fr"}}, {"expireAfterSeconds": 5}):
+        with pytest.raises(OperationFailure) as e:
+            db.command(dict({"create": "d"}, **opt))
+        assert e.value.code == 238 and next(iter(opt)) in str(e.value)
+    with pytest.raises(OperationFailure) as e:
+        db.command("create", "d", nonsense=1)
+    assert e.value.code == 40415
+    # What mongorestore sends.
+    db.command("create", "d", idIndex={"key": {"_id": 1}, "name": "_id_", "v": 2})
+    assert "d" in db.list_collection_names()
+    assert db.list_collection_names().count("c") == 1

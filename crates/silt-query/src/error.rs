@@ -62,6 +62,7 @@ codes! {
     operation_failed => 96, "OperationFailed";
     document_validation_failure => 121, "DocumentValidationFailure";
     not_implemented => 238, "NotImplemented";
+    invalid_index_specification_option => 197, "InvalidIndexSpecificationOption";
     location => 17, "Location";
     duplicate_key => 11000, "DuplicateKey";
     invalid_pipeline_operator => 168, "InvalidPipelineOperator";

@@ -6,6 +6,44 @@ use silt_query::QueryError;
 use super::common::coll_arg;
 use crate::state::{coll_err, CmdResult, Server};
 
+/// Index options siltd honours (`clustering` is siltd's; `background`, `v` and `ns` are
+/// accepted and ignored, as MongoDB ignores them).
+const INDEX_HONOURED: &[&str] = &[
+    "key",
+    "name",
+    "unique",
+    "sparse",
+    "partialFilterExpression",
+    "clustering",
+    "background",
+    "v",
+    "ns",
+];
+
+/// Index options MongoDB knows and siltd does not implement: refused unless default.
+const INDEX_REFUSED: &[&str] = &[
+    "hidden",
+    "expireAfterSeconds",
+    "storageEngine",
+    "weights",
+    "default_language",
+    "language_override",
+    "textIndexVersion",
+    "2dsphereIndexVersion",
+    "bits",
+    "min",
+    "max",
+    "bucketSize",
+    "collation",
+    "wildcardProjection",
+    "columnstoreProjection",
+    "coarsestIndexedLevel",
+    "finestIndexedLevel",
+    "dropDups",
+    "clustered",
+    "prepareUnique",
+];
+
 pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
@@ -22,23 +60,22 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 "each index spec must be a document",
             ));
         };
-        for k in spec.keys() {
-            if !matches!(
-                k.as_str(),
-                "key"
-                    | "name"
-                    | "unique"
-                    | "sparse"
-                    | "partialFilterExpression"
-                    | "clustering"
-                    | "background"
-                    | "v"
-                    | "ns"
-            ) {
-                return Err(QueryError::invalid_options(format!(
-                    "siltd does not support the index option '{k}'"
+        for (k, v) in spec {
+            let k = k.as_str();
+            if INDEX_HONOURED.contains(&k) {
+                continue;
+            }
+            if INDEX_REFUSED.contains(&k) {
+                if matches!(v, Bson::Null | Bson::Boolean(false)) {
+                    continue;
+                }
+                return Err(super::args::not_implemented(&format!(
+                    "createIndexes.indexes.{k}"
                 )));
             }
+            return Err(QueryError::invalid_index_specification_option(format!(
+                "The field '{k}' is not valid for an index specification. Specification: {spec}"
+            )));
         }
         if !spec.contains_key("key") {
             return Err(QueryError::failed_to_parse(
