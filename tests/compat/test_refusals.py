@@ -85,13 +85,18 @@ def test_unknown_and_unimplemented_fields(db):
     with pytest.raises(OperationFailure) as e:
         db.command("find", "c", let={"x": 1})
     assert e.value.code == 238 and "let" in str(e.value)
-    # Defaults of unimplemented flags are fine.
+    # Defaults of unimplemented flags are fine; noCursorTimeout is honoured.
     assert db.command("find", "c", returnKey=False, showRecordId=False)["ok"] == 1
+    db.c.insert_many([{"_id": 2}, {"_id": 3}])
+    r = db.command("find", "c", noCursorTimeout=True, batchSize=1)
+    assert r["cursor"]["firstBatch"] == [{"_id": 1}] and r["cursor"]["id"] != 0
+    more = db.command("getMore", r["cursor"]["id"], collection="c", batchSize=10)
+    assert more["cursor"]["nextBatch"] == [{"_id": 2}, {"_id": 3}]
     with pytest.raises(OperationFailure) as e:
         db.command("find", "c", readConcern={"level": "snapshot"})
     assert e.value.code == 238
     assert db.command("find", "c", readConcern={"level": "majority"})["ok"] == 1
-    assert db.c.find_one() == {"_id": 1}
+    assert db.c.find_one({"_id": 1}) == {"_id": 1}
 
 
 def test_list_commands_is_the_dispatch_table(client):

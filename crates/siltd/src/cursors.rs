@@ -76,6 +76,8 @@ pub struct OpenCursor {
     pub held: Option<Document>,
     pub batch_size: Option<usize>,
     last_used: Instant,
+    /// `noCursorTimeout`: never closed for being idle.
+    no_timeout: bool,
 }
 
 /// Largest reply batch in bytes (MongoDB's 16 MiB less room for the envelope).
@@ -155,6 +157,7 @@ impl Cursors {
             held,
             batch_size,
             last_used: Instant::now(),
+            no_timeout: false,
         };
         self.map.lock().insert(id, Arc::new(Mutex::new(c)));
         id
@@ -174,6 +177,7 @@ impl Cursors {
             held: None,
             batch_size,
             last_used: Instant::now(),
+            no_timeout: false,
         };
         if batch_size == Some(0) && !single_batch {
             // An empty first batch: the client will ask with getMore.
@@ -242,13 +246,20 @@ impl Cursors {
         self.map.lock().len()
     }
 
+    /// Exempt cursor `id` from the idle timeout (`noCursorTimeout`).
+    pub fn keep_alive(&self, id: i64) {
+        if let Some(c) = self.map.lock().get(&id) {
+            c.lock().no_timeout = true;
+        }
+    }
+
     /// Close every cursor idle for longer than the timeout; returns how many.
     pub fn reap(&self) -> usize {
         let now = Instant::now();
         let mut m = self.map.lock();
         let before = m.len();
         m.retain(|_, c| match c.try_lock() {
-            Some(c) => now.duration_since(c.last_used) < self.timeout,
+            Some(c) => c.no_timeout || now.duration_since(c.last_used) < self.timeout,
             None => true,
         });
         before - m.len()

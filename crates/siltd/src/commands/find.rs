@@ -60,5 +60,8 @@ pub fn find(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let batch = batch_size_arg(cmd)?;
     let src = run_query(s.store.get(&ns), q)?;
     let (docs, id) = s.cursors.first_batch(&ns, src, batch, single)?;
+    if id != 0 && bool_arg(cmd, "noCursorTimeout")?.unwrap_or(false) {
+        s.cursors.keep_alive(id);
+    }
     Ok(cursor_reply(&ns, docs, id, true))
 }

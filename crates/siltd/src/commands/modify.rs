@@ -75,11 +75,21 @@ pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
 /// The keys of the documents a write selects: every match when `multi`, else the first match
 /// (the first in `sort` order when one is given). They are chosen before anything is written
 /// so that written documents are not met again.
-pub(super) fn select_keys(
-    src: &mut MatchSource,
+fn select_keys(
+    coll: &Arc<Collection>,
+    filter: &Document,
+    matcher: &Arc<Matcher>,
     sort: Option<&SortSpec>,
     multi: bool,
+    hint: Option<&Bson>,
 ) -> QResult<Vec<Vec<u8>>> {
+    let planned = coll.plan(filter, matcher, None, hint, None)?;
+    let src = &mut MatchSource::uncovered(
+        coll.clone(),
+        &planned,
+        Some(matcher.clone()),
+        read_stop(None),
+    );
     if let (Some(sort), false) = (sort, multi) {
         let mut best: Option<(Vec<u8>, Document)> = None;
         while let Some((k, d)) = src.next_match().map_err(coll_err)? {
@@ -180,14 +190,7 @@ pub(super) fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let planned = coll.plan(filter, &matcher, None, hint, None)?;
-        let mut src = MatchSource::uncovered(
-            coll.clone(),
-            &planned,
-            Some(matcher.clone()),
-            read_stop(None),
-        );
-        let keys = select_keys(&mut src, sort, multi)?;
+        let keys = select_keys(&coll, filter, &matcher, sort, multi, hint)?;
         for key in keys {
             let lock = coll.lock_doc(key);
             update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
@@ -262,14 +265,7 @@ pub(super) fn delete_docs(
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let planned = coll.plan(filter, &matcher, None, hint, None)?;
-    let mut src = MatchSource::uncovered(
-        coll.clone(),
-        &planned,
-        Some(matcher.clone()),
-        read_stop(None),
-    );
-    let keys = select_keys(&mut src, sort, multi)?;
+    let keys = select_keys(&coll, filter, &matcher, sort, multi, hint)?;
     let mut out = Vec::new();
     for key in keys {
         let lock = coll.lock_doc(key);

@@ -292,6 +292,7 @@ pub const TABLE: &[Command] = &[
                 "allowPartialResults",
                 "oplogReplay",
                 "tailable",
+                "noCursorTimeout",
             ],
             &[
                 "collation",
@@ -300,7 +301,6 @@ pub const TABLE: &[Command] = &[
                 "max",
                 "returnKey",
                 "showRecordId",
-                "noCursorTimeout",
                 "awaitData",
                 "term",
                 "readOnce",

@@ -81,12 +81,19 @@ fn fast_by_index(
     array_filters: Option<&[Document]>,
     multi: bool,
 ) -> Result<Option<u64>, WriteFail> {
-    let eligible = |ixs: &[Arc<Index>]| {
+    let judge = |ixs: &[Arc<Index>]| {
         fast_index_paths(ixs, false).is_some_and(|p| crate::fast::update_is_eligible(spec, &p))
     };
-    if !eligible(&c.indexes()) {
+    let judged = c.indexes();
+    if !judge(&judged) {
         return Ok(None);
     }
+    // Under each document's guard: the same indexes as judged above are still eligible;
+    // any other set (an index created or dropped since) is judged again.
+    let same = |ixs: &[Arc<Index>]| {
+        ixs.len() == judged.len() && ixs.iter().zip(&judged).all(|(a, b)| Arc::ptr_eq(a, b))
+    };
+    let eligible = |ixs: &[Arc<Index>]| same(ixs) || judge(ixs);
     let matcher = new_matcher(q)?;
     let Some(scan) = c.exact_scan(&matcher) else {
         return Ok(None);
