@@ -50,3 +50,13 @@ def test_counts_equal_real_counts(db):
     for f in [{}, {"a": 1000}, {"a": {"$gte": 0}}, {"b": "x", "a": 1000}]:
         real = sum(1 for _ in db.c.find(f, {"_id": 1}))
         assert db.c.count_documents(f) == real, f
+
+
+def test_count_documents_answers_an_int32(db):
+    db.c.insert_many([{"_id": i, "a": i} for i in range(5)])
+    db.c.create_index("a")
+    for f in ({}, {"a": {"$gte": 2}}):
+        r = db.command("aggregate", "c", pipeline=[{"$match": f}, {"$group": {"_id": 1, "n": {"$sum": 1}}}],
+                       cursor={})
+        n = r["cursor"]["firstBatch"][0]["n"]
+        assert type(n) is int and n == (5 if not f else 3)

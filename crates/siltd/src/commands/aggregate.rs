@@ -252,7 +252,11 @@ fn aggregate_collection(
                             Vec::new()
                         } else {
                             let mut d = doc! { "_id": id };
-                            d.insert(field, n as i64);
+                            // As `$sum` of int32s: an int32 while it fits.
+                            match i32::try_from(n) {
+                                Ok(n) => d.insert(field, n),
+                                Err(_) => d.insert(field, n as i64),
+                            };
                             vec![d]
                         }
                     }
