@@ -177,13 +177,13 @@ pub fn choose(
     hint: Option<&Bson>,
     needs: Option<&[String]>,
 ) -> QResult<Choice> {
-    let mut choice = choose_plan(indexes, filter, matcher, sort, hint, needs)?;
+    let mut leaves = Vec::new();
+    conjuncts(matcher.expr(), &mut leaves);
+    let mut choice = choose_plan(indexes, filter, &leaves, sort, hint, needs)?;
     if let (Plan::Index(scans), Some(needs)) = (&choice.plan, needs) {
         if let [scan] = scans.as_slice() {
             let ix = &indexes[scan.index];
             if covers(ix, needs) {
-                let mut leaves = Vec::new();
-                conjuncts(matcher.expr(), &mut leaves);
                 choice.covered = Some(Covered {
                     exact: bounds_are_exact(scan, ix.fields, &leaves),
                 });
@@ -193,16 +193,15 @@ pub fn choose(
     Ok(choice)
 }
 
+/// [`choose`] over the filter's top-level conjuncts `leaves`.
 fn choose_plan(
     indexes: &[IndexInfo<'_>],
     filter: &Document,
-    matcher: &Matcher,
+    leaves: &[&MatchExpr],
     sort: Option<&SortSpec>,
     hint: Option<&Bson>,
     needs: Option<&[String]>,
 ) -> QResult<Choice> {
-    let mut leaves = Vec::new();
-    conjuncts(matcher.expr(), &mut leaves);
     let finish = |mut s: IndexScan| {
         let dir = sort.and_then(|so| sort_direction(&indexes[s.index], &s, so));
         s.reverse = dir.unwrap_or(false);
@@ -228,7 +227,7 @@ fn choose_plan(
                 });
             }
             Some(Some(pos)) => {
-                let s = scan_for(pos, &indexes[pos], &leaves, true).expect("forced scan");
+                let s = scan_for(pos, &indexes[pos], leaves, true).expect("forced scan");
                 return Ok(finish(s));
             }
             None => {}
@@ -244,7 +243,7 @@ fn choose_plan(
     }
     let mut best: Option<(IndexScan, bool)> = None;
     for (pos, ix) in indexes.iter().enumerate() {
-        let Some(mut s) = scan_for(pos, ix, &leaves, false) else {
+        let Some(mut s) = scan_for(pos, ix, leaves, false) else {
             continue;
         };
         if !complete_for(ix, filter, &s) {
@@ -277,7 +276,7 @@ fn choose_plan(
     }
     let complete = |ix: &&IndexInfo<'_>| !ix.sparse && ix.partial.is_none();
     // $or: a union when every branch has an index.
-    if let [MatchExpr::Or(branches)] = leaves.as_slice() {
+    if let [MatchExpr::Or(branches)] = leaves {
         let mut scans = Vec::new();
         for b in branches {
             let mut bl = Vec::new();
@@ -318,7 +317,7 @@ fn choose_plan(
             .iter()
             .enumerate()
             .filter(|(_, ix)| complete(ix))
-            .filter_map(|(pos, ix)| scan_for(pos, ix, &leaves, true))
+            .filter_map(|(pos, ix)| scan_for(pos, ix, leaves, true))
             .filter(|s| sort_direction(&indexes[s.index], s, so).is_some());
         let covering = |s: &IndexScan| needs.is_some_and(|n| covers(&indexes[s.index], n));
         // `max_by_key` keeps the last of equals: reversed, that is the first index.
