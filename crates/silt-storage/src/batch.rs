@@ -3,13 +3,14 @@
 //! A [`WriteBatch`] collects writes to any dictionaries of one environment and commits them as
 //! one log record. Recovery replays a record whole or not at all, and a checkpoint (which
 //! excludes writers) sees all of a batch's writes or none, so after a crash a batch is either
-//! complete or absent. Readers are not isolated from a batch in progress: there are no
-//! transactions yet, and a reader may see one dictionary's write before another's.
+//! complete or absent. A reader through a [`Snapshot`](crate::Snapshot) sees all of a batch or
+//! none of it; a reader without one may see one dictionary's write before another's.
 
 use std::sync::Arc;
 
 use crate::dict::Dict;
 use crate::error::{Error, Result};
+use crate::txn::Txn;
 use crate::wal::LogRecord;
 
 /// Writes to commit together. Build it with the methods named like [`Dict`]'s, then
@@ -92,8 +93,20 @@ impl WriteBatch {
             None => Ok(()),
             Some((d, _)) => {
                 let env = d.env.clone();
-                crate::write::commit(&env, self.ops)
+                crate::write::commit(&env, self.ops, None)
             }
         }
+    }
+
+    /// Log the writes as one record of `txn` and apply them provisionally (see [`Txn`]).
+    pub fn commit_in(self, txn: &Txn) -> Result<()> {
+        if let Some((d, _)) = self.ops.first() {
+            if !Arc::ptr_eq(&d.env, &txn.env) {
+                return Err(Error::InvalidArgument(
+                    "a transaction spans one environment".into(),
+                ));
+            }
+        }
+        crate::write::commit(&txn.env, self.ops, Some(&txn.core))
     }
 }

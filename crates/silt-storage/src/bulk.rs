@@ -104,7 +104,7 @@ where
         prev = Some(k.into());
         cur.get_or_insert_with(|| (k.into(), LeafBuilder::new(cfg.basement_bytes)))
             .1
-            .push(k, v);
+            .push(k, crate::tree::le::LE_CLEAN, v);
         if rows % 1_000_000 == 0 {
             tracing::info!(
                 rows,

@@ -23,10 +23,11 @@ use crate::format::node::{
     self as fnode, decode_header, decode_part, encode_block, image_of, NodeImage,
 };
 use crate::ids::{BlockNum, DictId, Xid};
-use crate::msg::MsgKind;
+use crate::msg::{MsgKind, UpdateRegistry};
 use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::tree::node::{Key, Node, Part, PartData, PartLoc};
 use crate::tree::{Need, Step, Tree};
+use crate::txn::{Snapshot, Txn, View};
 use crate::wal::LogRecord;
 
 pub(crate) struct DictCore {
@@ -518,11 +519,43 @@ impl Dict {
         })
     }
 
-    /// The value of `key`, with every pending message applied.
+    /// The newest committed value of `key`, with every pending message applied.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_view(key, View::Latest)
+    }
+
+    /// The value of `key` that `snap` sees.
+    pub fn get_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
+        self.get_view(key, snap.view())
+    }
+
+    /// Whether a write of `key` by `txn` (or, without one, by a write outside any
+    /// transaction) would conflict with another writer: another transaction holds a
+    /// provisional version of it, or (for `txn`) a version was committed that `txn`'s
+    /// snapshot does not see (first committer wins).
+    pub fn write_conflict(&self, key: &[u8], txn: Option<&Txn>) -> Result<bool> {
+        self.readable()?;
+        let le = loop {
+            let r = self.core.tree.read().versions(&self.env.fns, key);
+            match r {
+                Ok(le) => break le,
+                Err(n) => self.core.do_io(&self.env, n)?,
+            }
+        };
+        let own = txn.map(|t| t.xid());
+        if le.prov.as_ref().is_some_and(|p| Some(p.xid) != own) {
+            return Ok(true);
+        }
+        Ok(match (txn, le.newest_xid()) {
+            (Some(t), Some(x)) => !t.snapshot().view().sees(x),
+            _ => false,
+        })
+    }
+
+    fn get_view(&self, key: &[u8], view: View<'_>) -> Result<Option<Vec<u8>>> {
         self.readable()?;
         loop {
-            let r = self.core.tree.read().get(&self.env.fns, key);
+            let r = self.core.tree.read().get(&self.env.fns, key, view);
             match r {
                 Ok(v) => {
                     self.env.relieve_memory(true)?;
@@ -537,9 +570,9 @@ impl Dict {
     fn scan(
         &self,
         mut from: Bound<Key>,
-        lo: &Bound<Key>,
-        hi: &Bound<Key>,
+        range: (&Bound<Key>, &Bound<Key>),
         reverse: bool,
+        view: View<'_>,
         until: &mut dyn FnMut(usize) -> bool,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
@@ -547,7 +580,7 @@ impl Dict {
         loop {
             let r = {
                 let t = self.core.tree.read();
-                t.scan_basement(&self.env.fns, &from, lo, hi, reverse, &mut |k, v| {
+                t.scan_basement(&self.env.fns, &from, range, reverse, view, &mut |k, v| {
                     seen += 1;
                     f(k, v)
                 })
@@ -567,17 +600,39 @@ impl Dict {
 
     /// Number of live keys in `[lo, hi]`, counted in the tree without copying values out.
     pub fn count_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
+        self.count_view(lo, hi, View::Latest)
+    }
+
+    /// [`Dict::count_range`] of what `snap` sees.
+    pub fn count_range_at(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        snap: &Snapshot,
+    ) -> Result<u64> {
+        self.count_view(lo, hi, snap.view())
+    }
+
+    fn count_view(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, view: View<'_>) -> Result<u64> {
         self.readable()?;
         let (lo, hi) = (own(lo), own(hi));
         let mut n = 0u64;
-        self.scan(lo.clone(), &lo, &hi, false, &mut |_| false, &mut |_, _| {
-            n += 1;
-            true
-        })?;
+        self.scan(
+            lo.clone(),
+            (&lo, &hi),
+            false,
+            view,
+            &mut |_| false,
+            &mut |_, _| {
+                n += 1;
+                true
+            },
+        )?;
         Ok(n)
     }
 
-    /// A cursor over `[lo, hi]`, positioned before the first key.
+    /// A cursor over `[lo, hi]` of the newest committed values, positioned before the first
+    /// key. It sees writes that land between its refills.
     pub fn cursor(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Cursor {
         Cursor {
             dict: self.clone(),
@@ -586,18 +641,52 @@ impl Dict {
             pos: Pos::Start,
             batch: VecDeque::new(),
             batch_forward: true,
+            snap: None,
         }
+    }
+
+    /// A cursor over `[lo, hi]` of what `snap` sees, from its first entry to its last.
+    pub fn cursor_at(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, snap: &Snapshot) -> Cursor {
+        let mut c = self.cursor(lo, hi);
+        c.snap = Some(snap.clone());
+        c
     }
 
     /// All live entries in `[lo, hi]`, in key order.
     pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range_view(lo, hi, View::Latest)
+    }
+
+    /// [`Dict::range`] of what `snap` sees.
+    pub fn range_at(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        snap: &Snapshot,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range_view(lo, hi, snap.view())
+    }
+
+    fn range_view(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        view: View<'_>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.readable()?;
         let (lo, hi) = (own(lo), own(hi));
         let mut out = Vec::new();
-        self.scan(lo.clone(), &lo, &hi, false, &mut |_| false, &mut |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            true
-        })?;
+        self.scan(
+            lo.clone(),
+            (&lo, &hi),
+            false,
+            view,
+            &mut |_| false,
+            &mut |k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                true
+            },
+        )?;
         Ok(out)
     }
 
@@ -644,45 +733,47 @@ impl Dict {
     }
 }
 
-/// Apply a logged operation to the tree (used both live and during recovery).
-pub(crate) fn apply_record(t: &mut Tree, env: &EnvInner, rec: LogRecord) {
-    let fns = &env.fns;
-    let xid = Xid::AUTOCOMMIT;
-    match rec {
-        LogRecord::Put { key, val, .. } => {
-            t.inject(fns, &key, MsgKind::Insert(val.into()), xid);
-        }
-        LogRecord::Replace { key, val, .. } => {
-            t.inject(fns, &key, MsgKind::Replace(val.into()), xid);
+/// Apply one logged write to the tree (used both live and during recovery), stamped with
+/// `xid`, provisional when `prov`.
+pub(crate) fn apply_record(
+    t: &mut Tree,
+    fns: &UpdateRegistry,
+    rec: LogRecord,
+    xid: Xid,
+    prov: bool,
+) {
+    let kind = match rec {
+        LogRecord::Put { key, val, .. } => (key, MsgKind::Insert(val.into())),
+        LogRecord::Replace { key, val, .. } => (key, MsgKind::Replace(val.into())),
+        LogRecord::PutIfAbsent { key, val, .. } => (key, MsgKind::InsertNoOverwrite(val.into())),
+        LogRecord::Delete { key, .. } => (key, MsgKind::Delete),
+        LogRecord::Update { key, func, arg, .. } => (
+            key,
+            MsgKind::Update {
+                func,
+                arg: arg.into(),
+            },
+        ),
+        LogRecord::UpdateAll { func, arg, .. } => {
+            t.inject_broadcast(fns, func, &arg, xid);
+            return;
         }
         LogRecord::Batch(v) => {
             // Batches are split by the writer and by recovery; this is only reached if one
             // holds a single dictionary's writes.
             for r in v {
-                apply_record(t, env, r);
+                apply_record(t, fns, r, xid, prov);
             }
+            return;
         }
-        LogRecord::PutIfAbsent { key, val, .. } => {
-            t.inject(fns, &key, MsgKind::InsertNoOverwrite(val.into()), xid);
+        LogRecord::Txn { rec, .. } => {
+            apply_record(t, fns, *rec, xid, true);
+            return;
         }
-        LogRecord::Delete { key, .. } => {
-            t.inject(fns, &key, MsgKind::Delete, xid);
-        }
-        LogRecord::Update { key, func, arg, .. } => {
-            t.inject(
-                fns,
-                &key,
-                MsgKind::Update {
-                    func,
-                    arg: arg.into(),
-                },
-                xid,
-            );
-        }
-        LogRecord::UpdateAll { func, arg, .. } => {
-            t.inject_broadcast(fns, func, &arg, xid);
-        }
-    }
+        // Ends of transactions are injected by `write::finish` and recovery.
+        LogRecord::Commit { .. } | LogRecord::Abort { .. } => return,
+    };
+    t.inject(fns, &kind.0, kind.1, xid, prov);
 }
 
 #[derive(Debug, Clone)]
@@ -694,7 +785,8 @@ enum Pos {
 }
 
 /// A cursor over a bounded range. It holds no lock between calls: each refill reads one
-/// basement's worth under the tree's read lock, so it sees writes that land between refills.
+/// basement's worth under the tree's read lock. Without a snapshot it sees writes that land
+/// between refills; with one ([`Dict::cursor_at`]) it reads that snapshot throughout.
 pub struct Cursor {
     dict: Dict,
     lo: Bound<Key>,
@@ -702,6 +794,7 @@ pub struct Cursor {
     pos: Pos,
     batch: VecDeque<(Vec<u8>, Vec<u8>)>,
     batch_forward: bool,
+    snap: Option<Snapshot>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -741,11 +834,12 @@ impl Cursor {
             (Pos::Before(k), false) => Bound::Excluded(k.clone()),
         };
         let batch = &mut self.batch;
+        let view = self.snap.as_ref().map_or(View::Latest, Snapshot::view);
         self.dict.scan(
             from,
-            &self.lo,
-            &self.hi,
+            (&self.lo, &self.hi),
             !forward,
+            view,
             &mut |n| n >= 64,
             &mut |k, v| {
                 batch.push_back((k.to_vec(), v.to_vec()));

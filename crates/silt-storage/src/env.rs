@@ -38,13 +38,14 @@ use crate::file::DictFile;
 use crate::format::btt::{self, Extent};
 use crate::format::header::FileHeader;
 use crate::format::node::{encode_block, image_of};
-use crate::ids::{BlockNum, DictId, Lsn, Msn};
-use crate::msg::UpdateRegistry;
+use crate::ids::{BlockNum, DictId, Lsn, Msn, Xid};
+use crate::msg::{MsgKind, UpdateRegistry};
 use crate::options::{EnvOptions, SyncPolicy};
 use crate::poison::{spawn_worker, FailPoints, PoisonCause, PoisonState, TreeLock};
 use crate::tree::apply::Delta;
 use crate::tree::node::{Basement, Node};
 use crate::tree::{missing, Need, Tree, TreeCfg};
+use crate::txn::{note_write, Snapshot, Txn, TxnMgr};
 use crate::vfs::{OpenMode, RealFs, Vfs};
 use crate::wal::{self, LogRecord, Wal};
 use crate::write::WriteGate;
@@ -75,6 +76,8 @@ pub(crate) struct EnvInner {
     pub(crate) closed: AtomicBool,
     pub(crate) poison: Arc<PoisonState>,
     pub(crate) failpoints: FailPoints,
+    /// Transaction ids, live transactions and snapshots.
+    pub(crate) txns: Arc<TxnMgr>,
     bg: Mutex<BgState>,
     bg_cond: Condvar,
     evict_rr: AtomicU64,
@@ -109,6 +112,10 @@ pub struct EnvStats {
     pub bytes_on_disk: u64,
     /// Apparent size (length) of every file in the directory, holes included.
     pub apparent_bytes: u64,
+    /// Transactions live now (including writes outside a transaction in flight).
+    pub live_txns: u64,
+    /// Snapshots live now (each transaction holds one).
+    pub snapshots: u64,
 }
 
 /// An open environment. Dropping it stops the background workers and checkpoints, as
@@ -158,6 +165,7 @@ fn open_core(
     file: DictFile,
     cache: &Arc<CacheCtl>,
     poison: &Arc<PoisonState>,
+    txns: &TxnMgr,
 ) -> Result<DictCore> {
     let header = file.state.lock().header.clone();
     let root_ext = file
@@ -192,7 +200,9 @@ fn open_core(
         ckpt_images: Vec::new(),
         file: file.clone(),
         cache: cache.clone(),
+        horizon: txns.horizon_cell(),
     };
+    txns.observe(Xid(header.next_xid.saturating_sub(1)));
     tree.insert_node(root);
     Ok(DictCore {
         id,
@@ -242,12 +252,13 @@ impl Env {
         }
         let cache = Arc::new(CacheCtl::new(opts.cache_bytes));
         let poison = Arc::new(PoisonState::default());
+        let txns = Arc::new(TxnMgr::new(1));
         let mut dicts = BTreeMap::new();
         for (name, &id) in &catalog.by_name {
             let file = DictFile::open(&*vfs, &dir.join(dict_file_name(id)), opts.direct_io)?;
             dicts.insert(
                 id,
-                Arc::new(open_core(id, name.clone(), file, &cache, &poison)?),
+                Arc::new(open_core(id, name.clone(), file, &cache, &poison, &txns)?),
             );
         }
 
@@ -331,6 +342,7 @@ impl Env {
             closed: AtomicBool::new(false),
             poison,
             failpoints: FailPoints::default(),
+            txns,
             bg: Mutex::new(BgState::default()),
             bg_cond: Condvar::new(),
             evict_rr: AtomicU64::new(0),
@@ -345,6 +357,17 @@ impl Env {
         inner.checkpoint()?;
         let threads = spawn_workers(&inner);
         Ok(Env { inner, threads })
+    }
+
+    /// Begin a transaction (see [`Txn`]).
+    pub fn begin(&self) -> Result<Txn> {
+        self.inner.check_open()?;
+        Ok(Txn::begin(&self.inner))
+    }
+
+    /// A snapshot of every dictionary as of now (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.txns.snapshot(None)
     }
 
     /// Create a dictionary.
@@ -467,6 +490,7 @@ impl Env {
     /// Current figures.
     pub fn stats(&self) -> EnvStats {
         let c = &self.inner.cache;
+        let (txns, snaps) = self.inner.txns.counts();
         let (mut bytes, mut apparent) = (0, 0);
         let vfs = &self.inner.vfs;
         for name in vfs.list(&self.inner.dir).unwrap_or_default() {
@@ -487,6 +511,8 @@ impl Env {
             log_files: self.inner.wal.file_count() as u64,
             bytes_on_disk: bytes,
             apparent_bytes: apparent,
+            live_txns: txns as u64,
+            snapshots: snaps as u64,
         }
     }
 
@@ -608,6 +634,7 @@ impl EnvInner {
             compression: o.compression,
             rows: 0,
             data_bytes: 0,
+            next_xid: self.txns.next_xid(),
         };
         let path = self.dir.join(dict_file_name(id));
         let _ = self.vfs.remove(&path);
@@ -618,6 +645,7 @@ impl EnvInner {
             file,
             &self.cache,
             &self.poison,
+            &self.txns,
         )?);
         cat.next_id += 1;
         cat.by_name.insert(name.to_string(), id);
@@ -632,35 +660,94 @@ impl EnvInner {
         })
     }
 
+    /// Replay the log into the trees: every write a dictionary's checkpoint does not cover,
+    /// then finish transactions. A transaction's writes are collected from the whole log (the
+    /// checkpoint keeps the log from the first record of the oldest live transaction), so
+    /// that its commit or abort reaches every key it wrote; transactions with neither are
+    /// aborted. COMMIT and ABORT messages are idempotent, so finishing one in a dictionary
+    /// that already holds the outcome changes nothing.
     fn replay(&self, logs: Vec<wal::LogFile>) -> Result<u64> {
         let dicts = self.dicts.read().clone();
         let ckpt: BTreeMap<DictId, Lsn> = dicts
             .iter()
             .map(|(id, d)| (*id, d.file.state.lock().header.ckpt_lsn))
             .collect();
+        let uncovered = |id: DictId, lsn: Lsn| ckpt.get(&id).is_some_and(|&cl| lsn > cl);
+        type Keys = BTreeMap<Box<[u8]>, i8>;
+        let mut open: BTreeMap<Xid, BTreeMap<DictId, Keys>> = BTreeMap::new();
         let mut n = 0u64;
+        let mut inject = |d: &DictCore, w: LogRecord, xid: Xid, prov: bool| -> Result<()> {
+            if let LogRecord::Update { func, .. } | LogRecord::UpdateAll { func, .. } = &w {
+                self.fns.check(*func)?;
+            }
+            apply_record(&mut d.tree.write(), &self.fns, w, xid, prov);
+            n += 1;
+            if d.tree.read().root_pressure() > 2.0 {
+                d.flush_until(self, 1.0)?;
+            }
+            self.relieve_memory(true)
+        };
+        let finish = |d: &DictCore, keys: &Keys, xid: Xid, commit: bool| -> Result<()> {
+            for (key, rows) in keys {
+                let kind = if commit {
+                    MsgKind::Commit { rows: *rows }
+                } else {
+                    MsgKind::Abort
+                };
+                d.tree.write().inject(&self.fns, key, kind, xid, false);
+                if d.tree.read().root_pressure() > 2.0 {
+                    d.flush_until(self, 1.0)?;
+                }
+                self.relieve_memory(true)?;
+            }
+            Ok(())
+        };
         for lf in logs {
             for (lsn, rec) in lf.records {
-                // A batch is one record: it is in the log whole or not at all. Each of its
-                // writes goes to its own dictionary unless that one's checkpoint covers it.
-                for rec in rec.writes() {
-                    let id = rec.dict();
-                    let (Some(d), Some(&cl)) = (dicts.get(&id), ckpt.get(&id)) else {
-                        continue;
-                    };
-                    if lsn <= cl {
-                        continue;
+                match rec {
+                    LogRecord::Txn { xid, rec } => {
+                        self.txns.observe(xid);
+                        let ws = open.entry(xid).or_default();
+                        for w in rec.writes() {
+                            let id = w.dict();
+                            note_write(ws.entry(id).or_default(), &w);
+                            if let (Some(d), true) = (dicts.get(&id), uncovered(id, lsn)) {
+                                inject(d, w, xid, true)?;
+                            }
+                        }
                     }
-                    if let LogRecord::Update { func, .. } | LogRecord::UpdateAll { func, .. } = &rec
-                    {
-                        self.fns.check(*func)?;
+                    LogRecord::Commit { xid } | LogRecord::Abort { xid } => {
+                        self.txns.observe(xid);
+                        let commit = matches!(rec, LogRecord::Commit { .. });
+                        for (id, keys) in open.remove(&xid).unwrap_or_default() {
+                            if let (Some(d), true) = (dicts.get(&id), uncovered(id, lsn)) {
+                                finish(d, &keys, xid, commit)?;
+                            }
+                        }
                     }
-                    apply_record(&mut d.tree.write(), self, rec);
-                    n += 1;
-                    if d.tree.read().root_pressure() > 2.0 {
-                        d.flush_until(self, 1.0)?;
+                    // A batch is one record: it is in the log whole or not at all. Each of its
+                    // writes goes to its own dictionary unless that one's checkpoint covers it.
+                    rec => {
+                        for w in rec.writes() {
+                            let id = w.dict();
+                            if let (Some(d), true) = (dicts.get(&id), uncovered(id, lsn)) {
+                                inject(d, w, Xid::AUTOCOMMIT, false)?;
+                            }
+                        }
                     }
-                    self.relieve_memory(true)?;
+                }
+            }
+        }
+        if !open.is_empty() {
+            tracing::info!(
+                transactions = open.len(),
+                "recovery aborts transactions that did not commit"
+            );
+        }
+        for (xid, ws) in open {
+            for (id, keys) in ws {
+                if let Some(d) = dicts.get(&id) {
+                    finish(d, &keys, xid, false)?;
                 }
             }
         }
@@ -714,9 +801,15 @@ impl EnvInner {
         let dicts = self.dict_list();
         let mut plans = Vec::with_capacity(dicts.len());
         let lsn;
+        let next_xid;
+        let keep_from;
         {
             let _w = self.gate.exclusive();
             lsn = self.wal.last_lsn();
+            next_xid = self.txns.next_xid();
+            // The log from the first record of the oldest live transaction on is needed to
+            // finish it after a crash.
+            keep_from = self.txns.oldest_lsn();
             // Start a new log file after `lsn` (at the next log write, the sync below), so
             // that when this checkpoint completes every older file can be deleted.
             self.wal.rotate_at_last();
@@ -737,6 +830,7 @@ impl EnvInner {
                 h.max_msn = Msn(t.next_msn);
                 h.rows = t.stats.rows;
                 h.data_bytes = t.stats.bytes;
+                h.next_xid = next_xid;
                 st.inprogress = Some(st.current.clone());
                 plans.push((d.clone(), pending, h));
             }
@@ -747,6 +841,10 @@ impl EnvInner {
             for b in pending {
                 let img = {
                     let mut t = d.tree.write();
+                    if t.nodes.get(&b).is_some_and(|n| n.ckpt_pending) {
+                        // Versions no snapshot can see are not written.
+                        t.collect_leaf(b);
+                    }
                     match t.nodes.get_mut(&b) {
                         Some(n) if n.ckpt_pending => {
                             n.ckpt_pending = false;
@@ -800,7 +898,11 @@ impl EnvInner {
             d.file.punch_free();
             d.file.trim()?;
         }
-        self.wal.trim(lsn)?;
+        let keep = match keep_from {
+            Some(first) => Lsn(lsn.0.min(first.0.saturating_sub(1))),
+            None => lsn,
+        };
+        self.wal.trim(keep)?;
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
             lsn = lsn.0,

@@ -18,8 +18,10 @@
 //!   and keeps the block translation tables; `wal.rs` is the log; `cache.rs` the budget.
 //! - [`inspect`] reads files offline for the `siltctl` tool.
 //!
-//! Every message carries a transaction id ([`Xid`]) and a message sequence number ([`Msn`]);
-//! today every write is its own auto-committed transaction.
+//! Every message carries a transaction id ([`Xid`]) and a message sequence number ([`Msn`]).
+//! `txn.rs` has MVCC: a write outside a transaction is committed at once; a [`Txn`]'s writes
+//! are provisional versions in the leaves until its COMMIT or ABORT messages reach them; a
+//! [`Snapshot`] reads one consistent state of every dictionary.
 
 #![warn(missing_docs)]
 
@@ -38,6 +40,7 @@ mod msg;
 mod options;
 mod poison;
 mod tree;
+mod txn;
 pub mod vfs;
 mod wal;
 mod write;
@@ -52,4 +55,5 @@ pub use ids::{BlockNum, DictId, Lsn, Msn, Xid};
 pub use msg::{UpdateFn, UpdateOutcome, UpdateRegistry};
 pub use options::{Compression, EnvOptions, SyncPolicy, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use poison::{FailPoints, PoisonCause};
+pub use txn::{Snapshot, Txn};
 pub use wal::{read_file as read_log_file, LogFile, LogRecord};

@@ -112,6 +112,12 @@ pub(crate) enum MsgKind {
     Delete,
     /// Run an update function.
     Update { func: u32, arg: Box<[u8]> },
+    /// Promote the message's transaction's provisional version of the key to committed.
+    /// `rows` is the change in the row count charged when the commit was injected (the
+    /// transaction's estimate of what its writes to the key did: -1, 0 or 1).
+    Commit { rows: i8 },
+    /// Drop the message's transaction's provisional version of the key.
+    Abort,
 }
 
 /// Type tags of messages, on disk and in the log.
@@ -122,6 +128,17 @@ pub(crate) mod tag {
     pub const INSERT_NO_OVERWRITE: u8 = 11;
     pub const UPDATE: u8 = 14;
     pub const UPDATE_BROADCAST: u8 = 15;
+    pub const COMMIT: u8 = 20;
+    pub const ABORT: u8 = 21;
+    /// Set on the tag of a data message (insert, delete, replace, insert-no-overwrite,
+    /// update) written inside a transaction: its effect is provisional.
+    pub const PROVISIONAL: u8 = 0x40;
+
+    /// The message type without the provisional flag, and the flag.
+    #[inline]
+    pub fn split(t: u8) -> (u8, bool) {
+        (t & !PROVISIONAL, t & PROVISIONAL != 0)
+    }
 }
 
 impl MsgKind {
@@ -132,7 +149,15 @@ impl MsgKind {
             MsgKind::Delete => tag::DELETE,
             MsgKind::InsertNoOverwrite(_) => tag::INSERT_NO_OVERWRITE,
             MsgKind::Update { .. } => tag::UPDATE,
+            MsgKind::Commit { .. } => tag::COMMIT,
+            MsgKind::Abort => tag::ABORT,
         }
+    }
+
+    /// Whether this kind sets, removes or updates a value (as opposed to finishing a
+    /// transaction's provisional version).
+    pub fn is_data(&self) -> bool {
+        !matches!(self, MsgKind::Commit { .. } | MsgKind::Abort)
     }
 
     /// Append the payload as stored in a buffer (`lp` body).
@@ -142,7 +167,11 @@ impl MsgKind {
                 a.extend_from_slice(&(v.len() as u32).to_le_bytes());
                 a.extend_from_slice(v);
             }
-            MsgKind::Delete => a.extend_from_slice(&0u32.to_le_bytes()),
+            MsgKind::Delete | MsgKind::Abort => a.extend_from_slice(&0u32.to_le_bytes()),
+            MsgKind::Commit { rows } => {
+                a.extend_from_slice(&1u32.to_le_bytes());
+                a.push(*rows as u8);
+            }
             MsgKind::Update { func, arg } => {
                 a.extend_from_slice(&(arg.len() as u32 + 4).to_le_bytes());
                 a.extend_from_slice(&func.to_le_bytes());
@@ -154,16 +183,23 @@ impl MsgKind {
     /// The message of type `t` whose payload body (without its length) is `body`.
     /// Check, without building it, that `body` is a valid body for message type `t`.
     pub fn check_body(t: u8, body: &[u8]) -> DecResult<()> {
-        match t {
+        let (base, prov) = tag::split(t);
+        match base {
             tag::INSERT | tag::REPLACE | tag::INSERT_NO_OVERWRITE | tag::DELETE => Ok(()),
             tag::UPDATE if body.len() >= 4 => Ok(()),
             tag::UPDATE => Err("update message shorter than its function id".into()),
-            t => Err(format!("unknown message type {t}")),
+            tag::COMMIT if !prov && body.len() == 1 && (body[0] as i8).abs() <= 1 => Ok(()),
+            tag::ABORT if !prov && body.is_empty() => Ok(()),
+            _ => Err(format!("unknown message type {t}")),
         }
     }
 
     pub fn from_body(t: u8, body: &[u8]) -> DecResult<MsgKind> {
-        Ok(match t {
+        Ok(match tag::split(t).0 {
+            tag::COMMIT => MsgKind::Commit {
+                rows: body.first().map_or(0, |b| *b as i8),
+            },
+            tag::ABORT => MsgKind::Abort,
             tag::INSERT => MsgKind::Insert(body.into()),
             tag::REPLACE => MsgKind::Replace(body.into()),
             tag::INSERT_NO_OVERWRITE => MsgKind::InsertNoOverwrite(body.into()),
@@ -185,12 +221,14 @@ impl MsgKind {
     pub fn payload_len(&self) -> usize {
         match self {
             MsgKind::Insert(v) | MsgKind::Replace(v) | MsgKind::InsertNoOverwrite(v) => v.len() + 4,
-            MsgKind::Delete => 4,
+            MsgKind::Delete | MsgKind::Abort => 4,
+            MsgKind::Commit { .. } => 5,
             MsgKind::Update { arg, .. } => arg.len() + 8,
         }
     }
 
-    /// Apply to the current value of `key`. Returns the new value (None = absent).
+    /// Apply to the current value of `key`. Returns the new value (None = absent). A commit
+    /// or abort changes no value (see `tree::le` for what they do to versions).
     pub fn apply(
         &self,
         fns: &UpdateRegistry,
@@ -202,6 +240,7 @@ impl MsgKind {
             MsgKind::InsertNoOverwrite(v) => old.or_else(|| Some(v.clone())),
             MsgKind::Delete => None,
             MsgKind::Update { func, arg } => run_update(fns, *func, key, old, arg),
+            MsgKind::Commit { .. } | MsgKind::Abort => old,
         }
     }
 }
@@ -226,6 +265,15 @@ pub(crate) struct Pending {
     pub msn: Msn,
     pub xid: Xid,
     pub kind: MsgKind,
+    /// A data message written inside transaction `xid`: its effect is provisional.
+    pub prov: bool,
+}
+
+impl Pending {
+    /// The type tag as stored (with the provisional flag).
+    pub fn stored_tag(&self) -> u8 {
+        self.kind.tag() | if self.prov { tag::PROVISIONAL } else { 0 }
+    }
 }
 
 /// A broadcast update waiting in a buffer: applies `func` to every key below.

@@ -17,14 +17,15 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{corruption, IoContext, Result};
 use crate::format::bytes::{Dec, DecResult, Enc};
-use crate::ids::{DictId, Lsn};
+use crate::ids::{DictId, Lsn, Xid};
 use crate::poison::{PoisonCause, PoisonState};
 use crate::vfs::{OpenMode, RealFs, VFile, Vfs};
 
 /// Magic of the log files written now. Version 2 added record types 6 (Replace) and 7
-/// (Batch); files of version 1 (`SILTWAL1`) hold a subset and are still read.
-const WAL_MAGIC: &[u8; 8] = b"SILTWAL2";
-const WAL_MAGIC_V1: &[u8; 8] = b"SILTWAL1";
+/// (Batch); version 3 added 8 (a transaction's provisional writes), 9 (Commit) and 10
+/// (Abort). Files of versions 1 and 2 hold a subset and are still read.
+const WAL_MAGIC: &[u8; 8] = b"SILTWAL3";
+const WAL_MAGIC_OLD: [&[u8; 8]; 2] = [b"SILTWAL1", b"SILTWAL2"];
 const WAL_HEADER: usize = 28;
 
 /// Every record type the log holds. Fields: the dictionary, the key, the value, the update
@@ -68,6 +69,12 @@ pub enum LogRecord {
     /// Several writes, possibly to several dictionaries, logged as one record so that
     /// recovery replays all of them or none. Never nested.
     Batch(Vec<LogRecord>),
+    /// Writes (one, or a batch) of transaction `xid`: provisional until its `Commit`.
+    Txn { xid: Xid, rec: Box<LogRecord> },
+    /// Transaction `xid` committed: its provisional writes become committed.
+    Commit { xid: Xid },
+    /// Transaction `xid` aborted: its provisional writes are dropped.
+    Abort { xid: Xid },
 }
 
 impl LogRecord {
@@ -81,13 +88,28 @@ impl LogRecord {
             | LogRecord::UpdateAll { dict, .. }
             | LogRecord::Replace { dict, .. } => *dict,
             LogRecord::Batch(v) => v.first().map(|r| r.dict()).unwrap_or(DictId(0)),
+            LogRecord::Txn { rec, .. } => rec.dict(),
+            LogRecord::Commit { .. } | LogRecord::Abort { .. } => DictId(0),
         }
     }
 
-    /// The single writes this record stands for.
+    /// Call `f` with each single write of the record, in order (by reference).
+    pub(crate) fn for_each_write(&self, f: &mut dyn FnMut(&LogRecord)) {
+        match self {
+            LogRecord::Batch(v) => v.iter().for_each(&mut *f),
+            LogRecord::Txn { rec, .. } => rec.for_each_write(f),
+            LogRecord::Commit { .. } | LogRecord::Abort { .. } => {}
+            r => f(r),
+        }
+    }
+
+    /// The single writes this record stands for (none for a commit or abort; a transaction's
+    /// writes without their transaction).
     pub fn writes(self) -> Vec<LogRecord> {
         match self {
             LogRecord::Batch(v) => v,
+            LogRecord::Txn { rec, .. } => rec.writes(),
+            LogRecord::Commit { .. } | LogRecord::Abort { .. } => Vec::new(),
             r => vec![r],
         }
     }
@@ -144,6 +166,21 @@ impl LogRecord {
                     e.lp(&sub.buf);
                 }
             }
+            LogRecord::Txn { xid, rec } => {
+                e.u8(8);
+                e.u64(xid.0);
+                let mut sub = Enc::default();
+                rec.encode_body(&mut sub);
+                e.lp(&sub.buf);
+            }
+            LogRecord::Commit { xid } => {
+                e.u8(9);
+                e.u64(xid.0);
+            }
+            LogRecord::Abort { xid } => {
+                e.u8(10);
+                e.u64(xid.0);
+            }
         }
     }
 
@@ -155,8 +192,8 @@ impl LogRecord {
             let mut v = Vec::with_capacity(n.min(4096));
             for _ in 0..n {
                 let sub = d.lp()?;
-                if sub.first() == Some(&7) {
-                    return Err("nested batch in log record".into());
+                if matches!(sub.first(), Some(7..=10)) {
+                    return Err("nested batch or transaction record in a batch".into());
                 }
                 v.push(LogRecord::decode_body(sub)?);
             }
@@ -165,7 +202,31 @@ impl LogRecord {
             }
             return Ok(LogRecord::Batch(v));
         }
+        if t == 8 {
+            let xid = Xid(d.u64()?);
+            let sub = d.lp()?;
+            if matches!(sub.first(), Some(8..=10)) || xid.0 == 0 {
+                return Err("malformed transaction record".into());
+            }
+            let rec = Box::new(LogRecord::decode_body(sub)?);
+            if d.remaining() != 0 {
+                return Err("trailing bytes in log record".into());
+            }
+            return Ok(LogRecord::Txn { xid, rec });
+        }
         let dict = DictId(d.u64()?);
+        if t == 9 || t == 10 {
+            // The field in the dictionary's place is the xid.
+            let xid = Xid(dict.0);
+            if d.remaining() != 0 || xid.0 == 0 {
+                return Err("malformed commit or abort record".into());
+            }
+            return Ok(if t == 9 {
+                LogRecord::Commit { xid }
+            } else {
+                LogRecord::Abort { xid }
+            });
+        }
         let r = match t {
             1 => LogRecord::Put {
                 dict,
@@ -258,7 +319,7 @@ pub(crate) fn read_file_on(vfs: &dyn Vfs, path: &Path) -> Result<LogFile> {
         .and_then(parse_seq)
         .unwrap_or(0);
     if data.len() < WAL_HEADER
-        || (&data[..8] != WAL_MAGIC && &data[..8] != WAL_MAGIC_V1)
+        || (&data[..8] != WAL_MAGIC && !WAL_MAGIC_OLD.iter().any(|m| &data[..8] == *m))
         || crc32c::crc32c(&data[..24])
             != u32::from_le_bytes([data[24], data[25], data[26], data[27]])
     {

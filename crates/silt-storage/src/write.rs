@@ -1,6 +1,6 @@
 //! The one write path. Every logged write, a single [`Dict`] write or a [`WriteBatch`] across
-//! dictionaries, goes through [`commit`] (or its one-write form [`commit_one`]), which alone
-//! own the sequence
+//! dictionaries, inside a transaction or not, goes through [`commit`] (or its one-write form
+//! [`commit_one`]), and a transaction ends through [`finish`]. They alone own the sequence
 //!
 //! 1. take the write gate shared (the checkpoint takes it exclusively to mark nodes, so no
 //!    write is ever between its log append and its injection while a checkpoint starts);
@@ -9,6 +9,11 @@
 //!    applied, so a write the log cannot hold is never visible);
 //! 4. inject each write into its tree;
 //! 5. release, wait for the log (group commit), then keep buffers and memory in bounds.
+//!
+//! A write outside a transaction gets its own xid, live from before step 1 until after step 4,
+//! so that a snapshot sees all of a batch or none of it. A transaction's writes carry its xid,
+//! are logged inside a `Txn` record and injected as provisional; its commit (or abort) is one
+//! log record and one COMMIT (ABORT) message per key it wrote.
 //!
 //! The gate's shared side is private to this module: the only other way in is
 //! [`install_tree`] (a bulk load publishing a finished tree, which logs nothing).
@@ -21,9 +26,12 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 
 use crate::dict::{apply_record, Dict, DictCore};
 use crate::env::EnvInner;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::ids::Xid;
+use crate::msg::MsgKind;
 use crate::options::SyncPolicy;
 use crate::tree::Tree;
+use crate::txn::TxnCore;
 use crate::wal::LogRecord;
 
 /// The lock between writers (shared) and the start of a checkpoint (exclusive). Lock order:
@@ -40,12 +48,29 @@ impl WriteGate {
     }
 }
 
-/// Log `ops` as one record and apply them (see the module docs). With one write the record is
-/// that write's own; with several it is a batch record, replayed whole or not at all.
-pub(crate) fn commit(env: &Arc<EnvInner>, mut ops: Vec<(Dict, LogRecord)>) -> Result<()> {
-    if ops.len() == 1 {
+/// Marks an auto-committed write's xid finished when dropped (also on an error path).
+struct AutoXid<'a>(&'a EnvInner, Xid);
+
+impl Drop for AutoXid<'_> {
+    fn drop(&mut self) {
+        self.0.txns.finish(self.1);
+    }
+}
+
+/// Log `ops` as one record and apply them (see the module docs): committed at once without
+/// `txn`, provisional writes of `txn` with it. With one write the record is that write's own;
+/// with several it is a batch record, replayed whole or not at all.
+pub(crate) fn commit(
+    env: &Arc<EnvInner>,
+    mut ops: Vec<(Dict, LogRecord)>,
+    txn: Option<&TxnCore>,
+) -> Result<()> {
+    if ops.len() == 1 && txn.is_none() {
         let (d, rec) = ops.pop().expect("one write");
         return commit_one(&d, rec);
+    }
+    if ops.is_empty() {
+        return Ok(());
     }
     let mut dicts: Vec<Dict> = ops.iter().map(|(d, _)| d.clone()).collect();
     dicts.sort_by_key(|d| d.core.id);
@@ -53,6 +78,24 @@ pub(crate) fn commit(env: &Arc<EnvInner>, mut ops: Vec<(Dict, LogRecord)>) -> Re
     for d in &dicts {
         d.live()?;
     }
+    if let Some(t) = txn {
+        t.check_open()?;
+        if ops
+            .iter()
+            .any(|(_, r)| matches!(r, LogRecord::UpdateAll { .. }))
+        {
+            return Err(Error::InvalidArgument(
+                "update_all cannot run inside a transaction".into(),
+            ));
+        }
+    }
+    let (xid, _auto) = match txn {
+        Some(t) => (t.xid, None),
+        None => {
+            let x = env.txns.begin();
+            (x, Some(AutoXid(env, x)))
+        }
+    };
     let lsn = {
         let _gate = env.gate.lock.read();
         // Every tree is locked while the record is appended, so that each dictionary's
@@ -62,38 +105,113 @@ pub(crate) fn commit(env: &Arc<EnvInner>, mut ops: Vec<(Dict, LogRecord)>) -> Re
             .map(|d| (d.core.id, d.core.tree.write()))
             .collect();
         let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
-        let rec = LogRecord::Batch(recs);
+        let mut rec = if recs.len() == 1 {
+            recs.into_iter().next().expect("one")
+        } else {
+            LogRecord::Batch(recs)
+        };
+        if txn.is_some() {
+            rec = LogRecord::Txn {
+                xid,
+                rec: Box::new(rec),
+            };
+        }
         let lsn = env.wal.append(&rec)?;
+        if let Some(t) = txn {
+            env.txns.logged(xid, lsn);
+            t.note_writes(&handles, &rec);
+        }
         for (d, r) in handles.iter().zip(rec.writes()) {
             let i = trees
                 .binary_search_by_key(&d.core.id, |(id, _)| *id)
                 .expect("every dictionary of the batch is locked");
-            apply_record(&mut trees[i].1, env, r);
+            apply_record(&mut trees[i].1, &env.fns, r, xid, txn.is_some());
         }
         lsn
     };
-    env.wal
-        .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
+    drop(_auto);
+    if txn.is_none() {
+        env.wal
+            .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
+    }
     for d in &dicts {
         d.after_write()?;
     }
     Ok(())
 }
 
-/// [`commit`] of one write: its own record, one tree.
+/// [`commit`] of one write outside a transaction: its own record, one tree.
 pub(crate) fn commit_one(d: &Dict, rec: LogRecord) -> Result<()> {
     d.live()?;
     let env = &d.env;
+    let x = env.txns.begin();
+    let auto = AutoXid(env, x);
     let lsn = {
         let _gate = env.gate.lock.read();
         let mut t = d.core.tree.write();
         let lsn = env.wal.append(&rec)?;
-        apply_record(&mut t, env, rec);
+        apply_record(&mut t, &env.fns, rec, x, false);
         lsn
     };
+    drop(auto);
     env.wal
         .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
     d.after_write()
+}
+
+/// End transaction `t`: log its commit (or abort) and send a COMMIT (ABORT) message to every
+/// key it wrote, then mark it finished. A commit waits for its record to be written, and
+/// synced when `durable` (or under [`SyncPolicy::EveryCommit`]; a durable commit of a
+/// transaction that wrote nothing syncs the log). Dictionaries dropped since
+/// the transaction wrote to them are skipped.
+pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bool) -> Result<()> {
+    let ws = t.take_writes();
+    let dicts: Vec<_> = ws
+        .into_values()
+        .filter(|(d, _)| d.readable().is_ok())
+        .collect();
+    if dicts.is_empty() {
+        env.txns.finish(t.xid);
+        // A durable commit of a transaction that wrote nothing still returns only once what
+        // it read is durable.
+        if commit && durable {
+            env.wal.sync()?;
+        }
+        return Ok(());
+    }
+    for (d, _) in &dicts {
+        d.live()?;
+    }
+    let lsn = {
+        let _gate = env.gate.lock.read();
+        let mut trees: Vec<_> = dicts.iter().map(|(d, _)| d.core.tree.write()).collect();
+        let rec = if commit {
+            LogRecord::Commit { xid: t.xid }
+        } else {
+            LogRecord::Abort { xid: t.xid }
+        };
+        let lsn = env.wal.append(&rec)?;
+        for ((_, keys), tree) in dicts.iter().zip(trees.iter_mut()) {
+            for (key, rows) in keys {
+                let kind = if commit {
+                    MsgKind::Commit { rows: *rows }
+                } else {
+                    MsgKind::Abort
+                };
+                tree.inject(&env.fns, key, kind, t.xid, false);
+            }
+        }
+        lsn
+    };
+    env.txns.finish(t.xid);
+    if commit {
+        env.wal
+            .wait(lsn, durable || env.opts.sync == SyncPolicy::EveryCommit)?;
+    }
+    for (d, _) in &dicts {
+        d.after_write()?;
+    }
+    Ok(())
 }
 
 /// Run `f` on `core`'s tree with writers of the write path excluded from no one but that

@@ -6,15 +6,18 @@
 //! magic "SILTDICT" | layout u32 | dict_id u64 | ckpt_count u64 | ckpt_lsn u64
 //! | btt_offset u64 | btt_len u64 | root u64 | next_block u64 | max_msn u64
 //! | node_bytes u64 | basement_bytes u64 | fanout u32 | compression u8 | level i32
-//! | rows i64 | data_bytes i64 | crc32c u32 (over everything before it)
+//! | rows i64 | data_bytes i64 | next_xid u64 (layout 2 on) | crc32c u32 (over everything
+//! before it)
 //! ```
+//!
+//! Layout 2 added `next_xid`; layout 1 headers are still read (as `next_xid` 0).
 
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{BlockNum, DictId, Lsn, Msn};
 use crate::options::Compression;
 
 pub(crate) const HEADER_MAGIC: &[u8; 8] = b"SILTDICT";
-pub(crate) const FILE_LAYOUT: u32 = 1;
+pub(crate) const FILE_LAYOUT: u32 = 2;
 pub(crate) const HEADER_SLOT_BYTES: u64 = 4096;
 /// First byte after the two header slots; blocks live from here on.
 pub(crate) const DATA_START: u64 = 2 * HEADER_SLOT_BYTES;
@@ -50,6 +53,9 @@ pub struct FileHeader {
     pub rows: i64,
     /// Estimated key and value bytes of live rows.
     pub data_bytes: i64,
+    /// The environment's next transaction id when the checkpoint began: every xid stamped in
+    /// the file is below it.
+    pub next_xid: u64,
 }
 
 impl FileHeader {
@@ -75,6 +81,7 @@ impl FileHeader {
         });
         e.i64(self.rows);
         e.i64(self.data_bytes);
+        e.u64(self.next_xid);
         let crc = crc32c::crc32c(&e.buf);
         e.u32(crc);
         e.buf.resize(HEADER_SLOT_BYTES as usize, 0);
@@ -87,7 +94,7 @@ impl FileHeader {
             return Err("bad header magic".into());
         }
         let layout = d.u32()?;
-        if layout != FILE_LAYOUT {
+        if !(1..=FILE_LAYOUT).contains(&layout) {
             return Err(format!("unsupported file layout {layout}"));
         }
         let h = FileHeader {
@@ -114,6 +121,7 @@ impl FileHeader {
             },
             rows: d.i64()?,
             data_bytes: d.i64()?,
+            next_xid: if layout >= 2 { d.u64()? } else { 0 },
         };
         let pos = d.pos();
         let crc = d.u32()?;

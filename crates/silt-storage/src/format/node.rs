@@ -22,15 +22,14 @@ use crate::options::Compression;
 use crate::tree::node::{index_messages, Basement, ChildBuf, Key, Node, PartData, PartLoc};
 
 pub(crate) const NODE_MAGIC: &[u8; 8] = b"SILTNODE";
-/// Layout written now. Version 2 added message type 3 (REPLACE); blocks of version 1 hold a
-/// subset and are still read.
-pub(crate) const NODE_LAYOUT: u16 = 2;
+/// Layout written now. Version 2 added message type 3 (REPLACE); version 3 added versioned
+/// leaf entries (type 1), provisional messages and COMMIT/ABORT messages. Blocks of versions
+/// 1 and 2 hold a subset and are still read.
+pub(crate) const NODE_LAYOUT: u16 = 3;
 pub(crate) const FIXED_HEADER: usize = 40;
 pub(crate) const DIR_ENTRY: usize = 12;
 const BASEMENT_TAG: u8 = 0xAA;
 const BUFFER_TAG: u8 = 0xBB;
-/// Leaf-entry type: a plain committed value (MVCC records will add more types).
-const LE_CLEAN: u8 = 0;
 
 /// A node's contents captured under the tree lock, uncompressed. Compression and I/O happen
 /// later without the lock.
@@ -68,11 +67,8 @@ pub(crate) fn decode_basement(mut raw: Vec<u8>) -> DecResult<Basement> {
         let kl = d.u32()? as usize;
         let vl = d.u32()? as usize;
         let le = d.u8()?;
-        if le != LE_CLEAN {
-            return Err(format!("unknown leaf entry type {le}"));
-        }
         let k = d.take(kl)?;
-        d.take(vl)?;
+        crate::tree::le::check(le, d.take(vl)?)?;
         if prev.is_some_and(|p| p >= k) {
             return Err("basement keys out of order".into());
         }
@@ -257,7 +253,7 @@ pub(crate) fn decode_header(buf: &[u8]) -> DecResult<BlockHeader> {
     let mut d = Dec::new(buf);
     d.take(8)?;
     let layout = d.u16()?;
-    if layout != NODE_LAYOUT && layout != 1 {
+    if !(1..=NODE_LAYOUT).contains(&layout) {
         return Err(format!("unsupported node layout {layout}"));
     }
     let _flags = d.u16()?;

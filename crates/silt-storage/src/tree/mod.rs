@@ -11,11 +11,12 @@
 //! - The root is always resident with every partition; a dirty node has every partition.
 
 pub(crate) mod apply;
+pub(crate) mod le;
 pub(crate) mod node;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::cache::CacheCtl;
@@ -23,7 +24,9 @@ use crate::file::DictFile;
 use crate::format::node::{image_of, NodeImage};
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, UpdateRegistry};
-use apply::{apply_buffer_to_leaf, injected_delta, merge_walk, resolve, Delta};
+use crate::txn::View;
+use apply::{apply_buffer_to_leaf, injected_delta, merge_walk, read_value, resolve, Delta};
+use le::{Le, LE_CLEAN};
 use node::{entry_bytes, Basement, ChildBuf, Key, LeafBuilder, Node, PartData, PartLoc, Val};
 
 /// Shape parameters of a tree.
@@ -85,6 +88,9 @@ pub(crate) struct Tree {
     pub ckpt_images: Vec<NodeImage>,
     pub file: Arc<DictFile>,
     pub cache: Arc<CacheCtl>,
+    /// The environment's MVCC horizon (`txn.rs`): committed versions below it that a newer
+    /// committed version hides are garbage.
+    pub horizon: Arc<AtomicU64>,
 }
 
 impl Drop for Tree {
@@ -105,6 +111,11 @@ fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
 impl Tree {
     pub fn node(&self, b: BlockNum) -> &Node {
         &self.nodes[&b]
+    }
+
+    /// The MVCC horizon now (a stale value only collects less).
+    pub fn horizon(&self) -> Xid {
+        Xid(self.horizon.load(Ordering::Acquire))
     }
 
     fn alloc_block(&mut self) -> BlockNum {
@@ -181,23 +192,37 @@ impl Tree {
 
     // ----- writes -------------------------------------------------------------------------
 
-    /// Inject a keyed message at the root.
-    pub fn inject(&mut self, fns: &UpdateRegistry, key: &[u8], kind: MsgKind, xid: Xid) -> Msn {
+    /// Inject a keyed message at the root. `prov`: a data message written inside
+    /// transaction `xid` (provisional until its commit).
+    pub fn inject(
+        &mut self,
+        fns: &UpdateRegistry,
+        key: &[u8],
+        kind: MsgKind,
+        xid: Xid,
+        prov: bool,
+    ) -> Msn {
         self.next_msn += 1;
         let msn = Msn(self.next_msn);
-        self.stats.add(injected_delta(key, &kind));
+        self.stats.add(injected_delta(key, &kind, prov));
+        let horizon = self.horizon();
         let root = self.root;
         self.modify(root);
         let r = self.nodes.get_mut(&root).expect("root is resident");
         r.max_msn = msn;
         let i = r.child_for(key);
-        let p = Pending { msn, xid, kind };
+        let p = Pending {
+            msn,
+            xid,
+            kind,
+            prov,
+        };
         if r.is_leaf() {
             let mut fix = Delta::default();
             let Some(PartData::Leaf(bm)) = &mut r.parts[i].data else {
                 unreachable!("root leaf is fully resident")
             };
-            leaf_apply_one(fns, bm, key, &p, &mut fix);
+            leaf_apply_one(fns, bm, key, &p, &mut fix, horizon);
             self.stats.add(fix);
             self.after_root_leaf_change(i);
         } else {
@@ -217,6 +242,7 @@ impl Tree {
     ) -> Msn {
         self.next_msn += 1;
         let msn = Msn(self.next_msn);
+        let horizon = self.horizon();
         let root = self.root;
         self.modify(root);
         let r = self.nodes.get_mut(&root).expect("root is resident");
@@ -233,7 +259,7 @@ impl Tree {
             let mut only = ChildBuf::default();
             only.push_bcast(bc);
             let mut out = LeafBuilder::new(self.cfg.basement_bytes);
-            apply_buffer_to_leaf(fns, &old, &only, &mut fix, &mut out);
+            apply_buffer_to_leaf(fns, &old, &only, &mut fix, &mut out, horizon);
             drop(old);
             set_leaf(r, out);
             self.stats.add(fix);
@@ -297,13 +323,14 @@ impl Tree {
         let buf = std::mem::take(self.nodes.get_mut(&pb).expect("parent").buf_mut(c));
         let msn = buf.max_msn();
         let cfg = self.cfg;
+        let horizon = self.horizon();
         let child = self.nodes.get_mut(&cb).expect("child");
         child.max_msn = child.max_msn.max(msn);
         if child.is_leaf() {
             let mut fix = Delta::default();
             let old = take_leaf_basements(child);
             let mut out = LeafBuilder::new(cfg.basement_bytes);
-            apply_buffer_to_leaf(fns, &old, &buf, &mut fix, &mut out);
+            apply_buffer_to_leaf(fns, &old, &buf, &mut fix, &mut out, horizon);
             drop(old);
             set_leaf(child, out);
             self.stats.add(fix);
@@ -405,7 +432,7 @@ impl Tree {
         let mut acc = 0;
         for bm in &old {
             for i in 0..bm.len() {
-                let (k, v) = bm.entry(i);
+                let (k, t, v) = bm.entry(i);
                 let eb = entry_bytes(k, v);
                 let last = groups.last_mut().expect("group");
                 if acc + eb > per && !last.is_empty() && groups.len() < pieces {
@@ -414,7 +441,7 @@ impl Tree {
                     acc = 0;
                 }
                 acc += eb;
-                groups.last_mut().expect("group").push(k, v);
+                groups.last_mut().expect("group").push(k, t, v);
             }
         }
         drop(old);
@@ -505,8 +532,8 @@ impl Tree {
                 for n in [lb, rb] {
                     for bm in take_leaf_basements(self.nodes.get_mut(&n).expect("leaf")) {
                         for i in 0..bm.len() {
-                            let (k, v) = bm.entry(i);
-                            out.push(k, v);
+                            let (k, t, v) = bm.entry(i);
+                            out.push(k, t, v);
                         }
                     }
                 }
@@ -618,20 +645,74 @@ impl Tree {
         (msgs, bcasts)
     }
 
-    pub fn get(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Option<Val>, Need> {
+    /// The value `view` sees of `key`.
+    pub fn get(
+        &self,
+        fns: &UpdateRegistry,
+        key: &[u8],
+        view: View<'_>,
+    ) -> Result<Option<Val>, Need> {
         let loc = self.locate(Target::At(key))?;
         let bm = self
             .node(loc.leaf)
             .basement(loc.bi)
             .expect("located basement is resident");
-        let base = bm.get(key).map(Val::from);
+        let base = bm.get(key);
         let (msgs, bcasts) =
             self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
         let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
         if list.is_empty() && bcasts.is_empty() {
-            return Ok(base);
+            return Ok(base
+                .and_then(|(t, v)| le::visible(t, v, view))
+                .map(Val::from));
         }
-        Ok(resolve(fns, key, base, list, &bcasts, None))
+        Ok(read_value(fns, key, base, list, &bcasts, view))
+    }
+
+    /// Every version of `key`, pending messages applied (what a writer checks for conflicts).
+    pub fn versions(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Le, Need> {
+        let loc = self.locate(Target::At(key))?;
+        let bm = self
+            .node(loc.leaf)
+            .basement(loc.bi)
+            .expect("located basement is resident");
+        let base = bm.get(key);
+        let (msgs, bcasts) =
+            self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
+        let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        let it = list.iter().map(std::borrow::Cow::Borrowed);
+        Ok(apply::resolve_le(fns, key, base, it, &bcasts, None))
+    }
+
+    /// Drop the garbage versions of a resident leaf's versioned entries (before it is written).
+    pub fn collect_leaf(&mut self, b: BlockNum) {
+        let horizon = self.horizon();
+        let Some(n) = self.nodes.get_mut(&b) else {
+            return;
+        };
+        if !n.is_leaf() || !n.fully_loaded() {
+            return;
+        }
+        for p in &mut n.parts {
+            let Some(PartData::Leaf(bm)) = &mut p.data else {
+                continue;
+            };
+            if !(0..bm.len()).any(|i| bm.entry(i).1 != LE_CLEAN) {
+                continue;
+            }
+            let mut out = Basement::with_capacity(bm.bytes());
+            for i in 0..bm.len() {
+                let (k, t, v) = bm.entry(i);
+                if t == LE_CLEAN {
+                    out.push(k, t, v);
+                } else if let Some((t, v)) = Le::decode(t, v).settle(horizon) {
+                    out.push(k, t, &v);
+                }
+            }
+            out.shrink();
+            *bm = out;
+        }
+        self.recharge(b);
     }
 
     /// Visit the live entries of one basement that fall in `[lo, hi]`, starting from `from`
@@ -641,9 +722,9 @@ impl Tree {
         &self,
         fns: &UpdateRegistry,
         from: &Bound<Key>,
-        lo: &Bound<Key>,
-        hi: &Bound<Key>,
+        (lo, hi): (&Bound<Key>, &Bound<Key>),
         reverse: bool,
+        view: View<'_>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<Option<Bound<Key>>, Need> {
         let t = match (reverse, from) {
@@ -684,11 +765,19 @@ impl Tree {
                 Bound::Excluded(k) => bm.partition_point(|x| x < k),
             };
             let (msgs, bcasts) = self.pending_in(&loc.path, (a, z));
-            merge_walk(fns, (bm, s, e.max(s)), &msgs, &bcasts, reverse, |k, v| {
-                let go = f(k, &v);
-                stopped |= !go;
-                go
-            });
+            merge_walk(
+                fns,
+                (bm, s, e.max(s)),
+                &msgs,
+                &bcasts,
+                reverse,
+                view,
+                |k, v| {
+                    let go = f(k, &v);
+                    stopped |= !go;
+                    go
+                },
+            );
         }
         if stopped {
             return Ok(None);
@@ -825,8 +914,8 @@ fn recut_leaf(n: &mut Node, basement_bytes: usize) {
     let mut out = LeafBuilder::new(basement_bytes);
     for bm in take_leaf_basements(n) {
         for i in 0..bm.len() {
-            let (k, v) = bm.entry(i);
-            out.push(k, v);
+            let (k, t, v) = bm.entry(i);
+            out.push(k, t, v);
         }
     }
     set_leaf(n, out);
@@ -839,14 +928,29 @@ fn leaf_apply_one(
     key: &[u8],
     p: &Pending,
     fix: &mut Delta,
+    horizon: Xid,
 ) {
     let pos = bm.search(key);
-    let base = pos.ok().map(|i| Val::from(bm.entry(i).1));
-    let nv = resolve(fns, key, base, std::slice::from_ref(p), &[], Some(fix));
+    let base = pos.ok().map(|i| {
+        let (_, t, v) = bm.entry(i);
+        (t, v)
+    });
+    let nv: Option<(u8, std::borrow::Cow<'_, [u8]>)> = if base.is_none_or(|(t, _)| t == LE_CLEAN)
+        && !p.prov
+        && p.kind.is_data()
+        && p.xid < horizon
+    {
+        let base = base.map(|(_, v)| Val::from(v));
+        resolve(fns, key, base, std::slice::from_ref(p), &[], Some(fix))
+            .map(|v| (LE_CLEAN, std::borrow::Cow::Owned(v.into_vec())))
+    } else {
+        let it = std::iter::once(std::borrow::Cow::Borrowed(p));
+        apply::resolve_le(fns, key, base, it, &[], Some(fix)).settle(horizon)
+    };
     match (pos, nv) {
-        (Ok(i), Some(v)) => bm.splice(i, true, Some((key, &v))),
+        (Ok(i), Some((t, v))) => bm.splice(i, true, Some((key, t, &v))),
         (Ok(i), None) => bm.splice(i, true, None),
-        (Err(i), Some(v)) => bm.splice(i, false, Some((key, &v))),
+        (Err(i), Some((t, v))) => bm.splice(i, false, Some((key, t, &v))),
         (Err(_), None) => {}
     }
 }

@@ -82,13 +82,18 @@ impl Basement {
     pub fn key(&self, i: usize) -> &[u8] {
         self.key_at(self.offs[i])
     }
+    /// Entry `i`: its key, type (`tree::le`) and stored value bytes.
     #[inline]
-    pub fn entry(&self, i: usize) -> (&[u8], &[u8]) {
+    pub fn entry(&self, i: usize) -> (&[u8], u8, &[u8]) {
         let o = self.offs[i] as usize;
         let kl = rd32(&self.arena, o);
         let vl = rd32(&self.arena, o + 4);
         let k = o + ENTRY_HEADER_BYTES;
-        (&self.arena[k..k + kl], &self.arena[k + kl..k + kl + vl])
+        (
+            &self.arena[k..k + kl],
+            self.arena[o + 8],
+            &self.arena[k + kl..k + kl + vl],
+        )
     }
     fn entry_end(&self, i: usize) -> usize {
         let o = self.offs[i] as usize;
@@ -101,17 +106,21 @@ impl Basement {
     pub fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
         self.offs.partition_point(|&o| pred(self.key_at(o)))
     }
-    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.search(key).ok().map(|i| self.entry(i).1)
+    /// The stored type and bytes of `key`'s entry.
+    pub fn get(&self, key: &[u8]) -> Option<(u8, &[u8])> {
+        self.search(key).ok().map(|i| {
+            let (_, t, v) = self.entry(i);
+            (t, v)
+        })
     }
     /// Append an entry whose key is greater than every key present.
-    pub fn push(&mut self, k: &[u8], v: &[u8]) {
+    pub fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
         debug_assert!(self.is_empty() || self.key(self.len() - 1) < k);
         self.offs.push(self.arena.len() as u32);
-        write_entry(&mut self.arena, k, v);
+        write_entry(&mut self.arena, k, t, v);
     }
     /// Replace entry `i` (if `replace`) or insert before it, with `new` (or nothing).
-    pub fn splice(&mut self, i: usize, replace: bool, new: Option<(&[u8], &[u8])>) {
+    pub fn splice(&mut self, i: usize, replace: bool, new: Option<(&[u8], u8, &[u8])>) {
         let start = if i < self.len() {
             self.offs[i] as usize
         } else {
@@ -119,8 +128,8 @@ impl Basement {
         };
         let end = if replace { self.entry_end(i) } else { start };
         let mut enc = Vec::new();
-        if let Some((k, v)) = new {
-            write_entry(&mut enc, k, v);
+        if let Some((k, t, v)) = new {
+            write_entry(&mut enc, k, t, v);
         }
         let delta = enc.len() as i64 - (end - start) as i64;
         let added = !enc.is_empty();
@@ -143,10 +152,10 @@ impl Basement {
     }
 }
 
-fn write_entry(out: &mut Vec<u8>, k: &[u8], v: &[u8]) {
+fn write_entry(out: &mut Vec<u8>, k: &[u8], t: u8, v: &[u8]) {
     out.extend_from_slice(&(k.len() as u32).to_le_bytes());
     out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-    out.push(0);
+    out.push(t);
     out.extend_from_slice(k);
     out.extend_from_slice(v);
 }
@@ -176,7 +185,7 @@ impl LeafBuilder {
     pub fn is_empty(&self) -> bool {
         self.done.is_empty() && self.cur.is_empty()
     }
-    pub fn push(&mut self, k: &[u8], v: &[u8]) {
+    pub fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
         let eb = entry_bytes(k, v);
         if self.cur.bytes() + eb > self.target && !self.cur.is_empty() {
             self.pivots.push(k.into());
@@ -185,7 +194,7 @@ impl LeafBuilder {
         } else if self.cur.arena.capacity() == 0 {
             self.cur.arena.reserve(self.target);
         }
-        self.cur.push(k, v);
+        self.cur.push(k, t, v);
     }
     /// The basements (at least one, possibly empty) and the pivots between them.
     pub fn finish(mut self) -> (Vec<Basement>, Vec<Key>) {
@@ -212,7 +221,14 @@ impl MsgRef<'_> {
             msn: self.msn,
             xid: self.xid,
             kind: MsgKind::from_body(self.tag, self.body).unwrap_or(MsgKind::Delete),
+            prov: crate::msg::tag::split(self.tag).1,
         }
+    }
+    /// Whether this is a committed data message (not provisional, not a commit or abort).
+    #[inline]
+    pub fn is_committed_data(&self) -> bool {
+        use crate::msg::tag;
+        self.tag & tag::PROVISIONAL == 0 && self.tag != tag::COMMIT && self.tag != tag::ABORT
     }
 }
 
@@ -358,7 +374,7 @@ impl ChildBuf {
         self.bytes += msg_bytes(key, p);
         self.count += 1;
         let o = self.append_raw(key.len(), |a| {
-            a.push(p.kind.tag());
+            a.push(p.stored_tag());
             a.extend_from_slice(&p.msn.0.to_le_bytes());
             a.extend_from_slice(&p.xid.0.to_le_bytes());
             a.extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -711,6 +727,7 @@ mod tests {
             msn: Msn(msn),
             xid: Xid(0),
             kind: MsgKind::Insert(v.into()),
+            prov: false,
         }
     }
 
@@ -718,13 +735,18 @@ mod tests {
     fn basement_splice_keeps_order_and_roundtrips() {
         let mut b = Basement::default();
         for k in [b"b", b"d", b"f"] {
-            b.push(k, b"1");
+            b.push(k, 0, b"1");
         }
-        b.splice(0, false, Some((b"a", b"0")));
-        b.splice(4, false, Some((b"g", b"7")));
-        b.splice(2, true, Some((b"b", b"longer value")));
+        b.splice(0, false, Some((b"a", 0, b"0")));
+        b.splice(4, false, Some((b"g", 0, b"7")));
+        b.splice(2, true, Some((b"b", 0, b"longer value")));
         b.splice(3, true, None);
-        let got: Vec<_> = (0..b.len()).map(|i| b.entry(i)).collect();
+        let got: Vec<_> = (0..b.len())
+            .map(|i| {
+                let (k, _, v) = b.entry(i);
+                (k, v)
+            })
+            .collect();
         let want: Vec<(&[u8], &[u8])> = vec![
             (b"a", b"0"),
             (b"b", b"1"),
@@ -733,17 +755,17 @@ mod tests {
         ];
         // Entry 2 was "d": replaced by a "b" entry only to test the splice mechanics.
         assert_eq!(got.len(), want.len());
-        assert_eq!(b.entry(3), (&b"g"[..], &b"7"[..]));
+        assert_eq!(b.entry(3), (&b"g"[..], 0, &b"7"[..]));
         assert_eq!(
             b.bytes(),
             got.iter().map(|(k, v)| entry_bytes(k, v)).sum::<usize>()
         );
         let mut c = Basement::default();
         for k in [b"a", b"c", b"e"] {
-            c.push(k, b"xyz");
+            c.push(k, 0, b"xyz");
         }
         let d = decode_basement(encode_basement(&c)).unwrap();
-        assert_eq!(d.get(b"c"), Some(&b"xyz"[..]));
+        assert_eq!(d.get(b"c"), Some((0, &b"xyz"[..])));
         assert_eq!(d.get(b"d"), None);
         assert_eq!(d.bytes(), c.bytes());
     }
