@@ -97,3 +97,29 @@ def test_idle_cursor_times_out():
         c.close()
     finally:
         s.cleanup()
+
+
+def test_a_cursor_reads_one_snapshot_while_others_write(db, client):
+    """Cursors read the snapshot of their first batch to their last (as TokuMX's MVCC
+    cursors): updates, deletes and inserts by other clients between getMores are not seen,
+    whether the cursor reads the primary tree or an index."""
+    db.c.insert_many([{"_id": i, "v": 0, "k": i} for i in range(40)])
+    db.c.create_index("k")
+    for query in ({}, {"k": {"$gte": 0}}):
+        cur = db.c.find(query, batch_size=5)
+        first = [next(cur) for _ in range(5)]
+        other = client[db.name]
+        other.c.update_many({}, {"$inc": {"v": 1}})
+        other.c.delete_many({"_id": {"$gte": 30}})
+        other.c.insert_many([{"_id": 100 + i, "v": 9, "k": 100 + i} for i in range(5)])
+        rest = list(cur)
+        got = first + rest
+        assert [d["_id"] for d in got] == list(range(40)), query
+        assert {d["v"] for d in got} == {0}
+        # Put the collection back for the next round.
+        other.c.delete_many({"_id": {"$gte": 100}})
+        other.c.update_many({}, {"$set": {"v": 0}})
+        other.c.insert_many([{"_id": i, "v": 0, "k": i} for i in range(30, 40)])
+    # A new query sees the writes.
+    db.c.update_one({"_id": 0}, {"$set": {"v": 5}})
+    assert db.c.find_one({"_id": 0})["v"] == 5

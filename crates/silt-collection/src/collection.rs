@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
-use silt_storage::{Dict, Env};
+use silt_storage::{Dict, Env, Snapshot};
 
 use crate::{decode_doc, encode_doc, id_key, Accesses, Index, Result};
 
@@ -179,12 +179,25 @@ impl Collection {
             .cloned()
     }
 
-    /// The document with this encoded key.
+    /// The document with this encoded key (its newest committed version).
     pub fn get_by_key(&self, key: &[u8]) -> Result<Option<Document>> {
         match self.dict.get(key)? {
             Some(v) => Ok(Some(decode_doc(&self.ns, &v)?)),
             None => Ok(None),
         }
+    }
+
+    /// The document with this encoded key as `snap` sees it.
+    pub fn get_by_key_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Document>> {
+        match self.dict.get_at(key, snap)? {
+            Some(v) => Ok(Some(decode_doc(&self.ns, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A snapshot of every collection of the store, as of now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.dict.snapshot()
     }
 
     /// The document with this `_id`.
@@ -202,6 +215,14 @@ impl Collection {
         DocCursor {
             ns: self.ns.clone(),
             inner: self.dict.cursor(lo, hi),
+        }
+    }
+
+    /// [`Collection::scan`] of what `snap` sees, from the first document to the last.
+    pub fn scan_at(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, snap: &Snapshot) -> DocCursor {
+        DocCursor {
+            ns: self.ns.clone(),
+            inner: self.dict.cursor_at(lo, hi, snap),
         }
     }
 

@@ -36,9 +36,10 @@ use bson::{Bson, Document};
 
 /// What the server needs of the engine, so that it never names `silt_storage`: the options
 /// it opens the store with, the registry of update functions (fast updates) and what they
-/// return, the engine's statistics, its poison state and its fail points.
+/// return, the engine's statistics, its poison state and its fail points, and snapshots.
 pub use silt_storage::{
-    EnvOptions, EnvStats, FailPoints, PoisonCause, SyncPolicy, UpdateOutcome, UpdateRegistry,
+    EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy, UpdateOutcome,
+    UpdateRegistry,
 };
 
 pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING, BUILD_SCANNING};

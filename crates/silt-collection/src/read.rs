@@ -3,6 +3,10 @@
 //! (fetched by `_id`, decoded from a clustering index's entry, or made from the entry alone
 //! when the plan is covered). The filter's matcher is always re-applied, so a plan only has to
 //! read a superset of the matching documents.
+//!
+//! A source reads one snapshot from its first document to its last: the one it is given, or
+//! one taken when it is made. Writes that land while a cursor is open (between its batches)
+//! are not seen by it, and index entries and the documents fetched for them agree.
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
@@ -15,7 +19,7 @@ use silt_query::plan::{Access, Covered, Plan};
 
 use crate::keyrange::{as_ref, KeyRange, KeyScan};
 use crate::plan::Planned;
-use crate::{id_key, CollError, Collection, DocCursor, Index, Result};
+use crate::{id_key, CollError, Collection, DocCursor, Index, Result, Snapshot};
 
 /// When a read must stop early. Checked before every document.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,6 +53,7 @@ enum Feed {
 /// the documents an entry cannot stand for.
 pub struct MatchSource {
     coll: Arc<Collection>,
+    snap: Snapshot,
     feed: Feed,
     matcher: Option<Arc<Matcher>>,
     stop: Stop,
@@ -69,38 +74,63 @@ impl std::fmt::Debug for MatchSource {
 }
 
 impl MatchSource {
-    /// Read along a plan, covered when the choice is.
+    /// Read along a plan, covered when the choice is, at a snapshot taken now.
     pub fn new(
         coll: Arc<Collection>,
         planned: &Planned,
         matcher: Option<Arc<Matcher>>,
         stop: Stop,
     ) -> MatchSource {
-        let mut src = MatchSource::uncovered(coll, planned, matcher, stop);
+        let snap = coll.snapshot();
+        MatchSource::new_at(coll, planned, matcher, stop, snap)
+    }
+
+    /// [`MatchSource::new`] at the given snapshot (a transaction's).
+    pub fn new_at(
+        coll: Arc<Collection>,
+        planned: &Planned,
+        matcher: Option<Arc<Matcher>>,
+        stop: Stop,
+        snap: Snapshot,
+    ) -> MatchSource {
+        let mut src = MatchSource::uncovered_at(coll, planned, matcher, stop, snap);
         src.covered = planned.choice.covered;
         src
     }
 
-    /// Read along a plan, every document whole (never covered).
+    /// Read along a plan, every document whole (never covered), at a snapshot taken now.
     pub fn uncovered(
         coll: Arc<Collection>,
         planned: &Planned,
         matcher: Option<Arc<Matcher>>,
         stop: Stop,
     ) -> MatchSource {
+        let snap = coll.snapshot();
+        MatchSource::uncovered_at(coll, planned, matcher, stop, snap)
+    }
+
+    /// [`MatchSource::uncovered`] at the given snapshot.
+    pub fn uncovered_at(
+        coll: Arc<Collection>,
+        planned: &Planned,
+        matcher: Option<Arc<Matcher>>,
+        stop: Stop,
+        snap: Snapshot,
+    ) -> MatchSource {
         let feed = match &planned.choice.plan {
             Plan::Primary(Access::Points(p)) => Feed::Points(p.clone().into()),
             Plan::Primary(Access::IdRange(lo, hi)) => {
                 let (lo, hi) = (enc_bound(lo), enc_bound(hi));
-                Feed::Scan(coll.scan(as_ref(&lo), as_ref(&hi)))
+                Feed::Scan(coll.scan_at(as_ref(&lo), as_ref(&hi), &snap))
             }
             Plan::Primary(Access::FullScan) => {
-                Feed::Scan(coll.scan(Bound::Unbounded, Bound::Unbounded))
+                Feed::Scan(coll.scan_at(Bound::Unbounded, Bound::Unbounded, &snap))
             }
             Plan::Index(_) => Feed::Ix(IxFeed::new(planned.key_scans())),
         };
         MatchSource {
             coll,
+            snap,
             feed,
             matcher,
             stop,
@@ -134,7 +164,7 @@ impl MatchSource {
                 Feed::Points(p) => match p.pop_front() {
                     Some(id) => {
                         let k = id_key(&id);
-                        self.coll.get_by_key(&k)?.map(|d| (k, d))
+                        self.coll.get_by_key_at(&k, &self.snap)?.map(|d| (k, d))
                     }
                     None => return Ok(None),
                 },
@@ -143,7 +173,7 @@ impl MatchSource {
                     None => return Ok(None),
                 },
                 Feed::Ix(f) => {
-                    let Some(e) = f.next_entry(&mut self.keys)? else {
+                    let Some(e) = f.next_entry(&mut self.keys, &self.snap)? else {
                         return Ok(None);
                     };
                     let id = e.key[e.id_at..].to_vec();
@@ -160,7 +190,7 @@ impl MatchSource {
                     if e.index.spec.clustering {
                         Some((id, self.coll.decode(&e.value)?))
                     } else {
-                        self.coll.get_by_key(&id)?.map(|d| (id, d))
+                        self.coll.get_by_key_at(&id, &self.snap)?.map(|d| (id, d))
                     }
                 }
             };
@@ -201,7 +231,7 @@ impl IxFeed {
     }
 
     /// The next entry (the first for its `_id` when de-duplicating). Counts keys examined.
-    fn next_entry(&mut self, keys: &mut u64) -> Result<Option<IxEntry>> {
+    fn next_entry(&mut self, keys: &mut u64, snap: &Snapshot) -> Result<Option<IxEntry>> {
         loop {
             if self.cur.is_none() {
                 let Some(s) = self.scans.pop_front() else {
@@ -221,7 +251,7 @@ impl IxFeed {
                     self.cur = None;
                     continue;
                 };
-                let mut c = s.index.dict().cursor(as_ref(&lo), as_ref(&hi));
+                let mut c = s.index.dict().cursor_at(as_ref(&lo), as_ref(&hi), snap);
                 if s.reverse {
                     c.seek_last();
                 }

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -23,6 +24,7 @@ use crate::format::node::{
     self as fnode, decode_header, decode_part, encode_block, image_of, NodeImage,
 };
 use crate::ids::{BlockNum, DictId, Xid};
+use crate::locks::{LockMode, LockOwner};
 use crate::msg::{MsgKind, UpdateRegistry};
 use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::tree::node::{Key, Node, Part, PartData, PartLoc};
@@ -519,6 +521,30 @@ impl Dict {
         })
     }
 
+    /// Lock `[lo, hi]` in `mode` for one write outside a transaction: it waits (at most
+    /// `timeout`) for transactions holding conflicting locks, and holds off theirs until the
+    /// returned guard drops (see `locks.rs`).
+    pub fn lock_range(
+        &self,
+        range: (&[u8], &[u8]),
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<RangeLock> {
+        let owner = self.env.locks.temp_owner();
+        self.env
+            .locks
+            .acquire(self.core.id, range, owner, mode, timeout)?;
+        Ok(RangeLock {
+            env: self.env.clone(),
+            owner,
+        })
+    }
+
+    /// A snapshot of the environment this dictionary belongs to (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        self.env.txns.snapshot(None)
+    }
+
     /// The newest committed value of `key`, with every pending message applied.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_view(key, View::Latest)
@@ -774,6 +800,41 @@ pub(crate) fn apply_record(
         LogRecord::Commit { .. } | LogRecord::Abort { .. } => return,
     };
     t.inject(fns, &kind.0, kind.1, xid, prov);
+}
+
+/// Locks of one write outside a transaction, released when dropped ([`Dict::lock_range`]).
+pub struct RangeLock {
+    env: Arc<EnvInner>,
+    owner: LockOwner,
+}
+
+impl std::fmt::Debug for RangeLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangeLock")
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl RangeLock {
+    /// Add `[lo, hi]` of `d` (same environment) to the locks this guard holds.
+    pub fn also(
+        &self,
+        d: &Dict,
+        range: (&[u8], &[u8]),
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.env
+            .locks
+            .acquire(d.core.id, range, self.owner, mode, timeout)
+    }
+}
+
+impl Drop for RangeLock {
+    fn drop(&mut self) {
+        self.env.locks.release_all(self.owner);
+    }
 }
 
 #[derive(Debug, Clone)]

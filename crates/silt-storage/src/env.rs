@@ -39,6 +39,7 @@ use crate::format::btt::{self, Extent};
 use crate::format::header::FileHeader;
 use crate::format::node::{encode_block, image_of};
 use crate::ids::{BlockNum, DictId, Lsn, Msn, Xid};
+use crate::locks::LockMgr;
 use crate::msg::{MsgKind, UpdateRegistry};
 use crate::options::{EnvOptions, SyncPolicy};
 use crate::poison::{spawn_worker, FailPoints, PoisonCause, PoisonState, TreeLock};
@@ -78,6 +79,8 @@ pub(crate) struct EnvInner {
     pub(crate) failpoints: FailPoints,
     /// Transaction ids, live transactions and snapshots.
     pub(crate) txns: Arc<TxnMgr>,
+    /// Key-range locks of transactions and writers.
+    pub(crate) locks: LockMgr,
     bg: Mutex<BgState>,
     bg_cond: Condvar,
     evict_rr: AtomicU64,
@@ -116,6 +119,14 @@ pub struct EnvStats {
     pub live_txns: u64,
     /// Snapshots live now (each transaction holds one).
     pub snapshots: u64,
+    /// Locks held now.
+    pub locks_held: u64,
+    /// Lock requests that had to wait, since open.
+    pub lock_waits: u64,
+    /// Lock requests that timed out, since open.
+    pub lock_timeouts: u64,
+    /// Lock requests refused as deadlock victims, since open.
+    pub deadlocks: u64,
 }
 
 /// An open environment. Dropping it stops the background workers and checkpoints, as
@@ -343,6 +354,7 @@ impl Env {
             poison,
             failpoints: FailPoints::default(),
             txns,
+            locks: LockMgr::default(),
             bg: Mutex::new(BgState::default()),
             bg_cond: Condvar::new(),
             evict_rr: AtomicU64::new(0),
@@ -513,6 +525,10 @@ impl Env {
             apparent_bytes: apparent,
             live_txns: txns as u64,
             snapshots: snaps as u64,
+            locks_held: self.inner.locks.held() as u64,
+            lock_waits: self.inner.locks.waited.load(Ordering::Relaxed),
+            lock_timeouts: self.inner.locks.timeouts.load(Ordering::Relaxed),
+            deadlocks: self.inner.locks.deadlocks.load(Ordering::Relaxed),
         }
     }
 

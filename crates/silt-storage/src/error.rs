@@ -58,6 +58,14 @@ pub enum Error {
     #[error("environment is closed")]
     Closed,
 
+    /// A lock request waited its whole timeout (`locks.rs`).
+    #[error("a lock request timed out waiting for another transaction")]
+    LockTimeout,
+
+    /// A lock request would have closed a cycle of waiters; the requester is the victim.
+    #[error("a lock request would deadlock; this transaction is the victim")]
+    Deadlock,
+
     /// A call that cannot be carried out as asked (a batch spanning two environments).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

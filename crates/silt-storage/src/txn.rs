@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -31,6 +32,7 @@ use crate::dict::Dict;
 use crate::env::EnvInner;
 use crate::error::{Error, Result};
 use crate::ids::{DictId, Lsn, Xid};
+use crate::locks::{LockMode, LockOwner};
 use crate::wal::LogRecord;
 
 /// What a reader sees, captured when its snapshot was taken.
@@ -420,18 +422,43 @@ impl Txn {
         self.write(d, d.update_record(key, func, arg)?)
     }
 
+    /// Lock `[lo, hi]` of `d` in `mode` until the transaction ends, waiting at most
+    /// `timeout` for other owners (see `locks.rs`: [`Error::LockTimeout`], or
+    /// [`Error::Deadlock`] when waiting would close a cycle).
+    pub fn lock(
+        &self,
+        d: &Dict,
+        range: (&[u8], &[u8]),
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.core.check_open()?;
+        self.env
+            .locks
+            .acquire(d.core.id, range, self.owner(), mode, timeout)
+    }
+
+    /// The transaction as a lock owner.
+    pub fn owner(&self) -> LockOwner {
+        LockOwner(self.core.xid.0)
+    }
+
     /// Make every write of the transaction committed, atomically for every snapshot taken
     /// afterwards. Returns once the commit record is written; synced too when `durable` (or
     /// under [`SyncPolicy::EveryCommit`](crate::SyncPolicy::EveryCommit)).
     pub fn commit(self, durable: bool) -> Result<()> {
         self.core.check_open()?;
-        crate::write::finish(&self.env, &self.core, true, durable)
+        let r = crate::write::finish(&self.env, &self.core, true, durable);
+        self.env.locks.release_all(self.owner());
+        r
     }
 
     /// Undo every write of the transaction.
     pub fn abort(self) -> Result<()> {
         self.core.check_open()?;
-        crate::write::finish(&self.env, &self.core, false, false)
+        let r = crate::write::finish(&self.env, &self.core, false, false);
+        self.env.locks.release_all(self.owner());
+        r
     }
 }
 
@@ -441,6 +468,7 @@ impl Drop for Txn {
             if let Err(e) = crate::write::finish(&self.env, &self.core, false, false) {
                 tracing::warn!(xid = %self.core.xid, error = %e, "aborting a dropped transaction failed");
             }
+            self.env.locks.release_all(self.owner());
         }
     }
 }
