@@ -38,7 +38,7 @@ use bson::{Bson, Document};
 /// it opens the store with, the registry of update functions (fast updates) and what they
 /// return, the engine's statistics, its poison state and its fail points, and snapshots.
 pub use silt_storage::{
-    EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy, UpdateOutcome,
+    EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy, Txn, UpdateOutcome,
     UpdateRegistry,
 };
 
@@ -50,7 +50,7 @@ pub use plan::Planned;
 pub use read::{MatchSource, Stop};
 pub use store::Store;
 pub use validate::ValidateReport;
-pub use write::DocLock;
+pub use write::{DocLock, NON_TXN_LOCK_WAIT};
 
 use collection::{stripe_of, KeySet, MAX_INDEX_KEY_BYTES};
 
@@ -96,6 +96,12 @@ pub enum CollError {
     NamespaceNotFound(String),
     /// The operation was stopped on request (an index build whose [`BuildObserver`] said so,
     /// or a read whose [`Stop::interrupted`] did).
+    /// A write met another writer of the same document or unique value: a lock the lock
+    /// manager refused (timeout, deadlock), or a version committed after the transaction's
+    /// snapshot. The client retries (MongoDB's WriteConflict, 112).
+    #[error("Write conflict during plan execution and yielding is disabled. :: {0}")]
+    WriteConflict(String),
+
     #[error("operation was interrupted")]
     Interrupted,
     /// A read ran past its [`Stop::deadline`] (`maxTimeMS`).
@@ -164,3 +170,5 @@ pub(crate) fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_txn;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 use parking_lot::{Mutex, RwLock};
-use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, UpdateRegistry};
+use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, Txn, UpdateRegistry};
 
 use crate::build::SORT_TMP_DIR;
 use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result};
@@ -108,6 +108,13 @@ impl Store {
             next_dict: AtomicU64::new(next),
             build_memory,
         })
+    }
+
+    /// Begin a transaction over every collection of the store (see [`Txn`]: its writes go
+    /// through [`Collection::lock_doc_in`] and [`Collection::insert_in`], its reads through
+    /// [`crate::MatchSource::new_at`] with its snapshot).
+    pub fn begin(&self) -> Result<Txn> {
+        Ok(self.env.begin()?)
     }
 
     /// The engine environment.

@@ -225,7 +225,8 @@ fn maintenance_unique_build_and_reopen() {
         let key = id_key(&Bson::Int32(3));
         let old = c.get_by_key(&key).unwrap().unwrap();
         let new = doc! {"_id": 3, "a": [40, 41], "u": 3, "t": "x"};
-        c.replace(&c.lock_doc(key.clone()), &old, &new).unwrap();
+        c.replace(&c.lock_doc(key.clone()).unwrap(), &old, &new)
+            .unwrap();
         let a = entries(&c, "a_1");
         assert_eq!(a.iter().filter(|(_, id)| *id == Bson::Int32(3)).count(), 2);
         assert!(c.index("a_1").unwrap().is_multikey());
@@ -234,11 +235,11 @@ fn maintenance_unique_build_and_reopen() {
         let old = c.get_by_key(&key).unwrap().unwrap();
         let moved = doc! {"_id": 3, "a": 1, "u": 4};
         assert!(matches!(
-            c.replace(&c.lock_doc(key.clone()), &old, &moved),
+            c.replace(&c.lock_doc(key.clone()).unwrap(), &old, &moved),
             Err(CollError::DuplicateKey { .. })
         ));
         assert_eq!(c.get_by_key(&key).unwrap().unwrap(), old);
-        c.delete(&c.lock_doc(key.clone()), &old).unwrap();
+        c.delete(&c.lock_doc(key.clone()).unwrap(), &old).unwrap();
         assert!(!entries(&c, "a_1")
             .iter()
             .any(|(_, id)| *id == Bson::Int32(3)));
@@ -371,7 +372,7 @@ fn shapes_follow_updates_that_keep_the_key() {
     for v in [Bson::Int64(1), Bson::Double(1.0), Bson::Int32(1)] {
         let old = d.clone();
         d.insert("a", v);
-        c.replace(&c.lock_doc(id_key(&Bson::Int32(1))), &old, &d)
+        c.replace(&c.lock_doc(id_key(&Bson::Int32(1))).unwrap(), &old, &d)
             .unwrap();
         check_covered(&c, "a_1", std::slice::from_ref(&d));
     }
@@ -415,7 +416,7 @@ proptest::proptest! {
                 Some(v) => { d.insert("a", v); }
                 None => { d.remove("a"); }
             }
-            c.replace(&c.lock_doc(key.clone()), &old, d).unwrap();
+            c.replace(&c.lock_doc(key.clone()).unwrap(), &old, d).unwrap();
         }
         for name in ["a_1", "a_-1_b_1", "n.x_1_b_-1", "n_1_n.y_1"] {
             check_covered(&c, name, &docs);

@@ -2,10 +2,18 @@
 //! index entries.
 //!
 //! **Lock order on every write path**, outermost first:
+//! 0. lock-manager locks (`silt_storage` `locks.rs`): the document's `_id` key, exclusive,
+//!    then each unique-index value it writes. A transaction holds them until it ends; a write
+//!    outside one holds them for the write. Waiting here holds nothing below, so the
+//!    manager's deadlock detection sees every wait that matters;
 //! 1. a document's `_id` stripe ([`DocLock`], several in sorted stripe order);
 //! 2. the collection's `build` RwLock, shared (an index build or drop takes it exclusively,
 //!    then the store's `ddl` mutex);
 //! 3. the unique-key stripes, in sorted order.
+//!
+//! Inside a transaction ([`Collection::lock_doc_in`]) a document is read at the transaction's
+//! snapshot (with its own writes), and a document someone committed after that snapshot is a
+//! write conflict (first committer wins), as MongoDB's snapshot isolation.
 //!
 //! The rules a writer must follow are types: [`Collection::replace`], [`Collection::delete`]
 //! and [`Collection::fast_update`] take the [`DocLock`] of the document, so they cannot be
@@ -14,10 +22,11 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bson::{doc, Bson, Document};
 use parking_lot::MutexGuard;
-use silt_storage::WriteBatch;
+use silt_storage::{LockMode, RangeLock, Txn, WriteBatch};
 
 use crate::index::{self, KeyError};
 use crate::{
@@ -25,11 +34,20 @@ use crate::{
     MAX_INDEX_KEY_BYTES,
 };
 
-/// The lock of one document (its `_id` key's stripe): writers of the same document
-/// serialise here, and a read under it stays current until the guard is dropped.
+/// How long a write outside a transaction waits for a transaction that holds its document
+/// (at most the transaction's lifetime: MongoDB's `transactionLifetimeLimitSeconds`).
+pub const NON_TXN_LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// The lock of one document: its `_id` key in the lock manager (for a transaction, held until
+/// it ends) and its stripe. Writers of the same document serialise here, and a read under it
+/// stays current until the guard is dropped.
 pub struct DocLock<'a> {
     coll: &'a Collection,
     key: Vec<u8>,
+    /// The transaction writing, if any, and how long it waits for locks.
+    txn: Option<(&'a Txn, Duration)>,
+    /// The lock-manager locks of a write outside a transaction.
+    range: Option<RangeLock>,
     _guard: MutexGuard<'a, ()>,
 }
 
@@ -47,31 +65,99 @@ impl DocLock<'_> {
         &self.key
     }
 
-    /// The document as it is now (stable while the lock is held).
+    /// The document as it is now (stable while the lock is held); inside a transaction, as
+    /// the transaction sees it.
     pub fn read(&self) -> Result<Option<Document>> {
-        self.coll.get_by_key(&self.key)
+        match self.txn {
+            Some((t, _)) => self.coll.get_by_key_at(&self.key, t.snapshot()),
+            None => self.coll.get_by_key(&self.key),
+        }
+    }
+
+    /// Lock `[lo, hi]` of `d` exclusively too, for as long as this lock's owner holds locks.
+    fn also(&self, d: &silt_storage::Dict, range: (&[u8], &[u8])) -> Result<()> {
+        let r = match (&self.txn, &self.range) {
+            (Some((t, wait)), _) => t.lock(d, range, LockMode::Exclusive, *wait),
+            (None, Some(g)) => g.also(d, range, LockMode::Exclusive, NON_TXN_LOCK_WAIT),
+            (None, None) => Ok(()),
+        };
+        r.map_err(conflict)
+    }
+}
+
+/// A lock the manager refused (a timeout or a deadlock) is a write conflict.
+fn conflict(e: silt_storage::Error) -> CollError {
+    match e {
+        silt_storage::Error::LockTimeout | silt_storage::Error::Deadlock => {
+            CollError::WriteConflict(e.to_string())
+        }
+        e => CollError::Storage(e),
     }
 }
 
 impl Collection {
-    /// Lock the document with encoded `_id` `key`.
-    pub fn lock_doc(&self, key: Vec<u8>) -> DocLock<'_> {
+    /// Lock the document with encoded `_id` `key` for a write outside any transaction. If a
+    /// transaction holds it, this waits (up to [`NON_TXN_LOCK_WAIT`]) for it to end.
+    pub fn lock_doc(&self, key: Vec<u8>) -> Result<DocLock<'_>> {
+        let range = self
+            .dict
+            .lock_range((&key, &key), LockMode::Exclusive, NON_TXN_LOCK_WAIT)
+            .map_err(conflict)?;
         let guard = self.locks[stripe_of(&[&key])].lock();
-        DocLock {
+        Ok(DocLock {
             coll: self,
             key,
+            txn: None,
+            range: Some(range),
             _guard: guard,
+        })
+    }
+
+    /// Lock the document with encoded `_id` `key` for transaction `txn` (until it ends),
+    /// waiting at most `wait` for another transaction that holds it. Fails with
+    /// [`CollError::WriteConflict`] on a timeout, a deadlock (this transaction is the victim),
+    /// or when a version of the document was committed after the transaction's snapshot.
+    pub fn lock_doc_in<'a>(
+        &'a self,
+        key: Vec<u8>,
+        txn: &'a Txn,
+        wait: Duration,
+    ) -> Result<DocLock<'a>> {
+        txn.lock(&self.dict, (&key, &key), LockMode::Exclusive, wait)
+            .map_err(conflict)?;
+        if self.dict.write_conflict(&key, Some(txn))? {
+            return Err(CollError::WriteConflict(
+                "the document was changed after the transaction's snapshot".into(),
+            ));
         }
+        let guard = self.locks[stripe_of(&[&key])].lock();
+        Ok(DocLock {
+            coll: self,
+            key,
+            txn: Some((txn, wait)),
+            range: None,
+            _guard: guard,
+        })
     }
 
     /// Insert `doc` (which must carry `_id`); a document with the same `_id` is an error, as
     /// is a unique-index violation (nothing is written then).
     pub fn insert(&self, doc: &Document) -> Result<()> {
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let key = id_key(&id);
-        let lock = self.lock_doc(key);
+        let lock = self.lock_doc(id_key(&id))?;
+        self.insert_locked(&lock, doc, id)
+    }
+
+    /// [`Collection::insert`] inside transaction `txn` (see [`Collection::lock_doc_in`]).
+    pub fn insert_in(&self, doc: &Document, txn: &Txn, wait: Duration) -> Result<()> {
+        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        let lock = self.lock_doc_in(id_key(&id), txn, wait)?;
+        self.insert_locked(&lock, doc, id)
+    }
+
+    fn insert_locked(&self, lock: &DocLock<'_>, doc: &Document, id: Bson) -> Result<()> {
         let _b = self.build.read();
-        if self.dict.get(lock.key())?.is_some() {
+        if lock.read()?.is_some() {
             return Err(CollError::DuplicateKey {
                 ns: self.ns.clone(),
                 index: "_id_".into(),
@@ -79,7 +165,7 @@ impl Collection {
                 key_value: Box::new(doc! { "_id": id }),
             });
         }
-        self.write_doc(lock.key(), None, Some(doc))
+        self.write_doc(lock, None, Some(doc))
     }
 
     /// Insert each document unless one with its `_id` exists, without reading: one
@@ -118,14 +204,14 @@ impl Collection {
     pub fn replace(&self, lock: &DocLock<'_>, old: &Document, new: &Document) -> Result<()> {
         self.check_lock(lock)?;
         let _b = self.build.read();
-        self.write_doc(lock.key(), Some(old), Some(new))
+        self.write_doc(lock, Some(old), Some(new))
     }
 
     /// Delete `old`: the document `lock` holds, which the caller read under it.
     pub fn delete(&self, lock: &DocLock<'_>, old: &Document) -> Result<()> {
         self.check_lock(lock)?;
         let _b = self.build.read();
-        self.write_doc(lock.key(), Some(old), None)
+        self.write_doc(lock, Some(old), None)
     }
 
     /// A fast update of the document `lock` holds: under one `build` guard, so that no index
@@ -150,7 +236,10 @@ impl Collection {
         if uncertain {
             self.mark_count_uncertain()?;
         }
-        self.dict.update(lock.key(), func, arg)?;
+        match lock.txn {
+            Some((t, _)) => t.update(&self.dict, lock.key(), func, arg)?,
+            None => self.dict.update(lock.key(), func, arg)?,
+        }
         Ok(true)
     }
 
@@ -175,9 +264,16 @@ impl Collection {
     }
 
     /// The write itself, with index maintenance (the caller holds `build` shared and the
-    /// `_id` stripe). Every index key is computed and every unique constraint checked before
-    /// anything is written.
-    fn write_doc(&self, key: &[u8], old: Option<&Document>, new: Option<&Document>) -> Result<()> {
+    /// document's lock). Every index key is computed and every unique constraint checked
+    /// before anything is written.
+    fn write_doc(
+        &self,
+        lock: &DocLock<'_>,
+        old: Option<&Document>,
+        new: Option<&Document>,
+    ) -> Result<()> {
+        let key = lock.key();
+        let txn = lock.txn.map(|(t, _)| t);
         let idxs = self.indexes.read().clone();
         let mut plans = Vec::with_capacity(idxs.len());
         for ix in &idxs {
@@ -201,7 +297,7 @@ impl Collection {
             let (ov, nv) = (value(old), value(new));
             plans.push((ix, ok, nk, mk, ov != nv, nv));
         }
-        // Unique checks under the stripes of the new prefixes.
+        // Unique checks under the lock-manager locks and the stripes of the new prefixes.
         let mut stripes: Vec<usize> = Vec::new();
         for (ix, ok, nk, ..) in &plans {
             if !ix.spec.unique {
@@ -209,6 +305,7 @@ impl Collection {
             }
             for (p, _) in nk {
                 if !ok.iter().any(|(o, _)| o == p) {
+                    lock.also(ix.dict(), (p, p))?;
                     stripes.push(stripe_of(&[ix.name().as_bytes(), p]));
                 }
             }
@@ -230,15 +327,39 @@ impl Collection {
                     Some(h) => Bound::Excluded(h.as_slice()),
                     None => Bound::Unbounded,
                 };
-                let mut cur = ix.dict().cursor(Bound::Included(p.as_slice()), hi_b);
+                let dup = || CollError::DuplicateKey {
+                    ns: self.ns.clone(),
+                    index: ix.name().to_string(),
+                    key_pattern: Box::new(ix.spec.key_pattern.clone()),
+                    key_value: Box::new(ix.spec.key_value_doc(vals)),
+                };
+                let lo_b = Bound::Included(p.as_slice());
+                // The committed entries (no other transaction can hold one of this value
+                // provisionally: it would hold the value's lock).
+                let mut cur = ix.dict().cursor(lo_b, hi_b);
                 while let Some((k, _)) = cur.next()? {
-                    if k.get(p.len()..) != Some(key) {
-                        return Err(CollError::DuplicateKey {
-                            ns: self.ns.clone(),
-                            index: ix.name().to_string(),
-                            key_pattern: Box::new(ix.spec.key_pattern.clone()),
-                            key_value: Box::new(ix.spec.key_value_doc(vals)),
-                        });
+                    if k.get(p.len()..) == Some(key) {
+                        continue;
+                    }
+                    let Some(t) = txn else { return Err(dup()) };
+                    if ix.dict().write_conflict(&k, Some(t))? {
+                        return Err(CollError::WriteConflict(
+                            "a unique index value was committed after the transaction's snapshot"
+                                .into(),
+                        ));
+                    }
+                    // Unless the transaction deleted it.
+                    if ix.dict().get_at(&k, t.snapshot())?.is_some() {
+                        return Err(dup());
+                    }
+                }
+                // And the transaction's own entries.
+                if let Some(t) = txn {
+                    let mut cur = ix.dict().cursor_at(lo_b, hi_b, t.snapshot());
+                    while let Some((k, _)) = cur.next()? {
+                        if k.get(p.len()..) != Some(key) {
+                            return Err(dup());
+                        }
                     }
                 }
             }
@@ -286,20 +407,25 @@ impl Collection {
         }
         // A newly multikey index is recorded in the catalog in the same batch as the entries
         // that made it so: after a crash the planner never trusts a stale "not multikey".
+        // In a transaction the catalog is written at once, outside it (a flag set early only
+        // costs plans): two transactions must not conflict on the catalog entry.
         let _meta = if flag_changed {
             let g = self.meta_lock.lock();
             if self.live.load(Ordering::Acquire) {
-                batch.put(
-                    &self.catalog,
-                    self.ns.as_bytes(),
-                    &encode_doc(&self.meta_doc()),
-                )?;
+                let meta = encode_doc(&self.meta_doc());
+                match txn {
+                    Some(_) => self.catalog.put(self.ns.as_bytes(), &meta)?,
+                    None => batch.put(&self.catalog, self.ns.as_bytes(), &meta)?,
+                }
             }
             Some(g)
         } else {
             None
         };
-        batch.commit()?;
+        match txn {
+            Some(t) => batch.commit_in(t)?,
+            None => batch.commit()?,
+        }
         Ok(())
     }
 }

@@ -60,6 +60,7 @@ codes! {
     invalid_namespace => 73, "InvalidNamespace";
     index_not_found => 27, "IndexNotFound";
     operation_failed => 96, "OperationFailed";
+    write_conflict => 112, "WriteConflict";
     document_validation_failure => 121, "DocumentValidationFailure";
     not_implemented => 238, "NotImplemented";
     invalid_index_specification_option => 197, "InvalidIndexSpecificationOption";

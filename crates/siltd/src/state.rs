@@ -144,6 +144,7 @@ pub fn coll_err(e: CollError) -> QueryError {
         CollError::IndexNotFound(m) => QueryError::index_not_found(m),
         CollError::Interrupted => QueryError::interrupted(e.to_string()),
         CollError::TimeLimit => QueryError::max_time_ms_expired(e.to_string()),
+        CollError::WriteConflict(_) => QueryError::write_conflict(e.to_string()),
         _ if e.is_too_large() => QueryError::bson_object_too_large(e.to_string()),
         other => QueryError::internal(other.to_string()),
     }

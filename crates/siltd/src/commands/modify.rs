@@ -192,7 +192,7 @@ pub(super) fn update_docs(
         // The keys to update, chosen first so that updated documents are not seen again.
         let keys = select_keys(&coll, filter, &matcher, sort, multi, hint)?;
         for key in keys {
-            let lock = coll.lock_doc(key);
+            let lock = coll.lock_doc(key).map_err(WriteFail::from)?;
             update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
         }
     }
@@ -268,7 +268,7 @@ pub(super) fn delete_docs(
     let keys = select_keys(&coll, filter, &matcher, sort, multi, hint)?;
     let mut out = Vec::new();
     for key in keys {
-        let lock = coll.lock_doc(key);
+        let lock = coll.lock_doc(key).map_err(coll_err)?;
         let Some(old) = lock.read().map_err(coll_err)? else {
             continue;
         };

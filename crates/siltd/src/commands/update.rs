@@ -108,7 +108,7 @@ fn fast_by_index(
     let now = bson::DateTime::now();
     let mut normal = UpdateResult::default();
     for key in &keys {
-        let lock = c.lock_doc(key.clone());
+        let lock = c.lock_doc(key.clone()).map_err(WriteFail::from)?;
         let fast = c
             .fast_update(&lock, eligible, false, crate::fast::FAST_UPDATE_FN, &arg)
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
@@ -170,7 +170,9 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                             .map_err(|e| WriteFail::Other(coll_err(e)))?,
                     };
                     let arg = crate::fast::message_arg(id, u, upsert, None, af.as_deref())?;
-                    let lock = coll.lock_doc(silt_collection::id_key(id));
+                    let lock = coll
+                        .lock_doc(silt_collection::id_key(id))
+                        .map_err(WriteFail::from)?;
                     // A fast upsert may create the document: the count is unknown until
                     // its message reaches a leaf.
                     let injected = coll
