@@ -196,3 +196,22 @@ fn a_write_outside_transactions_waits_for_the_holder() {
     w.join().unwrap();
     assert_eq!(docs(&c, None), vec![doc! {"_id": 1, "v": 11}]);
 }
+
+#[test]
+fn blind_inserts_step_aside_for_a_transaction_holding_a_document() {
+    let (_d, s) = store();
+    let c = s.get_or_create("db.c").unwrap();
+    let t = s.begin().unwrap();
+    c.insert_in(&doc! {"_id": 2, "v": "txn"}, &t, WAIT).unwrap();
+    let batch = [doc! {"_id": 1}, doc! {"_id": 2, "v": "blind"}];
+    assert!(
+        !c.insert_if_absent(&batch).unwrap(),
+        "a held document: the normal path"
+    );
+    t.commit(false).unwrap();
+    assert!(c.insert_if_absent(&batch).unwrap());
+    assert_eq!(
+        docs(&c, None),
+        vec![doc! {"_id": 1}, doc! {"_id": 2, "v": "txn"}]
+    );
+}

@@ -172,12 +172,37 @@ impl Collection {
     /// insert-if-absent message per document, all in one engine batch. A duplicate is skipped
     /// when its message reaches a leaf, so nobody learns which documents were duplicates.
     /// Only possible while the collection has no secondary index (an index entry would need
-    /// to know whether its document went in); returns `false`, writing nothing, otherwise.
+    /// to know whether its document went in) and no transaction holds one of the documents;
+    /// returns `false`, writing nothing, otherwise.
     pub fn insert_if_absent(&self, docs: &[Document]) -> Result<bool> {
         let keys: Vec<Vec<u8>> = docs
             .iter()
             .map(|d| id_key(d.get("_id").unwrap_or(&Bson::Null)))
             .collect();
+        // The documents' lock-manager locks, without waiting: when a transaction holds one,
+        // the caller's normal path (which waits for it) does the inserts instead.
+        let mut sorted: Vec<&Vec<u8>> = keys.iter().collect();
+        sorted.sort();
+        sorted.dedup();
+        let Some(first) = sorted.first() else {
+            return Ok(true);
+        };
+        let busy = |e: silt_storage::Error| match e {
+            silt_storage::Error::LockTimeout | silt_storage::Error::Deadlock => Ok(false),
+            e => Err(CollError::Storage(e)),
+        };
+        let guard = match self
+            .dict
+            .lock_range((first, first), LockMode::Exclusive, Duration::ZERO)
+        {
+            Ok(g) => g,
+            Err(e) => return busy(e),
+        };
+        for k in &sorted[1..] {
+            if let Err(e) = guard.also(&self.dict, (k, k), LockMode::Exclusive, Duration::ZERO) {
+                return busy(e);
+            }
+        }
         // The `_id` stripes (sorted, as every path takes several), so that a plain insert's
         // check-then-put of the same `_id` cannot straddle these messages.
         let mut stripes: Vec<usize> = keys.iter().map(|k| stripe_of(&[k])).collect();
