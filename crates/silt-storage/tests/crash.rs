@@ -265,3 +265,183 @@ fn flipped_log_byte_truncates_cleanly() {
         "{present} records survived"
     );
 }
+
+const ACCOUNTS: u64 = 40;
+const START_BALANCE: u64 = 1000;
+
+fn account(i: u64) -> Vec<u8> {
+    format!("acct-{i:04}").into_bytes()
+}
+
+fn balance(v: Option<Vec<u8>>) -> u64 {
+    u64::from_le_bytes(v.expect("account exists").try_into().expect("8 bytes"))
+}
+
+/// One transfer in a transaction: lock both accounts, check neither changed since the
+/// snapshot, move `amount`, leave a receipt, commit (or, when `abort`, change its mind at the
+/// end: nothing of it may remain). `Ok(false)`: a conflict, aborted.
+fn transfer(
+    env: &Env,
+    d: &silt_storage::Dict,
+    (from, to, amount): (u64, u64, u64),
+    receipt: &[u8],
+    abort: bool,
+) -> Result<bool, Error> {
+    use silt_storage::LockMode;
+    let t = env.begin()?;
+    for k in [account(from.min(to)), account(from.max(to))] {
+        match t.lock(d, (&k, &k), LockMode::Exclusive, Duration::from_millis(5)) {
+            Ok(()) => {}
+            Err(Error::LockTimeout | Error::Deadlock) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if d.write_conflict(&k, Some(&t))? {
+            return Ok(false);
+        }
+    }
+    let a = balance(d.get_at(&account(from), t.snapshot())?);
+    let b = balance(d.get_at(&account(to), t.snapshot())?);
+    let amount = amount.min(a);
+    let mut batch = WriteBatch::new();
+    batch.put(d, &account(from), &(a - amount).to_le_bytes())?;
+    batch.put(d, &account(to), &(b + amount).to_le_bytes())?;
+    batch.put(d, receipt, &amount.to_le_bytes())?;
+    batch.commit_in(&t)?;
+    if abort {
+        t.abort()?;
+        return Ok(true);
+    }
+    t.commit(false)?;
+    Ok(true)
+}
+
+/// The child of the transaction crash test: four threads transfer between accounts in
+/// transactions and report each committed receipt.
+#[test]
+fn txn_crash_child() {
+    let Ok(dir) = std::env::var("SILT_TXN_CRASH_CHILD") else {
+        return;
+    };
+    let env = std::sync::Arc::new(Env::open(&dir, opts(SyncPolicy::Never)).unwrap());
+    let d = env.open_or_create("bank").unwrap();
+    if d.get(&account(0)).unwrap().is_none() {
+        let mut b = WriteBatch::new();
+        for i in 0..ACCOUNTS {
+            b.put(&d, &account(i), &START_BALANCE.to_le_bytes())
+                .unwrap();
+        }
+        b.commit().unwrap();
+        env.sync_log().unwrap();
+    }
+    let round: u64 = std::env::var("SILT_TXN_CRASH_ROUND")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let threads: Vec<_> = (0..4u64)
+        .map(|th| {
+            let (env, d, out) = (env.clone(), d.clone(), out.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(round * 100 + th);
+                for n in 0u64.. {
+                    let from = rng.gen_range(0..ACCOUNTS);
+                    let to = (from + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+                    let receipt = format!("rcpt-{round}-{th}-{n:08}").into_bytes();
+                    let amount = rng.gen_range(1..50);
+                    while !transfer(&env, &d, (from, to, amount), &receipt, n % 5 == 0).unwrap() {}
+                    if n % 5 != 0 {
+                        use std::io::Write;
+                        let mut o = out.lock().unwrap();
+                        writeln!(o, "{}", String::from_utf8_lossy(&receipt)).unwrap();
+                        o.flush().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn kill_minus_nine_in_the_middle_of_concurrent_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut acked: Vec<Vec<u8>> = Vec::new();
+    for round in 0..3u64 {
+        let mut child = Command::new(&exe)
+            .args([
+                "txn_crash_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SILT_TXN_CRASH_CHILD", dir.path())
+            .env("SILT_TXN_CRASH_ROUND", round.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let kill_after = Duration::from_millis(rng.gen_range(400..1500));
+        let t0 = Instant::now();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("rcpt-") {
+                acked.push(line.trim().as_bytes().to_vec());
+            }
+            if t0.elapsed() > kill_after {
+                child.kill().unwrap(); // SIGKILL, with transactions in every state
+                break;
+            }
+        }
+        let _ = child.wait();
+        assert!(
+            !acked.is_empty(),
+            "round {round}: the child committed something"
+        );
+        let env = Env::open(dir.path(), opts(SyncPolicy::Never)).unwrap();
+        let d = env.open_dict("bank").unwrap();
+        // Committed transfers are whole and the others left no trace: money is conserved.
+        let total: u64 = (0..ACCOUNTS)
+            .map(|i| balance(d.get(&account(i)).unwrap()))
+            .sum();
+        assert_eq!(
+            total,
+            ACCOUNTS * START_BALANCE,
+            "round {round}: the sum invariant"
+        );
+        // Every acknowledged commit survived; no aborted transaction's receipt exists.
+        for r in &acked {
+            assert!(
+                d.get(r).unwrap().is_some(),
+                "round {round}: acknowledged {}",
+                String::from_utf8_lossy(r)
+            );
+        }
+        let receipts = d
+            .range(
+                std::ops::Bound::Included(b"rcpt-"),
+                std::ops::Bound::Excluded(b"rcpt."),
+            )
+            .unwrap();
+        for (k, _) in &receipts {
+            let n: u64 = String::from_utf8_lossy(&k[k.len() - 8..]).parse().unwrap();
+            assert!(
+                n % 5 != 0,
+                "an aborted transaction's receipt: {}",
+                String::from_utf8_lossy(k)
+            );
+        }
+        assert_eq!(env.stats().live_txns, 0);
+        eprintln!(
+            "round {round}: {} acknowledged commits, {} receipts recovered",
+            acked.len(),
+            receipts.len()
+        );
+        drop(d);
+        env.simulate_crash();
+    }
+}
