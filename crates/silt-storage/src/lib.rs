@@ -40,6 +40,7 @@ mod locks;
 mod msg;
 mod options;
 mod poison;
+mod recovery;
 mod tree;
 mod txn;
 pub mod vfs;

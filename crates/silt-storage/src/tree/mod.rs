@@ -11,6 +11,7 @@
 //! - The root is always resident with every partition; a dirty node has every partition.
 
 pub(crate) mod apply;
+mod bounds;
 pub(crate) mod le;
 pub(crate) mod node;
 
@@ -26,6 +27,7 @@ use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, UpdateRegistry};
 use crate::txn::View;
 use apply::{apply_buffer_to_leaf, injected_delta, merge_walk, read_value, resolve, Delta};
+use bounds::{above_hi, below_lo, bound_ref, empty_range, tighter_hi, tighter_lo};
 use le::{Le, LE_CLEAN};
 use node::{entry_bytes, Basement, ChildBuf, Key, LeafBuilder, Node, PartData, PartLoc, Val};
 
@@ -97,14 +99,6 @@ impl Drop for Tree {
     fn drop(&mut self) {
         let charged: usize = self.nodes.values().map(|n| n.charged).sum();
         self.cache.used.fetch_sub(charged as i64, Ordering::Relaxed);
-    }
-}
-
-fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
@@ -794,66 +788,6 @@ impl Tree {
                 _ => None,
             }
         })
-    }
-}
-
-fn tighter_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    use Bound::*;
-    match (a, b) {
-        (Unbounded, x) | (x, Unbounded) => x,
-        (Included(x), Included(y)) => Included(x.max(y)),
-        (Excluded(x), Excluded(y)) => Excluded(x.max(y)),
-        (Included(x), Excluded(y)) | (Excluded(y), Included(x)) => {
-            if x > y {
-                Included(x)
-            } else {
-                Excluded(y)
-            }
-        }
-    }
-}
-
-fn tighter_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    use Bound::*;
-    match (a, b) {
-        (Unbounded, x) | (x, Unbounded) => x,
-        (Included(x), Included(y)) => Included(x.min(y)),
-        (Excluded(x), Excluded(y)) => Excluded(x.min(y)),
-        (Included(x), Excluded(y)) | (Excluded(y), Included(x)) => {
-            if x < y {
-                Included(x)
-            } else {
-                Excluded(y)
-            }
-        }
-    }
-}
-
-fn empty_range(a: Bound<&[u8]>, z: Bound<&[u8]>) -> bool {
-    use Bound::*;
-    match (a, z) {
-        (Unbounded, _) | (_, Unbounded) => false,
-        (Included(x), Included(y)) => x > y,
-        (Included(x), Excluded(y)) | (Excluded(x), Included(y)) | (Excluded(x), Excluded(y)) => {
-            x >= y
-        }
-    }
-}
-
-/// Is every key `>= h` above the range's upper bound?
-fn above_hi(h: &[u8], hi: &Bound<Key>) -> bool {
-    match hi {
-        Bound::Unbounded => false,
-        Bound::Included(x) => h > x.as_ref(),
-        Bound::Excluded(x) => h >= x.as_ref(),
-    }
-}
-
-/// Is every key `< l` below the range's lower bound?
-fn below_lo(l: &[u8], lo: &Bound<Key>) -> bool {
-    match lo {
-        Bound::Unbounded => false,
-        Bound::Included(x) | Bound::Excluded(x) => l <= x.as_ref(),
     }
 }
 
