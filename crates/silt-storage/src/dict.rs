@@ -560,14 +560,7 @@ impl Dict {
     /// provisional version of it, or (for `txn`) a version was committed that `txn`'s
     /// snapshot does not see (first committer wins).
     pub fn write_conflict(&self, key: &[u8], txn: Option<&Txn>) -> Result<bool> {
-        self.readable()?;
-        let le = loop {
-            let r = self.core.tree.read().versions(&self.env.fns, key);
-            match r {
-                Ok(le) => break le,
-                Err(n) => self.core.do_io(&self.env, n)?,
-            }
-        };
+        let le = self.read_key(|t| t.versions(&self.env.fns, key))?;
         let own = txn.map(|t| t.xid());
         if le.prov.as_ref().is_some_and(|p| Some(p.xid) != own) {
             return Ok(true);
@@ -579,13 +572,20 @@ impl Dict {
     }
 
     fn get_view(&self, key: &[u8], view: View<'_>) -> Result<Option<Vec<u8>>> {
+        let v = self.read_key(|t| t.get(&self.env.fns, key, view))?;
+        Ok(v.map(|v| v.into_vec()))
+    }
+
+    /// Run a point read `f` under the tree's read lock, reading what it needs first (without
+    /// the lock) until it completes, then keep memory in bounds.
+    fn read_key<R>(&self, f: impl Fn(&Tree) -> Result<R, Need>) -> Result<R> {
         self.readable()?;
         loop {
-            let r = self.core.tree.read().get(&self.env.fns, key, view);
+            let r = f(&self.core.tree.read());
             match r {
                 Ok(v) => {
                     self.env.relieve_memory(true)?;
-                    return Ok(v.map(|v| v.into_vec()));
+                    return Ok(v);
                 }
                 Err(n) => self.core.do_io(&self.env, n)?,
             }

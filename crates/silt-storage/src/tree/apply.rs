@@ -46,13 +46,6 @@ pub(crate) fn injected_delta(key: &[u8], kind: &MsgKind, prov: bool) -> Delta {
     }
 }
 
-fn size_of(key: &[u8], v: &Option<Val>) -> (i64, i64) {
-    match v {
-        Some(v) => (1, (key.len() + v.len()) as i64),
-        None => (0, 0),
-    }
-}
-
 /// Apply `list` (one key's messages, MSN order) and `bcasts` (MSN order) to `base`,
 /// interleaving by MSN. `fix`, if given, receives the correction between each message's
 /// real effect and the estimate charged at injection.
@@ -67,7 +60,7 @@ pub(crate) fn resolve(
     let mut v = base;
     let mut bi = 0;
     let mut step = |v: Option<Val>, m: Result<&Pending, &Broadcast>| -> Option<Val> {
-        let before = size_of(key, &v);
+        let before = size_opt(key, v.as_deref());
         let (nv, est) = match m {
             Ok(p) => (
                 p.kind.apply(fns, key, v),
@@ -78,7 +71,7 @@ pub(crate) fn resolve(
             Err(b) => (run_update(fns, b.func, key, v, &b.arg), Delta::default()),
         };
         if let Some(f) = fix.as_deref_mut() {
-            let after = size_of(key, &nv);
+            let after = size_opt(key, nv.as_deref());
             f.rows += after.0 - before.0 - est.rows;
             f.bytes += after.1 - before.1 - est.bytes;
         }
@@ -117,13 +110,6 @@ fn injected_of(m: &MsgRef<'_>, key: &[u8]) -> Delta {
     }
 }
 
-fn size_cow(key: &[u8], v: &Option<Cow<'_, [u8]>>) -> (i64, i64) {
-    match v {
-        Some(v) => (1, (key.len() + v.len()) as i64),
-        None => (0, 0),
-    }
-}
-
 fn run_update_cow<'a>(
     fns: &UpdateRegistry,
     func: u32,
@@ -151,7 +137,7 @@ pub(crate) fn resolve_refs<'a>(
     fix: &mut Delta,
 ) -> Option<Cow<'a, [u8]>> {
     let mut v: Option<Cow<'a, [u8]>> = base.map(Cow::Borrowed);
-    let before = size_cow(key, &v);
+    let before = size_opt(key, v.as_deref());
     let mut est = Delta::default();
     let mut bi = 0;
     let bcast = |v: Option<Cow<'a, [u8]>>, b: &Broadcast| match v {
@@ -179,7 +165,7 @@ pub(crate) fn resolve_refs<'a>(
         v = bcast(v, &bcasts[bi]);
         bi += 1;
     }
-    let after = size_cow(key, &v);
+    let after = size_opt(key, v.as_deref());
     fix.rows += after.0 - before.0 - est.rows;
     fix.bytes += after.1 - before.1 - est.bytes;
     v

@@ -639,6 +639,24 @@ impl Tree {
         (msgs, bcasts)
     }
 
+    /// Call `f` with `key`'s stored entry, its pending messages and the broadcasts above it
+    /// (each in MSN order).
+    fn with_key<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<(u8, &[u8])>, &[Pending], &[Broadcast]) -> R,
+    ) -> Result<R, Need> {
+        let loc = self.locate(Target::At(key))?;
+        let bm = self
+            .node(loc.leaf)
+            .basement(loc.bi)
+            .expect("located basement is resident");
+        let (msgs, bcasts) =
+            self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
+        let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        Ok(f(bm.get(key), list, &bcasts))
+    }
+
     /// The value `view` sees of `key`.
     pub fn get(
         &self,
@@ -646,36 +664,22 @@ impl Tree {
         key: &[u8],
         view: View<'_>,
     ) -> Result<Option<Val>, Need> {
-        let loc = self.locate(Target::At(key))?;
-        let bm = self
-            .node(loc.leaf)
-            .basement(loc.bi)
-            .expect("located basement is resident");
-        let base = bm.get(key);
-        let (msgs, bcasts) =
-            self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
-        let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
-        if list.is_empty() && bcasts.is_empty() {
-            return Ok(base
-                .and_then(|(t, v)| le::visible(t, v, view))
-                .map(Val::from));
-        }
-        Ok(read_value(fns, key, base, list, &bcasts, view))
+        self.with_key(key, |base, list, bcasts| {
+            if list.is_empty() && bcasts.is_empty() {
+                return base
+                    .and_then(|(t, v)| le::visible(t, v, view))
+                    .map(Val::from);
+            }
+            read_value(fns, key, base, list, bcasts, view)
+        })
     }
 
     /// Every version of `key`, pending messages applied (what a writer checks for conflicts).
     pub fn versions(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Le, Need> {
-        let loc = self.locate(Target::At(key))?;
-        let bm = self
-            .node(loc.leaf)
-            .basement(loc.bi)
-            .expect("located basement is resident");
-        let base = bm.get(key);
-        let (msgs, bcasts) =
-            self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
-        let list = msgs.get(key).map(Vec::as_slice).unwrap_or(&[]);
-        let it = list.iter().map(std::borrow::Cow::Borrowed);
-        Ok(apply::resolve_le(fns, key, base, it, &bcasts, None))
+        self.with_key(key, |base, list, bcasts| {
+            let it = list.iter().map(std::borrow::Cow::Borrowed);
+            apply::resolve_le(fns, key, base, it, bcasts, None)
+        })
     }
 
     /// Drop the garbage versions of a resident leaf's versioned entries (before it is written).
