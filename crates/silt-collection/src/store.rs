@@ -117,6 +117,11 @@ impl Store {
         Ok(self.env.begin()?)
     }
 
+    /// A snapshot of every collection, as of now (a snapshot read's).
+    pub fn snapshot(&self) -> crate::Snapshot {
+        self.env.snapshot()
+    }
+
     /// The engine environment.
     pub(crate) fn env(&self) -> &Env {
         &self.env

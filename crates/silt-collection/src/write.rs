@@ -155,6 +155,19 @@ impl Collection {
         self.insert_locked(&lock, doc, id)
     }
 
+    /// Insert `doc` as the document `lock` holds (its `_id` must be the lock's): for a caller
+    /// that read under the lock and found nothing.
+    pub fn insert_under(&self, lock: &DocLock<'_>, doc: &Document) -> Result<()> {
+        self.check_lock(lock)?;
+        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        if id_key(&id) != lock.key() {
+            return Err(CollError::Storage(silt_storage::Error::InvalidArgument(
+                "a document lock of another _id".into(),
+            )));
+        }
+        self.insert_locked(lock, doc, id)
+    }
+
     fn insert_locked(&self, lock: &DocLock<'_>, doc: &Document, id: Bson) -> Result<()> {
         let _b = self.build.read();
         if lock.read()?.is_some() {

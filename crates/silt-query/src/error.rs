@@ -78,6 +78,15 @@ codes! {
     exceeded_memory_limit => 146, "ExceededMemoryLimit";
     cannot_index_parallel_arrays => 171, "CannotIndexParallelArrays";
     conversion_failure => 241, "ConversionFailure";
+    already_initialized => 23, "AlreadyInitialized";
+    no_replication_enabled => 76, "NoReplicationEnabled";
+    unsatisfiable_write_concern => 100, "UnsatisfiableWriteConcern";
+    conflicting_operation_in_progress => 117, "ConflictingOperationInProgress";
+    transaction_too_old => 225, "TransactionTooOld";
+    snapshot_too_old => 239, "SnapshotTooOld";
+    no_such_transaction => 251, "NoSuchTransaction";
+    transaction_committed => 256, "TransactionCommitted";
+    operation_not_supported_in_transaction => 263, "OperationNotSupportedInTransaction";
 }
 
 impl QueryError {

@@ -55,6 +55,15 @@ pub struct Flags {
     /// `enableTestCommands`. Off by default.
     #[arg(long)]
     pub enable_test_commands: bool,
+    /// Run as the primary of a one-member replica set of this name, so that drivers use
+    /// sessions, transactions and retryable writes (`replicaSet=NAME` in the connection
+    /// string). Without it siltd is a standalone server, which refuses them.
+    #[arg(long = "replSet", alias = "repl-set")]
+    pub repl_set: Option<String>,
+    /// Seconds a multi-document transaction may run before it is aborted (MongoDB's
+    /// `transactionLifetimeLimitSeconds`) [default: 60].
+    #[arg(long)]
+    pub transaction_lifetime_limit_s: Option<u64>,
 }
 
 /// The resolved settings.
@@ -73,6 +82,10 @@ pub struct Config {
     pub directio: bool,
     /// `--enable-test-commands`: `configureFailPoint` is answered.
     pub test_commands: bool,
+    /// `--replSet NAME`: the one-member replica set this server is the primary of.
+    pub repl_set: Option<String>,
+    /// `transactionLifetimeLimitSeconds`.
+    pub txn_lifetime: Duration,
     /// The arguments as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
 }
@@ -141,6 +154,13 @@ impl Flags {
                     let x = num(&v)?;
                     self.cursor_timeout_s.get_or_insert(x);
                 }
+                "replSet" | "repl-set" => {
+                    self.repl_set.get_or_insert(v);
+                }
+                "transaction-lifetime-limit-s" => {
+                    let x = num(&v)?;
+                    self.transaction_lifetime_limit_s.get_or_insert(x);
+                }
                 _ => return Err(format!("line {}: unknown setting `{k}`", n + 1)),
             }
         }
@@ -177,6 +197,10 @@ impl Flags {
             fast_updates: self.fast_updates,
             directio: self.directio,
             test_commands: self.enable_test_commands,
+            repl_set: self.repl_set.filter(|n| !n.is_empty()),
+            txn_lifetime: Duration::from_secs(
+                self.transaction_lifetime_limit_s.unwrap_or(60).max(1),
+            ),
             argv,
         })
     }

@@ -14,8 +14,11 @@ mod config;
 mod cursors;
 mod fast;
 mod ops;
+mod replset;
 mod server;
+mod sessions;
 mod state;
+mod transactions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,6 +133,8 @@ fn run(cfg: config::Config) -> Result<(), String> {
     let s2 = server.clone();
     rt.block_on(async move { server::serve(s2, &addr).await })?;
     rt.shutdown_timeout(Duration::from_secs(5));
+    // Open transactions end with their sessions: aborted, as a restart would.
+    server.sessions.abort_all();
     tracing::info!("shutting down: checkpoint and close");
     match Arc::try_unwrap(server) {
         Ok(s) => s

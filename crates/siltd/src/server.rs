@@ -75,6 +75,22 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
             }
         }
     });
+    // Transactions past their lifetime and sessions idle for 30 minutes; aborting writes
+    // messages, so it runs on a blocking thread.
+    let sessions = s.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let s = sessions.clone();
+            let n = tokio::task::spawn_blocking(move || s.sessions.reap(s.cfg.txn_lifetime))
+                .await
+                .unwrap_or(0);
+            if n > 0 {
+                tracing::info!(transactions = n, "aborted expired transactions");
+            }
+        }
+    });
 
     let conns = Arc::new(Conns::default());
     let local = listener.local_addr().ok();

@@ -5,17 +5,20 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
-use silt_collection::{CollError, Store};
+use silt_collection::{CollError, Collection, DocLock, Snapshot, Store, Txn};
 use silt_query::QueryError;
 
 use crate::config::Config;
 use crate::cursors::Cursors;
 use crate::fast::FastUpdates;
 use crate::ops::Ops;
+use crate::replset::ReplSet;
+use crate::sessions::Sessions;
+use crate::transactions::{self, Outcome};
 
 /// Result of a command: the reply body without `ok`, or an error.
 pub type CmdResult = Result<Document, QueryError>;
@@ -25,6 +28,67 @@ pub type CmdResult = Result<Document, QueryError>;
 pub struct ConnInfo {
     pub id: u64,
     pub peer: String,
+}
+
+/// What one command runs in: its connection, and (when it runs in a session's transaction,
+/// or is a retryable write, or a snapshot read) the transaction it writes in and the snapshot
+/// it reads. Handlers read and write only through it, so that a command in a transaction
+/// cannot read past its snapshot or write outside it.
+pub struct Op<'a> {
+    pub conn: &'a ConnInfo,
+    /// The transaction writes go into; `None`: each write commits on its own.
+    pub txn: Option<&'a Txn>,
+    /// The snapshot reads use; `None`: each read takes a new one.
+    pub snap: Option<Snapshot>,
+    /// How long a write in `txn` waits for a document another transaction holds.
+    pub lock_wait: Duration,
+}
+
+impl<'a> Op<'a> {
+    /// A command outside any transaction.
+    pub fn new(conn: &'a ConnInfo) -> Op<'a> {
+        Op {
+            conn,
+            txn: None,
+            snap: None,
+            lock_wait: Duration::ZERO,
+        }
+    }
+
+    /// The snapshot a read of `coll` uses.
+    pub fn snap(&self, coll: &Collection) -> Snapshot {
+        match &self.snap {
+            Some(s) => s.clone(),
+            None => coll.snapshot(),
+        }
+    }
+
+    /// Lock the document with encoded `_id` `key` of `coll` for a write in this operation.
+    pub fn lock_doc<'c>(
+        &'c self,
+        coll: &'c Collection,
+        key: Vec<u8>,
+    ) -> Result<DocLock<'c>, CollError> {
+        match self.txn {
+            Some(t) => coll.lock_doc_in(key, t, self.lock_wait),
+            None => coll.lock_doc(key),
+        }
+    }
+
+    /// Insert `d` into `coll` in this operation.
+    pub fn insert(&self, coll: &Collection, d: &Document) -> Result<(), CollError> {
+        match self.txn {
+            Some(t) => coll.insert_in(d, t, self.lock_wait),
+            None => coll.insert(d),
+        }
+    }
+}
+
+impl std::ops::Deref for Op<'_> {
+    type Target = ConnInfo;
+    fn deref(&self) -> &ConnInfo {
+        self.conn
+    }
 }
 
 /// Operation counters for `serverStatus.opcounters`.
@@ -54,12 +118,25 @@ pub struct Server {
     pub recent_log: Mutex<VecDeque<String>>,
     /// Operations in flight and open connections, for `currentOp` and `killOp`.
     pub inprog: Ops,
+    /// `--replSet`: the one-member replica set this server is the primary of.
+    pub repl: Option<ReplSet>,
+    /// Logical sessions, their transactions and retained snapshots.
+    pub sessions: Sessions,
+    /// `maxTransactionLockRequestTimeoutMillis` (MongoDB's default, 5).
+    pub txn_lock_wait_ms: AtomicU64,
 }
 
 impl Server {
     pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
+        let repl = cfg
+            .repl_set
+            .as_ref()
+            .map(|n| ReplSet::new(n, &cfg.bind, cfg.port));
         Server {
+            repl,
+            sessions: Sessions::default(),
+            txn_lock_wait_ms: AtomicU64::new(5),
             cfg,
             store,
             cursors,
@@ -72,6 +149,11 @@ impl Server {
             recent_log: Mutex::new(VecDeque::new()),
             inprog: Ops::default(),
         }
+    }
+
+    /// How long a transaction's write waits for a document lock.
+    pub fn txn_lock_wait(&self) -> Duration {
+        Duration::from_millis(self.txn_lock_wait_ms.load(Ordering::Relaxed))
     }
 
     /// Remember a log line for `getLog`.
@@ -95,15 +177,18 @@ impl Server {
             }
             None => "admin".to_string(),
         };
-        let r = if name.is_empty() {
-            Err(QueryError::failed_to_parse("empty command document"))
+        let out = if name.is_empty() {
+            Outcome::of(
+                Err(QueryError::failed_to_parse("empty command document")),
+                false,
+            )
         } else if let Err(e) = check_db_name(&db) {
-            Err(e)
+            Outcome::of(Err(e), false)
         } else {
             // In `currentOp` while it runs; the document is shared, not copied.
             let cmd = Arc::new(cmd);
             let _running = self.inprog.start(conn, &db, &name, cmd.clone());
-            crate::commands::dispatch(self, &db, &name, &cmd, conn)
+            transactions::run(self, &db, &name, &cmd, conn)
         };
         let elapsed = started.elapsed();
         if elapsed >= self.cfg.slow {
@@ -114,8 +199,18 @@ impl Server {
             tracing::info!(command = %name, db = %db, ms = elapsed.as_millis() as u64, conn = conn.id, "slow operation");
             self.remember_log(line);
         }
-        match r {
+        let mut reply = match out.result {
             Ok(mut body) => {
+                if let Some(t) = out.at_cluster_time {
+                    match body.get_mut("cursor") {
+                        Some(Bson::Document(c)) => {
+                            c.insert("atClusterTime", t);
+                        }
+                        _ => {
+                            body.insert("atClusterTime", t);
+                        }
+                    }
+                }
                 body.insert("ok", 1.0);
                 body
             }
@@ -123,7 +218,16 @@ impl Server {
                 tracing::debug!(command = %name, code = e.code, err = %e.msg, "command failed");
                 error_reply(&e)
             }
+        };
+        if !out.labels.is_empty() {
+            reply.insert("errorLabels", out.labels);
         }
+        if let Some(rs) = &self.repl {
+            let t = if out.wrote { rs.tick() } else { rs.now() };
+            reply.insert("$clusterTime", rs.cluster_time());
+            reply.insert("operationTime", t);
+        }
+        reply
     }
 }
 

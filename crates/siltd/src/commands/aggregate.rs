@@ -7,18 +7,20 @@ use std::time::Instant;
 use bson::{doc, Bson, Document};
 use silt_query::{QResult, QueryError};
 
-use silt_collection::MatchSource;
+use silt_collection::{MatchSource, Planned, Snapshot};
 
 use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, int_arg, new_matcher};
 use crate::cursors::{DocSource, VecSource};
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::state::{coll_err, CmdResult, Op, Server};
 
 /// `$lookup`'s view of the other collections of the database.
 struct DbContext<'a> {
     s: &'a Server,
     db: &'a str,
     deadline: Option<Instant>,
+    /// The snapshot of the command's transaction or snapshot read.
+    snap: Option<Snapshot>,
 }
 
 impl silt_query::agg::AggContext for DbContext<'_> {
@@ -26,7 +28,14 @@ impl silt_query::agg::AggContext for DbContext<'_> {
         let Some(c) = self.s.store.get(&format!("{}.{coll}", self.db)) else {
             return Ok(Vec::new());
         };
-        let mut src = MatchSource::full_scan(c, None, read_stop(self.deadline));
+        let snap = self.snap.clone().unwrap_or_else(|| c.snapshot());
+        let mut src = MatchSource::uncovered_at(
+            c,
+            &Planned::full_scan(),
+            None,
+            read_stop(self.deadline),
+            snap,
+        );
         let mut out = Vec::new();
         while let Some(d) = src.next_doc()? {
             out.push(d);
@@ -35,7 +44,7 @@ impl silt_query::agg::AggContext for DbContext<'_> {
     }
 }
 
-pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let stages = pipeline_arg(cmd)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
     for first_only in ["$currentOp", "$indexStats", "$collStats"] {
@@ -72,7 +81,7 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ))
         }
     };
-    aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages)
+    aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages, op)
 }
 
 /// The `pipeline` argument.
@@ -164,6 +173,7 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
         s,
         db: "admin",
         deadline: deadline(cmd)?,
+        snap: None,
     };
     let out = pipeline.run(Box::new(ops.into_iter().map(Ok)), &ctx)?;
     reply(s, "admin.$cmd.aggregate", &cursor_opts, out)
@@ -175,6 +185,7 @@ fn aggregate_collection(
     ns: String,
     cmd: &Document,
     stages: Vec<Document>,
+    op: &Op,
 ) -> CmdResult {
     if bool_arg(cmd, "explain")?.unwrap_or(false) {
         return Err(QueryError::not_implemented("explain is not supported yet"));
@@ -234,6 +245,7 @@ fn aggregate_collection(
         s,
         db,
         deadline: dl,
+        snap: op.snap.clone(),
     };
     let out = if matches!(first.as_deref(), Some("$collStats" | "$indexStats")) {
         pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
@@ -246,6 +258,7 @@ fn aggregate_collection(
                     // countDocuments: answered inside the storage layer when it can be.
                     Some((id, field))
                         if cmd.get("hint").is_none()
+                            && op.snap.is_none()
                             && let Some(n) = c.fast_count(&matcher).map_err(coll_err)? =>
                     {
                         if n == 0 {
@@ -264,7 +277,9 @@ fn aggregate_collection(
                         // The access path comes from the leading $match (index bounds or
                         // _id); the pipeline applies the full filter itself.
                         let planned = c.plan(&filter, &matcher, None, cmd.get("hint"), None)?;
-                        let mut src = MatchSource::uncovered(c, &planned, None, read_stop(dl));
+                        let snap = op.snap(&c);
+                        let mut src =
+                            MatchSource::uncovered_at(c, &planned, None, read_stop(dl), snap);
                         let iter = std::iter::from_fn(move || src.next_doc().transpose());
                         pipeline.run(Box::new(iter), &ctx)?
                     }

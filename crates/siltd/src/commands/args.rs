@@ -7,9 +7,9 @@
 //!   with 238 `NotImplemented`, naming it, unless it carries its default (`false` or `null`);
 //! - any other field is refused as MongoDB's strict parser refuses it: 40415, "BSON field
 //!   '<cmd>.<field>' is an unknown field.";
-//! - transactions and retryable writes (`txnNumber`, `autocommit`, `startTransaction`) are
-//!   refused as a standalone mongod refuses them (20 `IllegalOperation`), before anything is
-//!   written.
+//!
+//! The session fields (`lsid`, `txnNumber`, `autocommit`, `startTransaction`, `readConcern`)
+//! are checked and acted on before this, by `crate::transactions`.
 
 use bson::{Bson, Document};
 use silt_query::QueryError;
@@ -96,7 +96,6 @@ fn label(cmd: &str) -> &str {
 
 /// Check `cmd` (whose first field is the command `name`) against `fields`.
 pub fn check(name: &str, fields: Fields, cmd: &Document) -> Result<(), QueryError> {
-    check_session(name, cmd)?;
     let Fields::Only { honoured, refused } = fields else {
         return Ok(());
     };
@@ -135,74 +134,6 @@ pub fn check_statement(
             return Err(not_implemented(&format!("{path}.{k}")));
         }
         return Err(unknown_field(&format!("{path}.{k}")));
-    }
-    Ok(())
-}
-
-/// The session rules of `initializeOperationSessionInfo` on a standalone server: no
-/// transaction numbers at all (so no transactions and no retryable writes), and the
-/// transaction fields only together.
-fn check_session(name: &str, cmd: &Document) -> Result<(), QueryError> {
-    let txn = cmd.get("txnNumber");
-    if let Some(t) = txn {
-        if !matches!(t, Bson::Int64(_)) {
-            return Err(QueryError::type_mismatch(format!(
-                "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
-                super::common::type_name(t)
-            )));
-        }
-        if !cmd.contains_key("lsid") {
-            return Err(QueryError::invalid_options(
-                "Transaction number requires a session ID to also be specified",
-            ));
-        }
-        return Err(QueryError::illegal_operation(
-            "Transaction numbers are only allowed on a replica set member or mongos",
-        ));
-    }
-    match cmd.get("autocommit") {
-        Some(_) => {
-            return Err(QueryError::invalid_options(
-                "'autocommit' field requires a transaction number to also be specified",
-            ))
-        }
-        None if cmd.contains_key("startTransaction") => {
-            return Err(QueryError::invalid_options(
-                "'startTransaction' field requires 'autocommit' field to also be specified",
-            ))
-        }
-        None => {}
-    }
-    if let Some(Bson::Document(rc)) = cmd.get("readConcern") {
-        check_read_concern(rc)?;
-    }
-    if matches!(name, "commitTransaction" | "abortTransaction") {
-        return Err(QueryError::command_failed(format!(
-            "{name} must be run within a transaction"
-        )));
-    }
-    Ok(())
-}
-
-/// Read concern levels a single node meets by reading its latest data; `snapshot` and
-/// `linearizable` (and reads at a cluster time) need what siltd does not have yet.
-fn check_read_concern(rc: &Document) -> Result<(), QueryError> {
-    for (k, v) in rc {
-        match (k.as_str(), v) {
-            ("level", Bson::String(l))
-                if matches!(l.as_str(), "local" | "available" | "majority") => {}
-            ("level", Bson::String(l)) => {
-                return Err(QueryError::not_implemented(format!(
-                    "readConcern level '{l}' is not supported by siltd"
-                )))
-            }
-            ("afterClusterTime" | "afterOpTime" | "provenance", _) => {}
-            (other, _) => {
-                return Err(QueryError::not_implemented(format!(
-                    "readConcern field '{other}' is not supported by siltd"
-                )))
-            }
-        }
     }
     Ok(())
 }

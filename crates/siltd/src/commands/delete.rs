@@ -8,8 +8,8 @@ use silt_query::{QResult, QueryError};
 use super::args;
 use super::common::{bool_arg, check_hint, coll_arg, doc_arg, int_arg};
 use super::modify::delete_docs;
-use super::write::{docs_arg, write_concern, write_error};
-use crate::state::{CmdResult, Server};
+use super::write::{docs_arg, write_error};
+use crate::state::{CmdResult, Op, Server};
 
 /// The fields of one `delete` statement siltd honours.
 const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint"];
@@ -17,7 +17,7 @@ const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint"];
 /// MongoDB's delete statement fields siltd does not implement.
 const DELETE_REFUSED: &[&str] = &["collation", "sampleId"];
 
-pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;
     let stmts = docs_arg(cmd, "deletes")?;
     for st in &stmts {
@@ -40,7 +40,7 @@ pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 )));
             }
             check_hint(st)?;
-            Ok(delete_docs(s, &ns, &q, None, limit == 0, st.get("hint"))?.len())
+            Ok(delete_docs(s, op, &ns, &q, None, limit == 0, st.get("hint"))?.len())
         })();
         match r {
             Ok(k) => n += k as i64,
@@ -52,7 +52,6 @@ pub fn delete(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             }
         }
     }
-    write_concern(s, cmd)?;
     let mut r = doc! { "n": n as i32 };
     if !errors.is_empty() {
         r.insert("writeErrors", errors);

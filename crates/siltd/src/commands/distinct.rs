@@ -11,9 +11,9 @@ use silt_query::QueryError;
 use super::common::{coll_arg, deadline, doc_arg, new_matcher};
 use crate::cursors::DocSource;
 use crate::ops::read_stop;
-use crate::state::{CmdResult, Server};
+use crate::state::{CmdResult, Op, Server};
 
-pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let coll = coll_arg(db, cmd, "distinct")?;
     let ns = format!("{db}.{coll}");
     let key = match cmd.get("key") {
@@ -31,7 +31,9 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         // Read from index entries alone when an index holds the key and the filter's fields.
         let needs = plan::needed_paths(&matcher, None, Some(vec![key.clone()]));
         let planned = c.plan(&filter, &matcher, None, None, needs.as_deref())?;
-        let mut src = MatchSource::new(c, &planned, Some(matcher), read_stop(deadline(cmd)?));
+        let snap = op.snap(&c);
+        let mut src =
+            MatchSource::new_at(c, &planned, Some(matcher), read_stop(deadline(cmd)?), snap);
         while let Some(d) = src.next_doc()? {
             let mut found = Vec::new();
             distinct_values(

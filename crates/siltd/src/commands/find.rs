@@ -12,19 +12,21 @@ use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply};
 use super::query::{parse_query, Query};
 use crate::cursors::{DocSource, Shaped, VecSource};
 use crate::ops::read_stop;
-use crate::state::{CmdResult, Server};
+use crate::state::{CmdResult, Op, Server};
 
 /// A stream of the query's results over `coll` (none if it does not exist).
-fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSource>> {
+fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Op) -> QResult<Box<dyn DocSource>> {
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
     let planned = q.choose(&coll)?;
-    let mut src = MatchSource::new(
+    let snap = op.snap(&coll);
+    let mut src = MatchSource::new_at(
         coll,
         &planned,
         Some(q.matcher.clone()),
         read_stop(q.deadline),
+        snap,
     );
     let inner: Box<dyn DocSource> = match &q.sort {
         Some(sort) if !planned.sorted() => {
@@ -46,7 +48,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query) -> QResult<Box<dyn DocSour
     }))
 }
 
-pub fn find(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn find(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let coll = coll_arg(db, cmd, "find")?;
     let ns = format!("{db}.{coll}");
     s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
@@ -58,7 +60,7 @@ pub fn find(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let q = parse_query(cmd, "filter")?;
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let batch = batch_size_arg(cmd)?;
-    let src = run_query(s.store.get(&ns), q)?;
+    let src = run_query(s.store.get(&ns), q, op)?;
     let (docs, id) = s.cursors.first_batch(&ns, src, batch, single)?;
     if id != 0 && bool_arg(cmd, "noCursorTimeout")?.unwrap_or(false) {
         s.cursors.keep_alive(id);

@@ -9,10 +9,9 @@ use silt_query::{QResult, QueryError};
 
 use super::common::{bool_arg, coll_arg, doc_arg};
 use super::modify::{array_filters_arg, delete_docs, update_docs, update_spec};
-use super::write::write_concern;
-use crate::state::{CmdResult, Server};
+use crate::state::{CmdResult, Op, Server};
 
-pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let name = if cmd.contains_key("findAndModify") {
         "findAndModify"
     } else {
@@ -52,7 +51,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ));
         }
         s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
-        let gone = delete_docs(s, &ns, &query, sort.as_ref(), false, cmd.get("hint"))?;
+        let gone = delete_docs(s, op, &ns, &query, sort.as_ref(), false, cmd.get("hint"))?;
         let n = gone.len() as i32;
         doc! {
             "lastErrorObject": { "n": n },
@@ -69,6 +68,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         let spec = update_spec(u, af.as_deref())?;
         let r = update_docs(
             s,
+            op,
             &ns,
             &query,
             sort.as_ref(),
@@ -94,6 +94,5 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         };
         doc! { "lastErrorObject": leo, "value": shape(value)? }
     };
-    write_concern(s, cmd)?;
     Ok(reply)
 }

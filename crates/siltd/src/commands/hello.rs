@@ -18,6 +18,9 @@ pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResu
     } else {
         d.insert("ismaster", true);
     }
+    if let Some(rs) = &s.repl {
+        rs.hello_fields(&mut d);
+    }
     d.insert(
         "topologyVersion",
         doc! { "processId": s.process_id, "counter": 0i64 },

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use bson::{doc, Document};
 
 use super::common::{bool_arg, coll_arg};
-use super::write::{docs_arg, insert_one, prepare_insert, write_concern, WriteFail};
-use crate::state::{coll_err, CmdResult, Server};
+use super::write::{docs_arg, prepare_insert, WriteFail};
+use crate::state::{coll_err, CmdResult, Op, Server};
 
-pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let coll = coll_arg(db, cmd, "insert")?;
     let docs = docs_arg(cmd, "documents")?;
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
@@ -16,7 +16,8 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
     let c = s.store.get_or_create(&ns).map_err(coll_err)?;
-    if ignore_dups {
+    // Not in a transaction: its writes must be provisional, and messages are not.
+    if ignore_dups && op.txn.is_none() {
         // The fast path: one insert-if-absent message per document, no read. Taken only when
         // every document is valid and the collection has no secondary index; otherwise (or
         // if the engine refuses the batch, which then wrote nothing) each document is
@@ -30,7 +31,6 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 s.ops
                     .insert
                     .fetch_add(all.len() as u64, AtomicOrdering::Relaxed);
-                write_concern(s, cmd)?;
                 return Ok(doc! {
                     "n": all.len() as i32,
                     "fastInserts": { "count": all.len() as i32, "countsAreUnknown": true },
@@ -44,7 +44,7 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
         let r = prepare_insert(d.clone())
             .map_err(WriteFail::Other)
-            .and_then(|d| insert_one(&c, &d));
+            .and_then(|d| op.insert(&c, &d).map_err(WriteFail::from));
         match r {
             Ok(()) => n += 1,
             // Skipped: a duplicate `_id` or unique-index key.
@@ -57,7 +57,6 @@ pub fn insert(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             }
         }
     }
-    write_concern(s, cmd)?;
     let mut r = doc! { "n": n };
     if !errors.is_empty() {
         r.insert("writeErrors", errors);

@@ -4,7 +4,8 @@
 //! or turns an error into MongoDB's error shape.
 //!
 //! One file per command, named after it (`find.rs`, `create_indexes.rs`, ...); the few that
-//! only answer `ok` (`ping`, `endSessions`, the refused transaction commands) and
+//! only answer `ok` (`ping`, and `commitTransaction`/`abortTransaction`, whose work
+//! `crate::transactions` does before dispatch) and
 //! `whatsmyuri` live in the table. Shared pieces: `common.rs` (argument helpers), `query.rs`
 //! (a find's query), `write.rs` (write results and errors), `modify.rs` (updating and
 //! deleting what a filter selects), `index_stats.rs` (the `$indexStats` stage).
@@ -27,6 +28,7 @@ mod distinct;
 mod drop;
 mod drop_database;
 mod drop_indexes;
+mod end_sessions;
 mod explain;
 mod find;
 mod find_and_modify;
@@ -47,6 +49,9 @@ mod list_indexes;
 mod modify;
 mod query;
 mod rename_collection;
+mod repl_set_get_config;
+mod repl_set_get_status;
+mod repl_set_initiate;
 mod server_status;
 mod set_parameter;
 mod start_session;
@@ -58,8 +63,9 @@ mod write;
 use bson::Document;
 use silt_query::QueryError;
 
-use crate::state::{CmdResult, ConnInfo, Server};
+use crate::state::{CmdResult, Op, Server};
 
+pub use common::type_name;
 pub use table::{Command, TABLE};
 
 /// The table entry for a command name or alias.
@@ -70,12 +76,12 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
 }
 
 /// Run the command `name` after checking its fields.
-pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Op) -> CmdResult {
     let Some(c) = lookup(name) else {
         return Err(QueryError::command_not_found(format!(
             "no such command: '{name}'"
         )));
     };
     args::check(name, c.fields, cmd)?;
-    (c.run)(s, db, cmd, conn)
+    (c.run)(s, db, cmd, op)
 }

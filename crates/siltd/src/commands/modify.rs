@@ -12,9 +12,9 @@ use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::{QResult, QueryError};
 
 use super::common::{new_matcher, type_name};
-use super::write::{doc_size, insert_one, prepare_insert, WriteFail, MAX_DOC};
+use super::write::{doc_size, prepare_insert, WriteFail, MAX_DOC};
 use crate::ops::read_stop;
-use crate::state::{coll_err, Server};
+use crate::state::{coll_err, Op, Server};
 
 /// The document an upsert starts from: the filter's equality predicates (`_id` among them).
 pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
@@ -76,6 +76,7 @@ pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
 /// (the first in `sort` order when one is given). They are chosen before anything is written
 /// so that written documents are not met again.
 fn select_keys(
+    op: &Op,
     coll: &Arc<Collection>,
     filter: &Document,
     matcher: &Arc<Matcher>,
@@ -84,11 +85,12 @@ fn select_keys(
     hint: Option<&Bson>,
 ) -> QResult<Vec<Vec<u8>>> {
     let planned = coll.plan(filter, matcher, None, hint, None)?;
-    let src = &mut MatchSource::uncovered(
+    let src = &mut MatchSource::uncovered_at(
         coll.clone(),
         &planned,
         Some(matcher.clone()),
         read_stop(None),
+        op.snap(coll),
     );
     if let (Some(sort), false) = (sort, multi) {
         let mut best: Option<(Vec<u8>, Document)> = None;
@@ -172,6 +174,7 @@ pub(super) fn update_locked(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn update_docs(
     s: &Server,
+    op: &Op,
     ns: &str,
     filter: &Document,
     sort: Option<&SortSpec>,
@@ -190,9 +193,9 @@ pub(super) fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let keys = select_keys(&coll, filter, &matcher, sort, multi, hint)?;
+        let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint)?;
         for key in keys {
-            let lock = coll.lock_doc(key).map_err(WriteFail::from)?;
+            let lock = op.lock_doc(&coll, key).map_err(WriteFail::from)?;
             update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
         }
     }
@@ -217,7 +220,7 @@ pub(super) fn update_docs(
             .store
             .get_or_create(ns)
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
-        insert_one(&coll, &new)?;
+        op.insert(&coll, &new).map_err(WriteFail::from)?;
         res.upserted = new.get("_id").cloned();
         res.after = Some(new);
     }
@@ -255,6 +258,7 @@ pub(super) fn array_filters_arg(d: &Document) -> QResult<Option<Vec<Document>>> 
 /// Delete what `filter` selects (at most one unless `multi`); returns the deleted documents.
 pub(super) fn delete_docs(
     s: &Server,
+    op: &Op,
     ns: &str,
     filter: &Document,
     sort: Option<&SortSpec>,
@@ -265,10 +269,10 @@ pub(super) fn delete_docs(
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let keys = select_keys(&coll, filter, &matcher, sort, multi, hint)?;
+    let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint)?;
     let mut out = Vec::new();
     for key in keys {
-        let lock = coll.lock_doc(key).map_err(coll_err)?;
+        let lock = op.lock_doc(&coll, key).map_err(coll_err)?;
         let Some(old) = lock.read().map_err(coll_err)? else {
             continue;
         };

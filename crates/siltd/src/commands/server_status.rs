@@ -26,7 +26,8 @@ pub fn server_status(s: &Server) -> CmdResult {
     let es = s.store.engine_stats();
     let poisoned = s.store.poison_cause().map(|c| c.to_string());
     let o = &s.ops;
-    Ok(doc! {
+    let (sessions, open_txns) = s.sessions.counts();
+    let mut d = doc! {
         "host": host(s),
         "version": MONGO_VERSION,
         "process": "siltd",
@@ -55,7 +56,8 @@ pub fn server_status(s: &Server) -> CmdResult {
         },
         "storageEngine": {
             "name": "silt",
-            "supportsCommittedReads": false,
+            "supportsCommittedReads": true,
+            "supportsSnapshotReadConcern": s.repl.is_some(),
             "persistent": true,
         },
         "silt": {
@@ -73,6 +75,22 @@ pub fn server_status(s: &Server) -> CmdResult {
             "bytesOnDisk": es.bytes_on_disk as i64,
             "writable": poisoned.is_none(),
             "poisoned": poisoned,
+            "transactions": {
+                "live": es.live_txns as i64,
+                "snapshots": es.snapshots as i64,
+                "locksHeld": es.locks_held as i64,
+                "lockWaits": es.lock_waits as i64,
+                "lockTimeouts": es.lock_timeouts as i64,
+                "deadlocks": es.deadlocks as i64,
+            },
         },
-    })
+        "logicalSessionRecordCache": { "activeSessionsCount": sessions as i32 },
+        "transactions": { "currentOpen": open_txns as i64 },
+    };
+    if let Some(rs) = &s.repl {
+        let mut r = doc! { "isWritablePrimary": true };
+        rs.hello_fields(&mut r);
+        d.insert("repl", r);
+    }
+    Ok(d)
 }

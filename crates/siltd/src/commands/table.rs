@@ -5,10 +5,11 @@
 use bson::Document;
 
 use super::args::Fields;
-use crate::state::{CmdResult, ConnInfo, Server};
+use crate::state::{CmdResult, Op, Server};
 
-/// A command handler: `(server, database, command document, connection)`.
-pub type Handler = fn(&Server, &str, &Document, &ConnInfo) -> CmdResult;
+/// A command handler: `(server, database, command document, operation)`; the operation
+/// carries the connection and, in a session's transaction, its snapshot and transaction.
+pub type Handler = fn(&Server, &str, &Document, &Op) -> CmdResult;
 
 /// One command: its name, the other spellings it answers to, what it accepts, its handler.
 #[derive(Debug)]
@@ -31,7 +32,7 @@ pub const TABLE: &[Command] = &[
         name: "abortTransaction",
         aliases: &[],
         fields: Fields::Any,
-        help: "refused: transactions need a replica set",
+        help: "abort the session's transaction (done by `crate::transactions`)",
         admin_only: true,
         run: |_, _, _, _| Ok(Document::new()),
     },
@@ -69,7 +70,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "run an aggregation pipeline",
         admin_only: false,
-        run: |s, db, c, _| super::aggregate::aggregate(s, db, c),
+        run: |s, db, c, op| super::aggregate::aggregate(s, db, c, op),
     },
     Command {
         name: "buildInfo",
@@ -91,7 +92,7 @@ pub const TABLE: &[Command] = &[
         name: "commitTransaction",
         aliases: &[],
         fields: Fields::Any,
-        help: "refused: transactions need a replica set",
+        help: "commit the session's transaction (done by `crate::transactions`)",
         admin_only: true,
         run: |_, _, _, _| Ok(Document::new()),
     },
@@ -216,7 +217,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "delete documents",
         admin_only: false,
-        run: |s, db, c, _| super::delete::delete(s, db, c),
+        run: |s, db, c, op| super::delete::delete(s, db, c, op),
     },
     Command {
         name: "distinct",
@@ -233,7 +234,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "distinct values of a field",
         admin_only: false,
-        run: |s, db, c, _| super::distinct::distinct(s, db, c),
+        run: |s, db, c, op| super::distinct::distinct(s, db, c, op),
     },
     Command {
         name: "drop",
@@ -263,9 +264,9 @@ pub const TABLE: &[Command] = &[
         name: "endSessions",
         aliases: &["killAllSessions", "killSessions", "refreshSessions"],
         fields: Fields::Any,
-        help: "end logical sessions",
+        help: "end logical sessions, aborting their transactions",
         admin_only: false,
-        run: |_, _, _, _| Ok(Document::new()),
+        run: |s, _, c, _| super::end_sessions::end_sessions(s, c),
     },
     Command {
         name: "explain",
@@ -316,7 +317,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "query a collection",
         admin_only: false,
-        run: |s, db, c, _| super::find::find(s, db, c),
+        run: |s, db, c, op| super::find::find(s, db, c, op),
     },
     Command {
         name: "findAndModify",
@@ -348,7 +349,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "update or remove one document and return it",
         admin_only: false,
-        run: |s, db, c, _| super::find_and_modify::find_and_modify(s, db, c),
+        run: |s, db, c, op| super::find_and_modify::find_and_modify(s, db, c, op),
     },
     Command {
         name: "getCmdLineOpts",
@@ -422,7 +423,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "insert documents",
         admin_only: false,
-        run: |s, db, c, _| super::insert::insert(s, db, c),
+        run: |s, db, c, op| super::insert::insert(s, db, c, op),
     },
     Command {
         name: "killCursors",
@@ -499,6 +500,30 @@ pub const TABLE: &[Command] = &[
         run: |s, db, c, _| super::rename_collection::rename_collection(s, db, c),
     },
     Command {
+        name: "replSetGetConfig",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "the replica set's configuration (with --replSet)",
+        admin_only: true,
+        run: |s, _, _, _| super::repl_set_get_config::repl_set_get_config(s),
+    },
+    Command {
+        name: "replSetGetStatus",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "the replica set's members and their state (with --replSet)",
+        admin_only: true,
+        run: |s, _, _, _| super::repl_set_get_status::repl_set_get_status(s),
+    },
+    Command {
+        name: "replSetInitiate",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "initiate the replica set (with --replSet it starts initiated)",
+        admin_only: true,
+        run: |s, _, _, _| super::repl_set_initiate::repl_set_initiate(s),
+    },
+    Command {
         name: "serverStatus",
         aliases: &[],
         fields: Fields::Any,
@@ -544,7 +569,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "update documents",
         admin_only: false,
-        run: |s, db, c, _| super::update::update(s, db, c),
+        run: |s, db, c, op| super::update::update(s, db, c, op),
     },
     Command {
         name: "validate",

@@ -11,8 +11,8 @@ use silt_query::QueryError;
 use super::args;
 use super::common::{bool_arg, check_hint, coll_arg, doc_arg, new_matcher};
 use super::modify::{array_filters_arg, update_docs, update_locked, update_spec, UpdateResult};
-use super::write::{docs_arg, write_concern, WriteFail};
-use crate::state::{coll_err, CmdResult, Server};
+use super::write::{docs_arg, WriteFail};
+use crate::state::{coll_err, CmdResult, Op, Server};
 
 /// The fields of one `update` statement siltd honours (`fastUpdate` is siltd's own).
 const UPDATE_STATEMENT: &[&str] = &[
@@ -123,7 +123,7 @@ fn fast_by_index(
     Ok(Some(keys.len() as u64))
 }
 
-pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn update(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
     let coll = coll_arg(db, cmd, "update")?;
     let stmts = docs_arg(cmd, "updates")?;
     for st in &stmts {
@@ -170,8 +170,8 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                             .map_err(|e| WriteFail::Other(coll_err(e)))?,
                     };
                     let arg = crate::fast::message_arg(id, u, upsert, None, af.as_deref())?;
-                    let lock = coll
-                        .lock_doc(silt_collection::id_key(id))
+                    let lock = op
+                        .lock_doc(&coll, silt_collection::id_key(id))
                         .map_err(WriteFail::from)?;
                     // A fast upsert may create the document: the count is unknown until
                     // its message reaches a leaf.
@@ -195,7 +195,8 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
                 }
             }
-            if want_fast && !upsert && !q.is_empty() {
+            // Not in a transaction: the index is read as of now, not at its snapshot.
+            if want_fast && !upsert && !q.is_empty() && op.txn.is_none() {
                 if let (Some(c), Bson::Document(u)) = (s.store.get(&ns), u) {
                     if let Some(n) = fast_by_index(s, &c, &q, u, &spec, af.as_deref(), multi)? {
                         return Ok(UpdateResult {
@@ -207,7 +208,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     }
                 }
             }
-            update_docs(s, &ns, &q, None, &spec, multi, upsert, st.get("hint"))
+            update_docs(s, op, &ns, &q, None, &spec, multi, upsert, st.get("hint"))
         })();
         match r {
             Ok(r) => {
@@ -228,7 +229,6 @@ pub fn update(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             }
         }
     }
-    write_concern(s, cmd)?;
     let mut r = doc! { "n": n as i32, "nModified": modified as i32 };
     if fast > 0 {
         r.insert(

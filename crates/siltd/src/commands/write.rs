@@ -1,29 +1,17 @@
 //! Write-result plumbing shared by insert, update, delete and findAndModify: the
 //! statement list, per-document failures (`writeErrors`, duplicate keys with their key),
-//! document checks before storage, and the write concern.
+//! and document checks before storage. (The write concern is met after the command, by
+//! `crate::transactions`.)
 
 use bson::{doc, oid::ObjectId, Bson, Document};
-use silt_collection::{CollError, Collection};
+use silt_collection::CollError;
 use silt_query::{QResult, QueryError};
 
-use super::common::{bool_arg, doc_arg, type_name};
-use crate::state::{coll_err, Server};
+use super::common::type_name;
+use crate::state::coll_err;
 
 /// Largest document accepted (MongoDB's 16 MiB).
 pub(super) const MAX_DOC: usize = 16 * 1024 * 1024;
-
-/// After writes: honour `writeConcern: {j: true}` (and `fsync: true`) by syncing the log.
-pub(super) fn write_concern(s: &Server, cmd: &Document) -> QResult<()> {
-    if let Some(wc) = doc_arg(cmd, "writeConcern")? {
-        let j = bool_arg(wc, "j")?.unwrap_or(false) || bool_arg(wc, "fsync")?.unwrap_or(false);
-        if j {
-            s.store
-                .sync_log()
-                .map_err(|e| QueryError::internal(e.to_string()))?;
-        }
-    }
-    Ok(())
-}
 
 pub(super) fn write_error(index: usize, e: &QueryError) -> Document {
     doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() }
@@ -139,10 +127,6 @@ impl WriteFail {
             WriteFail::Other(e) => e,
         }
     }
-}
-
-pub(super) fn insert_one(coll: &Collection, d: &Document) -> Result<(), WriteFail> {
-    coll.insert(d).map_err(WriteFail::from)
 }
 
 pub(super) fn docs_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Vec<&'a Document>> {

@@ -1,0 +1,234 @@
+//! The one-member replica set (`--replSet NAME`): what a primary tells drivers about itself.
+//!
+//! Drivers run transactions and retryable writes only against a replica set, so siltd can
+//! present itself as the primary of a set whose only member it is. It is primary from the
+//! start (as if `replSetInitiate` had run with the default configuration), its term and
+//! config version are 1, and it never steps down. There is no oplog and no other member:
+//! write concern `majority` is met by making the write durable in the log, as a one-member
+//! set with `writeConcernMajorityJournalDefault` does.
+//!
+//! The cluster time is a `Timestamp(seconds, increment)` that every write advances and every
+//! reply carries (`$clusterTime`, `operationTime`); it is unsigned (keyId 0), as on a
+//! deployment without keys.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document, Timestamp};
+
+/// The set this server is the only member (and the primary) of.
+#[derive(Debug)]
+pub struct ReplSet {
+    pub name: String,
+    /// This member's `host:port`, as `hello.me`, `hosts` and the config name it.
+    pub me: String,
+    pub replica_set_id: ObjectId,
+    /// The id of the (only) election, which made this process primary in term 1.
+    pub election_id: ObjectId,
+    pub elected: bson::DateTime,
+    /// The last cluster time handed out, `seconds << 32 | increment`.
+    clock: AtomicU64,
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn ts(v: u64) -> Timestamp {
+    Timestamp {
+        time: (v >> 32) as u32,
+        increment: v as u32,
+    }
+}
+
+impl ReplSet {
+    /// The set `name`, for a server listening on `bind:port`.
+    pub fn new(name: &str, bind: &str, port: u16) -> ReplSet {
+        // A wildcard bind is reached by the host's name; a specific address by itself (not
+        // `localhost`, which some clients resolve to ::1 first).
+        let host = match bind {
+            "0.0.0.0" | "::" => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "127.0.0.1".into()),
+            b => b
+                .split(',')
+                .next()
+                .unwrap_or("127.0.0.1")
+                .trim()
+                .to_string(),
+        };
+        ReplSet {
+            name: name.to_string(),
+            me: format!("{host}:{port}"),
+            replica_set_id: ObjectId::new(),
+            election_id: ObjectId::parse_str("7fffffff0000000000000001").expect("a valid id"),
+            elected: bson::DateTime::now(),
+            clock: AtomicU64::new(unix_secs() << 32 | 1),
+        }
+    }
+
+    /// The current cluster time (the last one handed out).
+    pub fn now(&self) -> Timestamp {
+        ts(self.clock.load(Ordering::Acquire))
+    }
+
+    /// A new cluster time, after every earlier one: the time of a write (or of a snapshot
+    /// read that may later be repeated at it).
+    pub fn tick(&self) -> Timestamp {
+        let wall = unix_secs() << 32;
+        let mut cur = self.clock.load(Ordering::Acquire);
+        loop {
+            let next = (cur + 1).max(wall);
+            match self
+                .clock
+                .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return ts(next),
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// The `$clusterTime` document replies carry.
+    pub fn cluster_time(&self) -> Document {
+        doc! {
+            "clusterTime": self.now(),
+            "signature": {
+                "hash": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0; 20] },
+                "keyId": 0i64,
+            },
+        }
+    }
+
+    /// An optime `{ts, t}` at `t` in term 1.
+    fn optime(t: Timestamp) -> Document {
+        doc! { "ts": t, "t": 1i64 }
+    }
+
+    fn date_of(t: Timestamp) -> bson::DateTime {
+        bson::DateTime::from_millis(t.time as i64 * 1000)
+    }
+
+    /// The replica set fields of `hello` for this primary.
+    pub fn hello_fields(&self, d: &mut Document) {
+        let now = self.now();
+        d.insert("hosts", vec![Bson::String(self.me.clone())]);
+        d.insert("setName", self.name.clone());
+        d.insert("setVersion", 1);
+        d.insert("secondary", false);
+        d.insert("primary", self.me.clone());
+        d.insert("me", self.me.clone());
+        d.insert("electionId", self.election_id);
+        d.insert(
+            "lastWrite",
+            doc! {
+                "opTime": Self::optime(now),
+                "lastWriteDate": Self::date_of(now),
+                "majorityOpTime": Self::optime(now),
+                "majorityWriteDate": Self::date_of(now),
+            },
+        );
+    }
+
+    /// `replSetGetConfig.config`.
+    pub fn config(&self) -> Document {
+        doc! {
+            "_id": self.name.clone(),
+            "version": 1,
+            "term": 1,
+            "members": [{
+                "_id": 0,
+                "host": self.me.clone(),
+                "arbiterOnly": false,
+                "buildIndexes": true,
+                "hidden": false,
+                "priority": 1.0,
+                "tags": {},
+                "secondaryDelaySecs": 0i64,
+                "votes": 1,
+            }],
+            "protocolVersion": 1i64,
+            "writeConcernMajorityJournalDefault": true,
+            "settings": {
+                "chainingAllowed": true,
+                "heartbeatIntervalMillis": 2000,
+                "heartbeatTimeoutSecs": 10,
+                "electionTimeoutMillis": 10000,
+                "catchUpTimeoutMillis": -1,
+                "catchUpTakeoverDelayMillis": 30000,
+                "getLastErrorModes": {},
+                "getLastErrorDefaults": { "w": 1, "wtimeout": 0 },
+                "replicaSetId": self.replica_set_id,
+            },
+        }
+    }
+
+    /// `replSetGetStatus` (without `ok`), `uptime` in seconds.
+    pub fn status(&self, uptime: u64) -> Document {
+        let now = self.now();
+        let op = Self::optime(now);
+        let date = Self::date_of(now);
+        doc! {
+            "set": self.name.clone(),
+            "date": bson::DateTime::now(),
+            "myState": 1,
+            "term": 1i64,
+            "syncSourceHost": "",
+            "syncSourceId": -1,
+            "heartbeatIntervalMillis": 2000i64,
+            "majorityVoteCount": 1,
+            "writeMajorityCount": 1,
+            "votingMembersCount": 1,
+            "writableVotingMembersCount": 1,
+            "optimes": {
+                "lastCommittedOpTime": op.clone(),
+                "lastCommittedWallTime": date,
+                "readConcernMajorityOpTime": op.clone(),
+                "appliedOpTime": op.clone(),
+                "durableOpTime": op.clone(),
+                "lastAppliedWallTime": date,
+                "lastDurableWallTime": date,
+            },
+            "members": [{
+                "_id": 0,
+                "name": self.me.clone(),
+                "health": 1.0,
+                "state": 1,
+                "stateStr": "PRIMARY",
+                "uptime": uptime as i32,
+                "optime": op.clone(),
+                "optimeDate": date,
+                "lastAppliedWallTime": date,
+                "lastDurableWallTime": date,
+                "syncSourceHost": "",
+                "syncSourceId": -1,
+                "infoMessage": "",
+                "electionTime": Timestamp { time: (self.elected.timestamp_millis() / 1000) as u32, increment: 1 },
+                "electionDate": self.elected,
+                "configVersion": 1,
+                "configTerm": 1,
+                "self": true,
+                "lastHeartbeatMessage": "",
+            }],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_time_only_moves_forward() {
+        let r = ReplSet::new("rs0", "127.0.0.1", 27017);
+        assert_eq!(r.me, "127.0.0.1:27017");
+        let a = r.tick();
+        let b = r.tick();
+        assert!((b.time, b.increment) > (a.time, a.increment));
+        assert_eq!(r.now(), b);
+    }
+}

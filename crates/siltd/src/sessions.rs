@@ -1,0 +1,217 @@
+//! Logical sessions and what hangs off them: the transaction number, an open multi-document
+//! transaction, and the retained snapshots of snapshot reads.
+//!
+//! A session is found by its `lsid` and *checked out* for the whole of one command (its
+//! mutex is held), so two commands of one session never run at once, as in mongod. The
+//! reaper (`Sessions::reap`, once a second) never waits for a checked-out session.
+//!
+//! **Lock order**: a session's `state` before anything a command takes (the engine's lock
+//! manager, document stripes, ...); the `map` mutex is never held while a session is locked
+//! by the same thread except in `reap`, which only `try_lock`s sessions.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{Document, Timestamp};
+use parking_lot::{ArcMutexGuard, Mutex, RawMutex};
+use silt_collection::{Snapshot, Txn};
+
+/// How long an unused session lives (MongoDB's `logicalSessionTimeoutMinutes`, 30).
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// How long the snapshot of a snapshot read stays readable at its `atClusterTime` (MongoDB's
+/// `minSnapshotHistoryWindowInSeconds`, 300), and how many are kept at most.
+pub const SNAPSHOT_WINDOW: Duration = Duration::from_secs(300);
+const MAX_SNAPSHOTS: usize = 1024;
+
+/// The transaction side of a session.
+pub enum TxnState {
+    /// No multi-document transaction has the current number (a retryable write may).
+    None,
+    /// Open, with its engine transaction.
+    Active(Box<Active>),
+    /// Committed; `commitTransaction` may be retried.
+    Committed,
+    /// Aborted (by the client, an error, or the reaper); `why` says which.
+    Aborted { why: &'static str },
+}
+
+/// An open multi-document transaction.
+pub struct Active {
+    pub txn: Txn,
+    pub started: Instant,
+}
+
+/// What one session holds between commands.
+pub struct SessionState {
+    /// The highest `txnNumber` used on this session (-1: none yet).
+    pub number: i64,
+    pub txn: TxnState,
+    last_use: Instant,
+}
+
+impl SessionState {
+    /// Abort the open transaction, if any, for reason `why`.
+    pub fn abort(&mut self, why: &'static str) {
+        if let TxnState::Active(a) = std::mem::replace(&mut self.txn, TxnState::Aborted { why }) {
+            if let Err(e) = a.txn.abort() {
+                tracing::warn!(error = %e, "aborting a transaction failed");
+            }
+        }
+    }
+}
+
+/// One logical session.
+type Session = Mutex<SessionState>;
+
+/// Every session the server knows, by the bytes of its `lsid`.
+#[derive(Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<Vec<u8>, Arc<Session>>>,
+    /// Snapshots of snapshot reads, by the cluster time they were given.
+    snapshots: Mutex<BTreeMap<(u32, u32), (Snapshot, Instant)>>,
+}
+
+/// The key of a session: its `lsid` document's bytes.
+pub fn lsid_key(lsid: &Document) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = lsid.to_writer(&mut v);
+    v
+}
+
+impl Sessions {
+    /// Check out the session `lsid` (created on first use) for one command.
+    pub fn checkout(&self, lsid: &Document) -> SessionGuard {
+        let key = lsid_key(lsid);
+        let sess = self
+            .map
+            .lock()
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(SessionState {
+                    number: -1,
+                    txn: TxnState::None,
+                    last_use: Instant::now(),
+                }))
+            })
+            .clone();
+        SessionGuard::new(sess)
+    }
+
+    /// End the sessions `lsids` (`endSessions`, `killSessions`): abort their transactions.
+    pub fn end(&self, lsids: &[Document]) {
+        for l in lsids {
+            let sess = self.map.lock().remove(&lsid_key(l));
+            if let Some(sess) = sess {
+                sess.lock().abort("the session ended");
+            }
+        }
+    }
+
+    /// Abort transactions older than `lifetime` and forget sessions unused for
+    /// [`SESSION_TIMEOUT`] (aborting theirs); drop expired snapshots. Returns the number of
+    /// transactions aborted.
+    pub fn reap(&self, lifetime: Duration) -> usize {
+        let mut aborted = 0;
+        let sessions: Vec<(Vec<u8>, Arc<Session>)> = self
+            .map
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut gone = Vec::new();
+        for (k, sess) in sessions {
+            // A session in use is neither expired nor idle.
+            let Some(mut st) = sess.try_lock() else {
+                continue;
+            };
+            if let TxnState::Active(a) = &st.txn {
+                if a.started.elapsed() > lifetime {
+                    st.abort("it exceeded transactionLifetimeLimitSeconds");
+                    aborted += 1;
+                }
+            }
+            if st.last_use.elapsed() > SESSION_TIMEOUT {
+                if matches!(st.txn, TxnState::Active(_)) {
+                    aborted += 1;
+                }
+                st.abort("its session expired");
+                gone.push(k);
+            }
+        }
+        if !gone.is_empty() {
+            let mut m = self.map.lock();
+            for k in gone {
+                m.remove(&k);
+            }
+        }
+        self.snapshots
+            .lock()
+            .retain(|_, (_, at)| at.elapsed() < SNAPSHOT_WINDOW);
+        aborted
+    }
+
+    /// Abort every open transaction (at shutdown, before the store closes).
+    pub fn abort_all(&self) {
+        let sessions: Vec<Arc<Session>> = self.map.lock().drain().map(|(_, v)| v).collect();
+        for s in sessions {
+            s.lock().abort("the server is shutting down");
+        }
+        self.snapshots.lock().clear();
+    }
+
+    /// Sessions known and transactions open, for `serverStatus`.
+    pub fn counts(&self) -> (usize, usize) {
+        let m = self.map.lock();
+        let open = m
+            .values()
+            .filter(|s| {
+                s.try_lock()
+                    .is_none_or(|st| matches!(st.txn, TxnState::Active(_)))
+            })
+            .count();
+        (m.len(), open)
+    }
+
+    /// Keep `snap` readable at cluster time `t` for [`SNAPSHOT_WINDOW`].
+    pub fn keep_snapshot(&self, t: Timestamp, snap: Snapshot) {
+        let mut m = self.snapshots.lock();
+        while m.len() >= MAX_SNAPSHOTS {
+            m.pop_first();
+        }
+        m.insert((t.time, t.increment), (snap, Instant::now()));
+    }
+
+    /// The snapshot handed out at cluster time `t`, if it is still kept.
+    pub fn snapshot_at(&self, t: Timestamp) -> Option<Snapshot> {
+        let m = self.snapshots.lock();
+        m.get(&(t.time, t.increment))
+            .filter(|(_, at)| at.elapsed() < SNAPSHOT_WINDOW)
+            .map(|(s, _)| s.clone())
+    }
+}
+
+/// A checked-out session: its state is locked for as long as the guard lives.
+pub struct SessionGuard(ArcMutexGuard<RawMutex, SessionState>);
+
+impl SessionGuard {
+    fn new(sess: Arc<Session>) -> SessionGuard {
+        let mut g = SessionGuard(sess.lock_arc());
+        g.0.last_use = Instant::now();
+        g
+    }
+}
+
+impl std::ops::Deref for SessionGuard {
+    type Target = SessionState;
+    fn deref(&self) -> &SessionState {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SessionGuard {
+    fn deref_mut(&mut self) -> &mut SessionState {
+        &mut self.0
+    }
+}

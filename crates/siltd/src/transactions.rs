@@ -1,0 +1,722 @@
+//! How a command runs with respect to sessions: on its own, as a snapshot read, as a
+//! retryable write, or as a statement of a multi-document transaction. Every command passes
+//! through [`run`] before the command table's handler, which then only sees an [`Op`].
+//!
+//! - **Standalone** (no `--replSet`): transaction numbers are refused as a standalone mongod
+//!   refuses them (20 `IllegalOperation`), and so is read concern `snapshot`.
+//! - **Retryable writes** (`txnNumber` without `autocommit`, on `insert`, `update`, `delete`,
+//!   `findAndModify`): the command runs in an engine transaction of its own together with the
+//!   write of its reply to `config.transactions` (`_id`: the `lsid`), so that after a crash
+//!   either both are there or neither is. A retry of the same `txnNumber` gets the stored reply
+//!   and writes nothing; the record survives restarts. A write conflict aborts the attempt and
+//!   runs it again, as mongod retries a `WriteConflict` outside transactions.
+//! - **Transactions** (`autocommit: false`): `startTransaction` begins an engine transaction
+//!   whose snapshot every statement reads and in which every write is provisional until
+//!   `commitTransaction`. Any error aborts it (MongoDB's rule); a write conflict or lock
+//!   timeout is reported as `WriteConflict` (112) with the `TransientTransactionError` label so
+//!   that drivers' `with_transaction` retries. The reaper aborts transactions older than
+//!   `transactionLifetimeLimitSeconds`.
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document, Timestamp};
+use silt_collection::{id_key, NON_TXN_LOCK_WAIT};
+use silt_query::{QResult, QueryError};
+
+use crate::commands::{self, type_name};
+use crate::sessions::{Active, SessionGuard, TxnState};
+use crate::state::{coll_err, CmdResult, ConnInfo, Op, Server};
+
+/// Commands that may carry a `txnNumber` outside a transaction.
+const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify"];
+
+/// Commands a multi-document transaction may run (besides commit and abort).
+const IN_TXN: &[&str] = &[
+    "find",
+    "getMore",
+    "killCursors",
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "aggregate",
+    "distinct",
+];
+
+/// Commands that write: after them, write concern `j`/`majority` makes the log durable.
+const WRITES: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "create",
+    "createIndexes",
+    "drop",
+    "dropIndexes",
+    "dropDatabase",
+    "renameCollection",
+    "commitTransaction",
+    "abortTransaction",
+];
+
+/// Where the replies of retryable writes are kept (MongoDB's collection of that name).
+pub const RETRY_NS: &str = "config.transactions";
+
+/// The error labels drivers act on.
+pub const TRANSIENT: &str = "TransientTransactionError";
+pub const UNKNOWN_COMMIT: &str = "UnknownTransactionCommitResult";
+
+/// A command's result with what the reply adds around it.
+pub struct Outcome {
+    pub result: CmdResult,
+    pub labels: Vec<&'static str>,
+    /// The cluster time a snapshot read read at.
+    pub at_cluster_time: Option<Timestamp>,
+    /// The command wrote (its reply's `operationTime` is a new cluster time).
+    pub wrote: bool,
+}
+
+impl Outcome {
+    pub fn of(result: CmdResult, wrote: bool) -> Outcome {
+        Outcome {
+            result,
+            labels: Vec::new(),
+            at_cluster_time: None,
+            wrote,
+        }
+    }
+    fn err(e: QueryError) -> Outcome {
+        Outcome::of(Err(e), false)
+    }
+}
+
+/// The session fields of a command.
+struct SessionArgs<'a> {
+    lsid: Option<&'a Document>,
+    txn_number: Option<i64>,
+    /// `autocommit: false` was given (a transaction statement).
+    in_txn: bool,
+    start: bool,
+    read_concern: Option<&'a Document>,
+}
+
+fn parse_session(cmd: &Document) -> QResult<SessionArgs<'_>> {
+    let lsid = match cmd.get("lsid") {
+        None => None,
+        Some(Bson::Document(d)) => Some(d),
+        Some(other) => return Err(QueryError::type_mismatch(format!(
+            "BSON field 'OperationSessionInfo.lsid' is the wrong type '{}', expected type 'object'",
+            type_name(other)
+        ))),
+    };
+    let txn_number = match cmd.get("txnNumber") {
+        None => None,
+        Some(Bson::Int64(n)) => Some(*n),
+        Some(t) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
+                type_name(t)
+            )))
+        }
+    };
+    if txn_number.is_some() && lsid.is_none() {
+        return Err(QueryError::invalid_options(
+            "Transaction number requires a session ID to also be specified",
+        ));
+    }
+    let in_txn = match cmd.get("autocommit") {
+        None => false,
+        Some(Bson::Boolean(false)) => true,
+        Some(Bson::Boolean(true)) => {
+            return Err(QueryError::invalid_options(
+                "Specifying autocommit=true is not allowed.",
+            ))
+        }
+        Some(t) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'OperationSessionInfo.autocommit' is the wrong type '{}', expected type 'bool'",
+                type_name(t)
+            )))
+        }
+    };
+    if in_txn && txn_number.is_none() {
+        return Err(QueryError::invalid_options(
+            "'autocommit' field requires a transaction number to also be specified",
+        ));
+    }
+    let start = match cmd.get("startTransaction") {
+        None => false,
+        Some(Bson::Boolean(true)) => true,
+        Some(Bson::Boolean(false)) => {
+            return Err(QueryError::invalid_options(
+                "Specifying startTransaction=false is not allowed.",
+            ))
+        }
+        Some(t) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'OperationSessionInfo.startTransaction' is the wrong type '{}', expected type 'bool'",
+                type_name(t)
+            )))
+        }
+    };
+    if start && !in_txn {
+        return Err(QueryError::invalid_options(
+            "'startTransaction' field requires 'autocommit' field to also be specified",
+        ));
+    }
+    let read_concern = match cmd.get("readConcern") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(d)) => Some(d),
+        Some(t) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'readConcern' is the wrong type '{}', expected type 'object'",
+                type_name(t)
+            )))
+        }
+    };
+    Ok(SessionArgs {
+        lsid,
+        txn_number,
+        in_txn,
+        start,
+        read_concern,
+    })
+}
+
+/// A read concern: its level and `atClusterTime`.
+struct ReadConcern {
+    level: Option<String>,
+    at: Option<Timestamp>,
+}
+
+/// Read concern levels and fields: on one node every level but `linearizable` is met by
+/// reading committed data; `snapshot` needs a replica set (as in mongod).
+fn parse_read_concern(rc: Option<&Document>, repl: bool) -> QResult<ReadConcern> {
+    let mut out = ReadConcern {
+        level: None,
+        at: None,
+    };
+    let Some(rc) = rc else { return Ok(out) };
+    for (k, v) in rc {
+        match (k.as_str(), v) {
+            ("level", Bson::String(l)) => match l.as_str() {
+                "local" | "available" | "majority" => out.level = Some(l.clone()),
+                "snapshot" if repl => out.level = Some(l.clone()),
+                "snapshot" | "linearizable" => {
+                    return Err(QueryError::not_implemented(format!(
+                        "readConcern level '{l}' is not supported by siltd{}",
+                        if l == "snapshot" {
+                            " without --replSet"
+                        } else {
+                            ""
+                        }
+                    )))
+                }
+                other => {
+                    return Err(QueryError::failed_to_parse(format!(
+                        "Enumeration value '{other}' for field 'readConcern.level' is not a valid value."
+                    )))
+                }
+            },
+            ("atClusterTime", Bson::Timestamp(t)) => out.at = Some(*t),
+            // Every read sees every write acknowledged before it.
+            ("afterClusterTime" | "afterOpTime" | "provenance", _) => {}
+            (other, _) => {
+                return Err(QueryError::not_implemented(format!(
+                    "readConcern field '{other}' is not supported by siltd"
+                )))
+            }
+        }
+    }
+    if out.at.is_some() && out.level.as_deref() != Some("snapshot") {
+        return Err(QueryError::invalid_options(
+            "readConcern atClusterTime value is only allowed with level snapshot",
+        ));
+    }
+    Ok(out)
+}
+
+/// Run command `name` of database `db` in the session mode its fields ask for.
+pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) -> Outcome {
+    let args = match parse_session(cmd) {
+        Ok(a) => a,
+        Err(e) => return Outcome::err(e),
+    };
+    let repl = s.repl.is_some();
+    if !repl && args.txn_number.is_some() {
+        return Outcome::err(QueryError::illegal_operation(
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
+    let (Some(lsid), Some(number)) = (args.lsid, args.txn_number) else {
+        if matches!(name, "commitTransaction" | "abortTransaction") {
+            return Outcome::err(QueryError::command_failed(format!(
+                "{name} must be run within a transaction"
+            )));
+        }
+        return plain(s, db, name, cmd, conn, args.read_concern, repl);
+    };
+    let mut sess = s.sessions.checkout(lsid);
+    if args.in_txn {
+        statement(s, db, name, cmd, conn, &args, number, &mut sess)
+    } else if RETRYABLE.contains(&name) {
+        if let Err(e) = parse_read_concern(args.read_concern, repl) {
+            return Outcome::err(e);
+        }
+        retryable(s, db, name, cmd, conn, lsid, number, &mut sess)
+    } else {
+        Outcome::err(QueryError::located(
+            50768,
+            format!(
+                "txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and {name} is not a retryable write command."
+            ),
+        ))
+    }
+}
+
+/// A command outside any transaction (a snapshot read included).
+fn plain(
+    s: &Server,
+    db: &str,
+    name: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+    rc: Option<&Document>,
+    repl: bool,
+) -> Outcome {
+    let rc = match parse_read_concern(rc, repl) {
+        Ok(rc) => rc,
+        Err(e) => return Outcome::err(e),
+    };
+    let mut op = Op::new(conn);
+    let mut at = None;
+    if rc.level.as_deref() == Some("snapshot") {
+        if !matches!(name, "find" | "aggregate" | "distinct") {
+            return Outcome::err(QueryError::invalid_options(format!(
+                "Command {name} does not support {{ readConcern: {{ level: \"snapshot\" }} }} outside a transaction"
+            )));
+        }
+        let Some(rs) = &s.repl else {
+            return Outcome::err(QueryError::internal("snapshot read without a replica set"));
+        };
+        let (snap, t) = match rc.at {
+            Some(t) => match s.sessions.snapshot_at(t) {
+                Some(snap) => (snap, t),
+                None => {
+                    return Outcome::err(QueryError::snapshot_too_old(format!(
+                        "Read timestamp {{ ts: Timestamp({}, {}) }} is not available: siltd keeps the snapshot of a cluster time it handed out to a snapshot read for 300 seconds",
+                        t.time, t.increment
+                    )))
+                }
+            },
+            None => {
+                let snap = s.store.snapshot();
+                let t = rs.tick();
+                s.sessions.keep_snapshot(t, snap.clone());
+                (snap, t)
+            }
+        };
+        op.snap = Some(snap);
+        at = Some(t);
+    }
+    let result =
+        commands::dispatch(s, db, name, cmd, &op).and_then(|b| after_write(s, name, cmd, b));
+    let mut o = Outcome::of(result, WRITES.contains(&name));
+    o.at_cluster_time = at;
+    o
+}
+
+/// After a write outside a multi-document transaction: make the log durable when the write
+/// concern asks (`j`, `fsync`, or `w: "majority"`, which on one member means durable), and
+/// report what cannot be met.
+fn after_write(s: &Server, name: &str, cmd: &Document, mut body: Document) -> CmdResult {
+    if !WRITES.contains(&name) {
+        return Ok(body);
+    }
+    let wc = write_concern(cmd)?;
+    if wc.durable {
+        s.store.sync_log().map_err(coll_err)?;
+    }
+    if let Some(e) = wc.unsatisfiable {
+        body.insert("writeConcernError", e);
+    }
+    Ok(body)
+}
+
+/// What a command's write concern asks for.
+struct WriteConcern {
+    durable: bool,
+    /// The `writeConcernError` of a `w` no single member can satisfy.
+    unsatisfiable: Option<Document>,
+}
+
+fn write_concern(cmd: &Document) -> QResult<WriteConcern> {
+    let mut wc = WriteConcern {
+        durable: false,
+        unsatisfiable: None,
+    };
+    let Some(v) = cmd.get("writeConcern") else {
+        return Ok(wc);
+    };
+    let Bson::Document(d) = v else {
+        return Err(QueryError::type_mismatch(format!(
+            "BSON field 'writeConcern' is the wrong type '{}', expected type 'object'",
+            type_name(v)
+        )));
+    };
+    let truthy = |k: &str| match d.get(k) {
+        Some(Bson::Boolean(b)) => *b,
+        Some(Bson::Int32(n)) => *n != 0,
+        Some(Bson::Int64(n)) => *n != 0,
+        Some(Bson::Double(n)) => *n != 0.0,
+        _ => false,
+    };
+    wc.durable = truthy("j") || truthy("fsync");
+    let unsatisfiable = |w: String| {
+        doc! {
+            "code": 100,
+            "codeName": "UnsatisfiableWriteConcern",
+            "errmsg": format!("Not enough data-bearing nodes to satisfy write concern {w}: this replica set has one member"),
+            "errInfo": { "writeConcern": d.clone() },
+        }
+    };
+    match d.get("w") {
+        Some(Bson::String(m)) if m == "majority" => wc.durable = true,
+        Some(Bson::String(tag)) => wc.unsatisfiable = Some(unsatisfiable(format!("'{tag}'"))),
+        Some(Bson::Int32(n)) if *n > 1 => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
+        Some(Bson::Int64(n)) if *n > 1 => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
+        Some(Bson::Double(n)) if *n > 1.0 => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
+        _ => {}
+    }
+    Ok(wc)
+}
+
+/// The first write error of a reply, if it is a write conflict.
+fn has_conflict(body: &Document) -> bool {
+    body.get_array("writeErrors").is_ok_and(|errs| {
+        errs.iter()
+            .any(|e| matches!(e, Bson::Document(d) if d.get_i32("code") == Ok(112)))
+    })
+}
+
+/// A retryable write: run once (a retry gets the first reply), in a transaction of its own
+/// with the record of its reply.
+#[allow(clippy::too_many_arguments)]
+fn retryable(
+    s: &Server,
+    db: &str,
+    name: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+    lsid: &Document,
+    number: i64,
+    sess: &mut SessionGuard,
+) -> Outcome {
+    if number < sess.number {
+        return Outcome::err(QueryError::transaction_too_old(format!(
+            "Retryable write with txnNumber {number} is prohibited on session {} because a newer retryable write with txnNumber {} has already started on this session.",
+            lsid_text(lsid),
+            sess.number
+        )));
+    }
+    if number > sess.number {
+        sess.abort("a newer transaction number was used");
+        sess.txn = TxnState::None;
+    } else if !matches!(sess.txn, TxnState::None) {
+        return Outcome::err(QueryError::conflicting_operation_in_progress(format!(
+            "txnNumber {number} on session {} belongs to a multi-document transaction",
+            lsid_text(lsid)
+        )));
+    }
+    sess.number = number;
+    let record = match s.store.get_or_create(RETRY_NS) {
+        Ok(c) => c,
+        Err(e) => return Outcome::err(coll_err(e)),
+    };
+    let rid = Bson::Document(lsid.clone());
+    // A retry: the reply of the first execution, nothing written.
+    match record.get(&rid) {
+        Ok(Some(r)) => match r.get_i64("txnNum") {
+            Ok(n) if n == number => {
+                let mut reply = r.get_document("reply").cloned().unwrap_or_default();
+                reply.insert("retriedStmtIds", Vec::<Bson>::new());
+                return Outcome::of(Ok(reply), false);
+            }
+            Ok(n) if n > number => {
+                return Outcome::err(QueryError::transaction_too_old(format!(
+                    "Retryable write with txnNumber {number} is prohibited on session {} because a newer retryable write with txnNumber {n} has already started on this session.",
+                    lsid_text(lsid)
+                )))
+            }
+            _ => {}
+        },
+        Ok(None) => {}
+        Err(e) => return Outcome::err(coll_err(e)),
+    }
+    let wc = match write_concern(cmd) {
+        Ok(wc) => wc,
+        Err(e) => return Outcome::err(e),
+    };
+    let deadline = Instant::now() + NON_TXN_LOCK_WAIT;
+    let mut pause = Duration::from_micros(100);
+    loop {
+        let txn = match s.store.begin() {
+            Ok(t) => t,
+            Err(e) => return Outcome::err(coll_err(e)),
+        };
+        let op = Op {
+            snap: Some(txn.snapshot().clone()),
+            txn: Some(&txn),
+            lock_wait: NON_TXN_LOCK_WAIT,
+            ..Op::new(conn)
+        };
+        let r = commands::dispatch(s, db, name, cmd, &op);
+        drop(op);
+        let conflict = match &r {
+            Err(e) => e.code == 112,
+            Ok(body) => has_conflict(body),
+        };
+        if conflict && Instant::now() < deadline {
+            // Nothing of this attempt stays; run it again on a new snapshot.
+            let _ = txn.abort();
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+            continue;
+        }
+        let mut body = match r {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = txn.abort();
+                return Outcome::err(e);
+            }
+        };
+        let rec = doc! {
+            "_id": rid.clone(),
+            "txnNum": number,
+            "lastWriteDate": bson::DateTime::now(),
+            "reply": body.clone(),
+        };
+        let saved = (|| {
+            let lock = record.lock_doc_in(id_key(&rid), &txn, NON_TXN_LOCK_WAIT)?;
+            match lock.read()? {
+                Some(old) => record.replace(&lock, &old, &rec),
+                None => record.insert_under(&lock, &rec),
+            }
+        })();
+        if let Err(e) = saved {
+            let _ = txn.abort();
+            return Outcome::err(coll_err(e));
+        }
+        if let Err(e) = txn.commit(wc.durable) {
+            return Outcome::err(coll_err(e.into()));
+        }
+        if let Some(e) = wc.unsatisfiable {
+            body.insert("writeConcernError", e);
+        }
+        return Outcome::of(Ok(body), true);
+    }
+}
+
+fn lsid_text(lsid: &Document) -> String {
+    match lsid.get("id") {
+        Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
+            .map(|u| bson::Uuid::from_bytes(u).to_string())
+            .unwrap_or_else(|_| format!("{lsid}")),
+        _ => format!("{lsid}"),
+    }
+}
+
+/// One statement of a multi-document transaction (its start, commit and abort included).
+#[allow(clippy::too_many_arguments)]
+fn statement(
+    s: &Server,
+    db: &str,
+    name: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+    args: &SessionArgs<'_>,
+    number: i64,
+    sess: &mut SessionGuard,
+) -> Outcome {
+    let lsid = args.lsid.cloned().unwrap_or_default();
+    let too_old = |cur: i64| {
+        QueryError::transaction_too_old(format!(
+            "Cannot start transaction {number} on session {} because a newer transaction with txnNumber {cur} has started.",
+            lsid_text(&lsid)
+        ))
+    };
+    let transient = |e: QueryError| Outcome {
+        labels: vec![TRANSIENT],
+        ..Outcome::err(e)
+    };
+    if number < sess.number {
+        return Outcome::err(too_old(sess.number));
+    }
+    if args.start {
+        if number == sess.number {
+            return Outcome::err(QueryError::conflicting_operation_in_progress(format!(
+                "Cannot start transaction {number} on session {} because a transaction with the same number has already started.",
+                lsid_text(&lsid)
+            )));
+        }
+        let rc = match parse_read_concern(args.read_concern, true) {
+            Ok(rc) => rc,
+            Err(e) => return Outcome::err(e),
+        };
+        if rc.at.is_some() {
+            return Outcome::err(QueryError::not_implemented(
+                "readConcern atClusterTime in a transaction is not supported by siltd",
+            ));
+        }
+        if matches!(rc.level.as_deref(), Some("available")) {
+            return Outcome::err(QueryError::invalid_options(
+                "The readConcern level must be either 'local' (default), 'majority' or 'snapshot' in order to run in a transaction",
+            ));
+        }
+        sess.abort("a newer transaction started");
+        sess.number = number;
+        match s.store.begin() {
+            Ok(txn) => {
+                sess.txn = TxnState::Active(Box::new(Active {
+                    txn,
+                    started: Instant::now(),
+                }))
+            }
+            Err(e) => {
+                sess.txn = TxnState::None;
+                return Outcome::err(coll_err(e));
+            }
+        }
+    } else {
+        if number > sess.number {
+            return transient(QueryError::no_such_transaction(format!(
+                "Given transaction number {number} does not match any in-progress transactions. The active transaction number is {}",
+                sess.number
+            )));
+        }
+        if args.read_concern.is_some() {
+            sess.abort("a statement was refused");
+            return Outcome::err(QueryError::invalid_options(
+                "Only the first command in a transaction may specify a readConcern",
+            ));
+        }
+        let lifetime = s.cfg.txn_lifetime;
+        if let TxnState::Active(a) = &sess.txn {
+            if a.started.elapsed() > lifetime {
+                sess.abort("it exceeded transactionLifetimeLimitSeconds");
+            }
+        }
+        match &sess.txn {
+            TxnState::Active(_) => {}
+            TxnState::Committed => {
+                return match name {
+                    "commitTransaction" => {
+                        Outcome::of(after_write(s, name, cmd, Document::new()), true)
+                    }
+                    _ => Outcome::err(QueryError::transaction_committed(format!(
+                        "Transaction with {{ txnNumber: {number} }} has been committed."
+                    ))),
+                }
+            }
+            TxnState::Aborted { why } => {
+                return transient(QueryError::no_such_transaction(format!(
+                    "Transaction with {{ txnNumber: {number} }} has been aborted: {why}."
+                )))
+            }
+            TxnState::None => {
+                return transient(QueryError::no_such_transaction(format!(
+                    "Given transaction number {number} does not match any in-progress transactions."
+                )))
+            }
+        }
+    }
+    match name {
+        "commitTransaction" => return commit(cmd, sess),
+        "abortTransaction" => {
+            sess.abort("abortTransaction");
+            return Outcome::of(Ok(Document::new()), true);
+        }
+        _ => {}
+    }
+    let refuse = |sess: &mut SessionGuard, e: QueryError| {
+        sess.abort("a statement was refused");
+        Outcome::err(e)
+    };
+    if !IN_TXN.contains(&name) {
+        let e = if name == "count" {
+            QueryError::operation_not_supported_in_transaction(
+                "Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.",
+            )
+        } else {
+            QueryError::operation_not_supported_in_transaction(format!(
+                "Cannot run '{name}' in a multi-document transaction."
+            ))
+        };
+        return refuse(sess, e);
+    }
+    if cmd.contains_key("writeConcern") {
+        return refuse(
+            sess,
+            QueryError::invalid_options("Cannot set write concern after starting a transaction."),
+        );
+    }
+    let TxnState::Active(active) = &sess.txn else {
+        return Outcome::err(QueryError::internal("no active transaction"));
+    };
+    let op = Op {
+        snap: Some(active.txn.snapshot().clone()),
+        txn: Some(&active.txn),
+        lock_wait: s.txn_lock_wait(),
+        ..Op::new(conn)
+    };
+    let r = commands::dispatch(s, db, name, cmd, &op);
+    drop(op);
+    match r {
+        Err(e) => {
+            sess.abort("a statement failed");
+            if matches!(e.code, 112 | 24) {
+                transient(e)
+            } else {
+                Outcome::err(e)
+            }
+        }
+        Ok(body) if has_conflict(&body) => {
+            sess.abort("a statement met a write conflict");
+            transient(QueryError::write_conflict(
+                "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.",
+            ))
+        }
+        Ok(body) => {
+            if body.contains_key("writeErrors") {
+                sess.abort("a write failed");
+            }
+            Outcome::of(Ok(body), WRITES.contains(&name))
+        }
+    }
+}
+
+/// `commitTransaction` of the open transaction.
+fn commit(cmd: &Document, sess: &mut SessionGuard) -> Outcome {
+    let wc = match write_concern(cmd) {
+        Ok(wc) => wc,
+        Err(e) => return Outcome::err(e),
+    };
+    let TxnState::Active(a) = std::mem::replace(&mut sess.txn, TxnState::Committed) else {
+        return Outcome::err(QueryError::internal("no active transaction"));
+    };
+    if let Err(e) = a.txn.commit(wc.durable) {
+        // Whether the commit record reached the log is not known.
+        sess.txn = TxnState::Aborted {
+            why: "its commit failed",
+        };
+        return Outcome {
+            labels: vec![UNKNOWN_COMMIT],
+            ..Outcome::err(coll_err(e.into()))
+        };
+    }
+    let mut body = Document::new();
+    if let Some(e) = wc.unsatisfiable {
+        body.insert("writeConcernError", e);
+    }
+    Outcome::of(Ok(body), true)
+}
