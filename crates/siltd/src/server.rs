@@ -83,7 +83,7 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
         loop {
             tick.tick().await;
             let s = sessions.clone();
-            let n = tokio::task::spawn_blocking(move || s.sessions.reap(s.cfg.txn_lifetime))
+            let n = tokio::task::spawn_blocking(move || s.sessions.reap(s.txn_lifetime()))
                 .await
                 .unwrap_or(0);
             if n > 0 {

@@ -124,6 +124,8 @@ pub struct Server {
     pub sessions: Sessions,
     /// `maxTransactionLockRequestTimeoutMillis` (MongoDB's default, 5).
     pub txn_lock_wait_ms: AtomicU64,
+    /// `transactionLifetimeLimitSeconds` (`--transaction-lifetime-limit-s`, default 60).
+    pub txn_lifetime_s: AtomicU64,
 }
 
 impl Server {
@@ -137,6 +139,7 @@ impl Server {
             repl,
             sessions: Sessions::default(),
             txn_lock_wait_ms: AtomicU64::new(5),
+            txn_lifetime_s: AtomicU64::new(cfg.txn_lifetime.as_secs()),
             cfg,
             store,
             cursors,
@@ -154,6 +157,11 @@ impl Server {
     /// How long a transaction's write waits for a document lock.
     pub fn txn_lock_wait(&self) -> Duration {
         Duration::from_millis(self.txn_lock_wait_ms.load(Ordering::Relaxed))
+    }
+
+    /// How long a multi-document transaction may run before the reaper aborts it.
+    pub fn txn_lifetime(&self) -> Duration {
+        Duration::from_secs(self.txn_lifetime_s.load(Ordering::Relaxed))
     }
 
     /// Remember a log line for `getLog`.

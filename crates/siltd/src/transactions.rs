@@ -104,10 +104,12 @@ fn parse_session(cmd: &Document) -> QResult<SessionArgs<'_>> {
     let lsid = match cmd.get("lsid") {
         None => None,
         Some(Bson::Document(d)) => Some(d),
-        Some(other) => return Err(QueryError::type_mismatch(format!(
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
             "BSON field 'OperationSessionInfo.lsid' is the wrong type '{}', expected type 'object'",
             type_name(other)
-        ))),
+        )))
+        }
     };
     let txn_number = match cmd.get("txnNumber") {
         None => None,
@@ -600,7 +602,7 @@ fn statement(
                 "Only the first command in a transaction may specify a readConcern",
             ));
         }
-        let lifetime = s.cfg.txn_lifetime;
+        let lifetime = s.txn_lifetime();
         if let TxnState::Active(a) = &sess.txn {
             if a.started.elapsed() > lifetime {
                 sess.abort("it exceeded transactionLifetimeLimitSeconds");

@@ -19,6 +19,12 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             "maxBSONDepth" => Some(Bson::Int32(100)),
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
             "fastUpdates" => Some(Bson::Boolean(fast)),
+            "transactionLifetimeLimitSeconds" => {
+                Some(Bson::Int32(s.txn_lifetime().as_secs() as i32))
+            }
+            "maxTransactionLockRequestTimeoutMillis" => {
+                Some(Bson::Int32(s.txn_lock_wait().as_millis() as i32))
+            }
             _ => None,
         }
     };
@@ -29,6 +35,8 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "maxBSONDepth",
         "cursorTimeoutMillis",
         "fastUpdates",
+        "transactionLifetimeLimitSeconds",
+        "maxTransactionLockRequestTimeoutMillis",
     ];
     let mut out = Document::new();
     if all {

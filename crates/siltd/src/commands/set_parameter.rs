@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use bson::{Bson, Document};
 use silt_query::QueryError;
 
+use super::common::int_arg;
 use crate::state::{CmdResult, Server};
 
 pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
@@ -20,6 +21,24 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
             }
             ("fastUpdates", _) => {
                 return Err(QueryError::bad_value("fastUpdates must be a boolean"))
+            }
+            ("transactionLifetimeLimitSeconds", _) => {
+                let n = match int_arg(cmd, k)? {
+                    Some(n) if n >= 1 => n as u64,
+                    _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
+                };
+                let was = s.txn_lifetime_s.swap(n, Ordering::Relaxed);
+                out.insert("was", was as i32);
+            }
+            ("maxTransactionLockRequestTimeoutMillis", _) => {
+                // MongoDB: a negative value waits without limit; a week stands for it here.
+                let n = match int_arg(cmd, k)? {
+                    Some(n) if n < 0 => 7 * 24 * 3_600_000,
+                    Some(n) => n as u64,
+                    None => return Err(QueryError::bad_value(format!("{k} must be a number"))),
+                };
+                let was = s.txn_lock_wait_ms.swap(n, Ordering::Relaxed);
+                out.insert("was", was as i32);
             }
             _ => {
                 return Err(QueryError::invalid_options(format!(
