@@ -28,7 +28,17 @@ impl Client {
     }
 
     /// Run `cmd` on `db`; `Err` carries `errmsg` of an `ok: 0` reply, or an I/O problem.
-    pub fn command(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {
+    pub fn command(&mut self, db: &str, cmd: Document) -> Result<Document, CmdErr> {
+        let reply = self.reply(db, cmd)?;
+        if let Some((_, msg)) = failure(&reply) {
+            return Err(msg);
+        }
+        Ok(reply)
+    }
+
+    /// Run `cmd` on `db` and return the reply as it is (`ok: 0` included); `Err` only for an
+    /// I/O or protocol problem.
+    pub fn reply(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {
         cmd.insert("$db", db);
         self.next_id += 1;
         let bytes = OpMsg::new(cmd)
@@ -44,25 +54,9 @@ impl Client {
         self.stream
             .read_exact(&mut body)
             .map_err(|e| e.to_string())?;
-        let reply = match silt_wire::parse_message(&h, &body).map_err(|e| e.to_string())? {
-            Request::Msg(m) => m.body,
-            _ => return Err("unexpected reply opcode".into()),
-        };
-        let ok = match reply.get("ok") {
-            Some(bson::Bson::Double(d)) => *d == 1.0,
-            Some(bson::Bson::Int32(i)) => *i == 1,
-            _ => false,
-        };
-        if ok {
-            if let Ok(errs) = reply.get_array("writeErrors") {
-                return Err(format!("write errors: {errs:?}"));
-            }
-            Ok(reply)
-        } else {
-            Err(reply
-                .get_str("errmsg")
-                .unwrap_or("command failed")
-                .to_string())
+        match silt_wire::parse_message(&h, &body).map_err(|e| e.to_string())? {
+            Request::Msg(m) => Ok(m.body),
+            _ => Err("unexpected reply opcode".into()),
         }
     }
 
@@ -102,6 +96,23 @@ impl Client {
         }
         Ok(out)
     }
+}
+
+/// The code and message of a failed reply: `ok: 0`, or its first write error.
+pub fn failure(reply: &Document) -> Option<(i32, String)> {
+    let ok = match reply.get("ok") {
+        Some(bson::Bson::Double(d)) => *d == 1.0,
+        Some(bson::Bson::Int32(i)) => *i == 1,
+        _ => false,
+    };
+    if !ok {
+        let msg = reply.get_str("errmsg").unwrap_or("command failed");
+        return Some((reply.get_i32("code").unwrap_or(0), msg.to_string()));
+    }
+    let errs = reply.get_array("writeErrors").ok()?;
+    let first = errs.first().and_then(|e| e.as_document());
+    let code = first.and_then(|d| d.get_i32("code").ok()).unwrap_or(0);
+    Some((code, format!("write errors: {errs:?}")))
 }
 
 /// A `siltd` child process on a free port with its own data directory.

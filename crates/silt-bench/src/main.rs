@@ -3,6 +3,7 @@
 //! programs, not timed tests: nothing here asserts on speed.
 
 mod client;
+mod concurrency;
 mod count;
 mod engine;
 mod fast_update;
@@ -22,6 +23,9 @@ enum Cmd {
     Engine(engine::Args),
     /// W1: fast updates by _id and by secondary key against a siltd child process.
     FastUpdate(fast_update::Args),
+    /// W3: insert, point and range queries, transactional updates with a sum invariant, and
+    /// deletes at 1 to 64 client threads, against a siltd child process.
+    Concurrency(concurrency::Args),
     /// W4: counts over index ranges with and without a matcher, against reading the documents.
     Count(count::Args),
 }
@@ -39,6 +43,7 @@ fn main() {
         Cmd::Engine(a) => engine::run(a).map_err(Into::into),
         Cmd::FastUpdate(a) => fast_update::run(a),
         Cmd::Count(a) => count::run(a),
+        Cmd::Concurrency(a) => concurrency::run(a),
     };
     if let Err(e) = r {
         eprintln!("silt-bench: {e}");

@@ -79,7 +79,8 @@ impl ReplSet {
     /// A new cluster time, after every earlier one: the time of a write (or of a snapshot
     /// read that may later be repeated at it).
     pub fn tick(&self) -> Timestamp {
-        let wall = unix_secs() << 32;
+        // Increments start at 1 in every second, as mongod's.
+        let wall = unix_secs() << 32 | 1;
         let mut cur = self.clock.load(Ordering::Acquire);
         loop {
             let next = (cur + 1).max(wall);

@@ -240,6 +240,11 @@ fn parse_read_concern(rc: Option<&Document>, repl: bool) -> QResult<ReadConcern>
 
 /// Run command `name` of database `db` in the session mode its fields ask for.
 pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) -> Outcome {
+    if commands::lookup(name).is_none() {
+        return Outcome::err(QueryError::command_not_found(format!(
+            "no such command: '{name}'"
+        )));
+    }
     let args = match parse_session(cmd) {
         Ok(a) => a,
         Err(e) => return Outcome::err(e),

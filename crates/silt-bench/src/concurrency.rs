@@ -1,0 +1,554 @@
+//! `silt-bench concurrency`: workload W3 of `shared/workloads.md` (cortisol-style) against a
+//! `siltd --replSet` child process.
+//!
+//! One collection of `--documents` documents `{_id, v: 100, f0.., pad}`. Phases, each at every
+//! thread count of `--threads`: insert with sequential keys, insert with random keys, point
+//! query by `_id`, range query, update, delete. The update phase moves an amount of `v` between
+//! two random documents inside one multi-document transaction (retrying on write conflicts),
+//! so the sum of `v` over the collection never changes; it is checked after the update and
+//! delete phases, and the run fails when it moved. Inserted documents carry `v: 0` and only
+//! they are deleted. Last, point reads at 4 threads are timed with and without index builds
+//! running on another collection.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::json;
+
+use crate::client::{failure, Client, Server};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Documents loaded before the phases.
+    #[arg(long, default_value_t = 1_000_000)]
+    documents: u64,
+    /// Integer fields per document besides `_id` and `v`.
+    #[arg(long, default_value_t = 2)]
+    fields: usize,
+    /// Bytes of padding per document.
+    #[arg(long, default_value_t = 100)]
+    padding: usize,
+    /// Fraction of the padding that is random (the rest repeats).
+    #[arg(long, default_value_t = 0.5)]
+    compressibility: f64,
+    /// Secondary indexes on `f0`, `f1`, ... (at most `--fields`).
+    #[arg(long, default_value_t = 0)]
+    indexes: usize,
+    /// Phases to run (all by default; `ping`, a round trip that does no work, is a reference
+    /// for what the machine allows and runs only when named).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "insert_seq,insert_rand,point,range,update,delete"
+    )]
+    phases: Vec<String>,
+    /// Client thread counts, each phase runs at every one.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    threads: Vec<usize>,
+    /// Seconds per phase and thread count.
+    #[arg(long, default_value_t = 3)]
+    seconds: u64,
+    /// Documents per insert command.
+    #[arg(long, default_value_t = 10)]
+    insert_batch: usize,
+    /// Documents in the other collection whose index is built during the read-latency test.
+    #[arg(long, default_value_t = 200_000)]
+    build_documents: u64,
+    /// The server's cache, in MiB.
+    #[arg(long, default_value_t = 256)]
+    cache_mb: u64,
+    /// Write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+const DB: &str = "w3";
+const COLL: &str = "c";
+const OTHER: &str = "other";
+/// The value of `v` in every loaded document.
+const V0: i64 = 100;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    InsertSeq,
+    InsertRand,
+    Point,
+    Range,
+    Update,
+    Delete,
+    Ping,
+}
+
+impl Phase {
+    const ALL: [Phase; 7] = [
+        Phase::InsertSeq,
+        Phase::InsertRand,
+        Phase::Point,
+        Phase::Range,
+        Phase::Update,
+        Phase::Delete,
+        Phase::Ping,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            Phase::InsertSeq => "insert_seq",
+            Phase::InsertRand => "insert_rand",
+            Phase::Point => "point",
+            Phase::Range => "range",
+            Phase::Update => "update",
+            Phase::Delete => "delete",
+            Phase::Ping => "ping",
+        }
+    }
+}
+
+/// What the phases share.
+struct Shared {
+    port: u16,
+    /// The next sequential key.
+    next_seq: AtomicI64,
+    /// Keys inserted by the insert phases: what the delete phase removes.
+    inserted: Mutex<Vec<i64>>,
+    /// Write conflicts met (and retried) by update transactions.
+    conflicts: AtomicU64,
+    documents: u64,
+}
+
+fn document(rng: &mut SmallRng, a: &Args, id: i64, v: i64) -> Document {
+    let mut d = doc! { "_id": id, "v": v };
+    for f in 0..a.fields {
+        d.insert(format!("f{f}"), rng.gen_range(0..1_000_000i64));
+    }
+    let random = ((a.padding as f64) * a.compressibility.clamp(0.0, 1.0)) as usize;
+    let mut pad: String = (0..random)
+        .map(|_| char::from(b'a' + (rng.next_u32() % 26) as u8))
+        .collect();
+    pad.extend(std::iter::repeat_n('x', a.padding - random));
+    d.insert("pad", pad);
+    d
+}
+
+fn load(c: &mut Client, a: &Args, coll: &str, n: u64) -> Result<(), String> {
+    let mut rng = SmallRng::seed_from_u64(coll.len() as u64);
+    let started = Instant::now();
+    let mut i = 0u64;
+    let mut next_report = n / 5;
+    while i < n {
+        let k = 1000.min(n - i);
+        let batch: Vec<Document> = (i..i + k)
+            .map(|j| document(&mut rng, a, j as i64, V0))
+            .collect();
+        c.command(DB, doc! { "insert": coll, "documents": batch })?;
+        i += k;
+        if i >= next_report {
+            eprintln!(
+                "[load {coll}] {}% {i} documents, {:.0} docs/s",
+                i * 100 / n,
+                i as f64 / started.elapsed().as_secs_f64()
+            );
+            next_report += n / 5;
+        }
+    }
+    Ok(())
+}
+
+/// A session of one client thread: its `lsid` and transaction numbers.
+struct Session {
+    lsid: Document,
+    number: i64,
+}
+
+impl Session {
+    fn new(rng: &mut SmallRng) -> Session {
+        let mut id = vec![0u8; 16];
+        rng.fill_bytes(&mut id);
+        Session {
+            lsid: doc! { "id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: id } },
+            number: 0,
+        }
+    }
+}
+
+/// Move `x` of `v` from document `from` to `to` in one transaction; `Ok(false)` on a write
+/// conflict (the transaction was aborted by the server and nothing of it stays).
+fn transfer(c: &mut Client, s: &mut Session, from: i64, to: i64, x: i64) -> Result<bool, String> {
+    s.number += 1;
+    let fields = |start: bool| {
+        let mut d = doc! { "lsid": s.lsid.clone(), "txnNumber": s.number, "autocommit": false };
+        if start {
+            d.insert("startTransaction", true);
+        }
+        d
+    };
+    for (i, (id, dx)) in [(from, -x), (to, x)].into_iter().enumerate() {
+        let mut cmd = doc! {
+            "update": COLL,
+            "updates": [{ "q": { "_id": id }, "u": { "$inc": { "v": dx } } }],
+        };
+        cmd.extend(fields(i == 0));
+        let r = c.reply(DB, cmd)?;
+        match failure(&r) {
+            None => {}
+            Some((112 | 251, _)) => return Ok(false),
+            Some((_, m)) => return Err(m),
+        }
+    }
+    let mut cmd = doc! { "commitTransaction": 1 };
+    cmd.extend(fields(false));
+    let r = c.reply("admin", cmd)?;
+    match failure(&r) {
+        None => Ok(true),
+        Some((112 | 251, _)) => Ok(false),
+        Some((_, m)) => Err(m),
+    }
+}
+
+/// One operation of `phase`; returns the documents it handled.
+fn one_op(
+    c: &mut Client,
+    sh: &Shared,
+    a: &Args,
+    phase: Phase,
+    rng: &mut SmallRng,
+    sess: &mut Session,
+) -> Result<u64, String> {
+    let n = sh.documents as i64;
+    match phase {
+        Phase::InsertSeq | Phase::InsertRand => {
+            let ids: Vec<i64> = if phase == Phase::InsertSeq {
+                let first = sh
+                    .next_seq
+                    .fetch_add(a.insert_batch as i64, Ordering::Relaxed);
+                (first..first + a.insert_batch as i64).collect()
+            } else {
+                (0..a.insert_batch)
+                    .map(|_| rng.gen_range(1i64 << 40..1i64 << 62))
+                    .collect()
+            };
+            let docs: Vec<Document> = ids.iter().map(|id| document(rng, a, *id, 0)).collect();
+            let r = c.reply(
+                DB,
+                doc! { "insert": COLL, "documents": docs, "ordered": false },
+            )?;
+            // A random key met twice is a duplicate; it changes nothing.
+            if let Some((code, m)) = failure(&r) {
+                if code != 11000 {
+                    return Err(m);
+                }
+            }
+            sh.inserted.lock().expect("pool").extend(&ids);
+            Ok(ids.len() as u64)
+        }
+        Phase::Point => {
+            let id = rng.gen_range(0..n);
+            let r = c.command(
+                DB,
+                doc! { "find": COLL, "filter": { "_id": id }, "limit": 1, "singleBatch": true },
+            )?;
+            let got = r
+                .get_document("cursor")
+                .and_then(|c| c.get_array("firstBatch"))
+                .map(|b| b.len())
+                .unwrap_or(0);
+            if got != 1 {
+                return Err(format!("document {id} not found"));
+            }
+            Ok(1)
+        }
+        Phase::Range => {
+            let lo = rng.gen_range(0..n);
+            let r = c.command(
+                DB,
+                doc! { "find": COLL, "filter": { "_id": { "$gte": lo, "$lt": lo + 100 } },
+                "batchSize": 100, "singleBatch": true },
+            )?;
+            let got = r
+                .get_document("cursor")
+                .and_then(|c| c.get_array("firstBatch"))
+                .map(|b| b.len() as u64)
+                .unwrap_or(0);
+            Ok(got)
+        }
+        Phase::Update => loop {
+            let from = rng.gen_range(0..n);
+            let mut to = rng.gen_range(0..n);
+            if to == from {
+                to = (to + 1) % n;
+            }
+            if transfer(c, sess, from, to, rng.gen_range(1..10))? {
+                return Ok(1);
+            }
+            sh.conflicts.fetch_add(1, Ordering::Relaxed);
+        },
+        Phase::Ping => {
+            c.command("admin", doc! { "ping": 1 })?;
+            Ok(1)
+        }
+        Phase::Delete => {
+            let id = sh.inserted.lock().expect("pool").pop();
+            let Some(id) = id else {
+                return Ok(0);
+            };
+            c.command(
+                DB,
+                doc! { "delete": COLL, "deletes": [{ "q": { "_id": id }, "limit": 1 }] },
+            )?;
+            Ok(1)
+        }
+    }
+}
+
+/// Run `phase` with `threads` clients for the phase time; returns operations per second and
+/// the latencies (µs) of every operation when `timed`.
+fn run_phase(
+    sh: &Arc<Shared>,
+    a: &Arc<Args>,
+    phase: Phase,
+    threads: usize,
+    timed: bool,
+) -> Result<(f64, Vec<u32>), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    let started = Instant::now();
+    for t in 0..threads {
+        let (sh, a, stop, done) = (sh.clone(), a.clone(), stop.clone(), done.clone());
+        handles.push(std::thread::spawn(move || -> Result<Vec<u32>, String> {
+            let mut c = Client::connect(sh.port).map_err(|e| e.to_string())?;
+            let mut rng = SmallRng::seed_from_u64(
+                (t as u64) << 32 ^ phase as u64 ^ (threads as u64) << 8 ^ 0x5eed,
+            );
+            let mut sess = Session::new(&mut rng);
+            let mut lat = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
+                let k = one_op(&mut c, &sh, &a, phase, &mut rng, &mut sess)?;
+                if timed {
+                    lat.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                }
+                done.fetch_add(k, Ordering::Relaxed);
+            }
+            Ok(lat)
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(a.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(
+            h.join()
+                .map_err(|_| "client thread panicked".to_string())??,
+        );
+    }
+    let rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    Ok((rate, lat))
+}
+
+/// The sum of `v` over the collection.
+fn sum_v(c: &mut Client) -> Result<i64, String> {
+    let r = c.command(
+        DB,
+        doc! { "aggregate": COLL, "pipeline": [{ "$group": { "_id": null, "s": { "$sum": "$v" } } }],
+               "cursor": {} },
+    )?;
+    let first = r
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .map_err(|e| e.to_string())?
+        .first()
+        .and_then(|d| d.as_document())
+        .cloned()
+        .unwrap_or_default();
+    Ok(match first.get("s") {
+        Some(Bson::Int32(n)) => *n as i64,
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(n)) => *n as i64,
+        _ => 0,
+    })
+}
+
+fn p99(mut v: Vec<u32>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    v[(v.len() * 99 / 100).min(v.len() - 1)] as f64
+}
+
+/// Point reads at 4 threads, with index builds on the other collection running throughout
+/// (`build`) or not; returns the p99 latency in µs and the builds completed.
+fn read_latency(sh: &Arc<Shared>, a: &Arc<Args>, build: bool) -> Result<(f64, u64), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let builds = Arc::new(AtomicU64::new(0));
+    let builder = build.then(|| {
+        let (stop, builds, port) = (stop.clone(), builds.clone(), sh.port);
+        std::thread::spawn(move || -> Result<(), String> {
+            let mut c = Client::connect(port).map_err(|e| e.to_string())?;
+            while !stop.load(Ordering::Relaxed) {
+                c.command(
+                    DB,
+                    doc! { "createIndexes": OTHER, "indexes": [{ "key": { "f0": 1 }, "name": "f0_1" }] },
+                )?;
+                builds.fetch_add(1, Ordering::Relaxed);
+                c.command(DB, doc! { "dropIndexes": OTHER, "index": "f0_1" })?;
+            }
+            Ok(())
+        })
+    });
+    // Let the first build get going.
+    if build {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (_, lat) = run_phase(sh, a, Phase::Point, 4, true)?;
+    stop.store(true, Ordering::Relaxed);
+    if let Some(b) = builder {
+        b.join().map_err(|_| "builder panicked".to_string())??;
+    }
+    Ok((p99(lat), builds.load(Ordering::Relaxed)))
+}
+
+pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let a = Arc::new(a);
+    if a.threads.is_empty() || a.documents < 2 {
+        return Err("need at least one thread count and two documents".into());
+    }
+    let cache = format!("{}MB", a.cache_mb);
+    let server = Server::start(None, &["--cache-size", &cache, "--replSet", "w3"])?;
+    let mut c = Client::connect(server.port)?;
+    eprintln!("[load] {} documents, cache {cache}", a.documents);
+    load(&mut c, &a, COLL, a.documents)?;
+    for f in 0..a.indexes.min(a.fields) {
+        c.command(
+            DB,
+            doc! { "createIndexes": COLL, "indexes": [{ "key": { format!("f{f}"): 1 }, "name": format!("f{f}_1") }] },
+        )?;
+    }
+    load(&mut c, &a, OTHER, a.build_documents)?;
+    let want = V0 * a.documents as i64;
+    let sh = Arc::new(Shared {
+        port: server.port,
+        next_seq: AtomicI64::new(a.documents as i64),
+        inserted: Mutex::new(Vec::new()),
+        conflicts: AtomicU64::new(0),
+        documents: a.documents,
+    });
+    let mut table: Vec<(Phase, Vec<f64>)> = Vec::new();
+    let mut invariant_ok = true;
+    for phase in Phase::ALL {
+        if !a.phases.iter().any(|p| p == phase.name()) {
+            continue;
+        }
+        let mut rates = Vec::new();
+        for &t in &a.threads {
+            let (rate, _) = run_phase(&sh, &a, phase, t, false)?;
+            eprintln!("[{}] {t} threads: {rate:.0} ops/s", phase.name());
+            rates.push(rate);
+        }
+        if matches!(phase, Phase::Update | Phase::Delete) {
+            let s = sum_v(&mut c)?;
+            let ok = s == want;
+            invariant_ok &= ok;
+            eprintln!(
+                "[{}] sum of v {s}, expected {want}: {}",
+                phase.name(),
+                if ok { "OK" } else { "BROKEN" }
+            );
+        }
+        table.push((phase, rates));
+    }
+    eprintln!("[reads] point-read latency without, then with, index builds on another collection");
+    let (p99_base, _) = read_latency(&sh, &a, false)?;
+    let (p99_build, builds) = read_latency(&sh, &a, true)?;
+
+    print!("{:<12}", "threads");
+    for t in &a.threads {
+        print!("{t:>10}");
+    }
+    println!("{:>12}", "64t/best");
+    let mut results = serde_json::Map::new();
+    let mut worst = f64::INFINITY;
+    let at = |rates: &[f64], t: usize| {
+        a.threads
+            .iter()
+            .position(|&x| x == t)
+            .map(|i| rates[i])
+            .unwrap_or(f64::NAN)
+    };
+    for (phase, rates) in &table {
+        print!("{:<12}", phase.name());
+        for r in rates {
+            print!("{r:>10.0}");
+        }
+        let best = rates.iter().cloned().fold(0.0, f64::max);
+        let last = *rates.last().expect("a thread count");
+        let ratio = if best > 0.0 { last / best } else { 0.0 };
+        worst = worst.min(ratio);
+        println!("{ratio:>12.2}");
+        let per: serde_json::Map<String, serde_json::Value> = a
+            .threads
+            .iter()
+            .zip(rates)
+            .map(|(t, r)| (t.to_string(), json!(r)))
+            .collect();
+        results.insert(format!("{}_per_s", phase.name()), json!(per));
+    }
+    let none = vec![f64::NAN; a.threads.len()];
+    let rates_of = |p: Phase| {
+        table
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map_or(&none, |(_, r)| r)
+    };
+    let ins = rates_of(Phase::InsertSeq);
+    let upd = rates_of(Phase::Update);
+    println!(
+        "insert 4t/1t {:.2}x, update 4t/1t {:.2}x, worst {}t/best {worst:.2}",
+        at(ins, 4) / at(ins, 1),
+        at(upd, 4) / at(upd, 1),
+        a.threads.last().expect("a thread count")
+    );
+    println!(
+        "point-read p99: {p99_base:.0} µs alone, {p99_build:.0} µs during index builds ({builds} builds of {} documents), {:.2}x",
+        a.build_documents,
+        p99_build / p99_base.max(1.0)
+    );
+    println!(
+        "sum invariant over {} update transactions ({} write conflicts retried): {}",
+        "all",
+        sh.conflicts.load(Ordering::Relaxed),
+        if invariant_ok { "held" } else { "BROKEN" }
+    );
+    if let Some(p) = &a.json {
+        results.insert("invariant_ok".into(), json!(invariant_ok));
+        results.insert("insert_1t_per_s".into(), json!(at(ins, 1)));
+        results.insert("insert_4t_per_s".into(), json!(at(ins, 4)));
+        results.insert("update_1t_per_s".into(), json!(at(upd, 1)));
+        results.insert("update_4t_per_s".into(), json!(at(upd, 4)));
+        results.insert("worst_64t_to_best_ratio".into(), json!(worst));
+        results.insert("p99_read_us_baseline".into(), json!(p99_base));
+        results.insert("p99_read_us_during_index_build".into(), json!(p99_build));
+        results.insert("index_builds_during_reads".into(), json!(builds));
+        results.insert(
+            "write_conflicts".into(),
+            json!(sh.conflicts.load(Ordering::Relaxed)),
+        );
+        results.insert(
+            "params".into(),
+            json!({ "documents": a.documents, "fields": a.fields, "padding": a.padding,
+                    "compressibility": a.compressibility, "indexes": a.indexes,
+                    "threads": a.threads, "seconds": a.seconds, "insert_batch": a.insert_batch,
+                    "build_documents": a.build_documents, "cache_mb": a.cache_mb }),
+        );
+        results.insert("workload".into(), json!("concurrency"));
+        std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
+    }
+    if !invariant_ok {
+        return Err("the sum of v moved: an update transaction was not atomic".into());
+    }
+    Ok(())
+}
