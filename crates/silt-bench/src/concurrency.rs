@@ -518,8 +518,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         p99_build / p99_base.max(1.0)
     );
     println!(
-        "sum invariant over {} update transactions ({} write conflicts retried): {}",
-        "all",
+        "sum invariant over every update transaction ({} write conflicts retried): {}",
         sh.conflicts.load(Ordering::Relaxed),
         if invariant_ok { "held" } else { "BROKEN" }
     );
