@@ -21,38 +21,47 @@ use crate::client::{Client, Server};
 pub struct Args {
     /// Documents in the collection.
     #[arg(long, default_value_t = 150_000)]
-    docs: u64,
+    pub(crate) docs: u64,
     /// Incompressible filler per document, in bytes.
     #[arg(long, default_value_t = 1024)]
-    blob_bytes: usize,
+    pub(crate) blob_bytes: usize,
     /// Documents per distinct `k` value (on average).
     #[arg(long, default_value_t = 4)]
-    docs_per_k: u64,
+    pub(crate) docs_per_k: u64,
     /// The server's cache, in MiB.
     #[arg(long, default_value_t = 16)]
-    cache_mb: u64,
+    pub(crate) cache_mb: u64,
     /// Client threads.
     #[arg(long, default_value_t = 16)]
-    threads: usize,
+    pub(crate) threads: usize,
     /// Seconds per phase and mode (run as quarters: off, on, on, off, off, on, on, off).
     #[arg(long, default_value_t = 10)]
-    seconds: u64,
+    pub(crate) seconds: u64,
     /// Run siltd with buffered reads instead of `--directio`. By default the server reads
     /// with O_DIRECT, so that data larger than the cache is really out of memory; buffered,
     /// the OS page cache of a machine with more RAM than data holds the whole collection and
     /// a "miss" costs a memory copy instead of a disk read.
     #[arg(long)]
-    buffered: bool,
+    pub(crate) buffered: bool,
+    /// Instead of W1a-c, run the TokuDB transaction experiment: sysbench-style OLTP
+    /// transactions with 1 and then this many non-indexed `$inc` updates each, fast updates
+    /// off and on (siltd runs as a one-member replica set).
+    #[arg(long)]
+    pub(crate) txn_updates: Option<u32>,
+    /// With `--txn-updates`: send each non-indexed update as its own `update` command (as
+    /// sysbench does) instead of one command with all of them.
+    #[arg(long)]
+    pub(crate) one_update_per_command: bool,
     /// Write the figures as JSON here.
     #[arg(long)]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 }
 
 /// Slices each mode's time is cut into (see the off/on/on/off order in `run`).
-const SLICES: usize = 4;
+pub(crate) const SLICES: usize = 4;
 
-const DB: &str = "sbtest";
-const COLL: &str = "sbtest1";
+pub(crate) const DB: &str = "sbtest";
+pub(crate) const COLL: &str = "sbtest1";
 
 fn text(rng: &mut SmallRng, n: usize) -> String {
     (0..n)
@@ -169,6 +178,9 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     if !a.buffered {
         flags.push("--directio");
     }
+    if a.txn_updates.is_some() {
+        flags.extend(["--replSet", "bench"]);
+    }
     let server = Server::start(None, &flags)?;
     let mut c = Client::connect(server.port)?;
     eprintln!(
@@ -180,6 +192,9 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         DB,
         doc! { "createIndexes": COLL, "indexes": [ { "key": { "k": 1 }, "name": "k_1" } ] },
     )?;
+    if let Some(n) = a.txn_updates {
+        return crate::txn_oltp::run(&a, &server, &mut c, raw, n);
+    }
     let mut rows = Vec::new();
     let mut increments = 0u64;
     let mut results = serde_json::Map::new();

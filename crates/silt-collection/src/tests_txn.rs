@@ -80,9 +80,18 @@ fn conflicting_writers_get_write_conflicts() {
         Err(CollError::WriteConflict(_))
     ));
     t1.commit(false).unwrap();
-    // Now free, but changed after t2's snapshot: first committer wins.
+    // Now free, but changed after t2's snapshot: first committer wins when t2 writes it.
+    let write = |key: Vec<u8>| {
+        let l = c.lock_doc_in(key, &t2, WAIT)?;
+        let old = l.read()?.unwrap();
+        c.replace(
+            &l,
+            &old,
+            &doc! {"_id": old.get("_id").cloned().unwrap(), "v": 9},
+        )
+    };
     assert!(matches!(
-        c.lock_doc_in(key1.clone(), &t2, WAIT),
+        write(key1.clone()),
         Err(CollError::WriteConflict(_))
     ));
     // A write outside a transaction after t2 began conflicts the same way.
@@ -91,7 +100,7 @@ fn conflicting_writers_get_write_conflicts() {
     update(&c, &l, doc! {"v": 7});
     drop(l);
     assert!(matches!(
-        c.lock_doc_in(id_key(&Bson::Int32(2)), &t2, WAIT),
+        write(id_key(&Bson::Int32(2))),
         Err(CollError::WriteConflict(_))
     ));
     drop(t2);

@@ -12,8 +12,12 @@
 //! 3. the unique-key stripes, in sorted order.
 //!
 //! Inside a transaction ([`Collection::lock_doc_in`]) a document is read at the transaction's
-//! snapshot (with its own writes), and a document someone committed after that snapshot is a
-//! write conflict (first committer wins), as MongoDB's snapshot isolation.
+//! snapshot (with its own writes), and writing a document someone committed after that
+//! snapshot is a write conflict (first committer wins), as MongoDB's snapshot isolation: every
+//! write of a whole document checks it. A fast update ([`Collection::fast_update`]) does not:
+//! it is a blind message that applies to the newest committed version when it reaches the
+//! leaf, so no update is lost, and checking would cost the very read it exists to avoid (the
+//! document lock still keeps every other writer out until the transaction ends).
 //!
 //! The rules a writer must follow are types: [`Collection::replace`], [`Collection::delete`]
 //! and [`Collection::fast_update`] take the [`DocLock`] of the document, so they cannot be
@@ -115,8 +119,9 @@ impl Collection {
 
     /// Lock the document with encoded `_id` `key` for transaction `txn` (until it ends),
     /// waiting at most `wait` for another transaction that holds it. Fails with
-    /// [`CollError::WriteConflict`] on a timeout, a deadlock (this transaction is the victim),
-    /// or when a version of the document was committed after the transaction's snapshot.
+    /// [`CollError::WriteConflict`] on a timeout or a deadlock (this transaction is the
+    /// victim); a write under the lock fails so when a version of the document was committed
+    /// after the transaction's snapshot.
     pub fn lock_doc_in<'a>(
         &'a self,
         key: Vec<u8>,
@@ -125,11 +130,6 @@ impl Collection {
     ) -> Result<DocLock<'a>> {
         txn.lock(&self.dict, (&key, &key), LockMode::Exclusive, wait)
             .map_err(conflict)?;
-        if self.dict.write_conflict(&key, Some(txn))? {
-            return Err(CollError::WriteConflict(
-                "the document was changed after the transaction's snapshot".into(),
-            ));
-        }
         let guard = self.locks[stripe_of(&[&key])].lock();
         Ok(DocLock {
             coll: self,
@@ -312,6 +312,13 @@ impl Collection {
     ) -> Result<()> {
         let key = lock.key();
         let txn = lock.txn.map(|(t, _)| t);
+        if let Some(t) = txn {
+            if self.dict.write_conflict(key, Some(t))? {
+                return Err(CollError::WriteConflict(
+                    "the document was changed after the transaction's snapshot".into(),
+                ));
+            }
+        }
         let idxs = self.indexes.read().clone();
         let mut plans = Vec::with_capacity(idxs.len());
         for ix in &idxs {
