@@ -53,8 +53,8 @@ pub struct Args {
     /// Seconds per phase and thread count.
     #[arg(long, default_value_t = 3)]
     seconds: u64,
-    /// Documents per insert command.
-    #[arg(long, default_value_t = 10)]
+    /// Documents per insert command (1: every insert is one operation, as an application's).
+    #[arg(long, default_value_t = 1)]
     insert_batch: usize,
     /// Documents in the other collection whose index is built during the read-latency test.
     #[arg(long, default_value_t = 200_000)]
