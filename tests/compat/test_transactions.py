@@ -436,3 +436,31 @@ def test_kill9_in_the_middle_of_concurrent_transactions():
         c.close()
     finally:
         s.cleanup()
+
+
+# --- no coarse locks ----------------------------------------------------------------------
+
+def test_implicit_collection_creation_under_load(rs, tdb):
+    """Eight clients insert into the same new collection at once: all succeed, one creates it."""
+    n, per = 8, 50
+    barrier = threading.Barrier(n)
+    errors = []
+
+    def worker(k):
+        c = rs_client(rs)
+        try:
+            barrier.wait()
+            for i in range(per):
+                c[tdb.name].fresh.insert_one({"_id": k * 1000 + i})
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+        finally:
+            c.close()
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert tdb.list_collection_names() == ["fresh"]
+    assert tdb.fresh.count_documents({}) == n * per

@@ -5,11 +5,12 @@ use bson::doc;
 use crate::state::{CmdResult, Server};
 
 pub fn get_cmd_line_opts(s: &Server) -> CmdResult {
-    Ok(doc! {
-        "argv": s.cfg.argv.clone(),
-        "parsed": {
-            "net": { "port": s.cfg.port as i32, "bindIp": s.cfg.bind.clone() },
-            "storage": { "dbPath": s.cfg.dbpath.display().to_string() },
-        },
-    })
+    let mut parsed = doc! {
+        "net": { "port": s.cfg.port as i32, "bindIp": s.cfg.bind.clone() },
+        "storage": { "dbPath": s.cfg.dbpath.display().to_string() },
+    };
+    if let Some(name) = &s.cfg.repl_set {
+        parsed.insert("replication", doc! { "replSetName": name.clone() });
+    }
+    Ok(doc! { "argv": s.cfg.argv.clone(), "parsed": parsed })
 }
