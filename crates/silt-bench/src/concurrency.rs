@@ -7,8 +7,10 @@
 //! two random documents inside one multi-document transaction (retrying on write conflicts),
 //! so the sum of `v` over the collection never changes; it is checked after the update and
 //! delete phases, and the run fails when it moved. Inserted documents carry `v: 0` and only
-//! they are deleted. Last, point reads at 4 threads are timed with and without index builds
-//! running on another collection.
+//! they are deleted. Each thread count runs twice per phase, in ascending then descending
+//! order, and reports the mean (the collection grows or shrinks during a phase; the mirrored
+//! order cancels that drift). Last, point reads at 4 threads are timed with and without index
+//! builds running on another collection.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -50,7 +52,7 @@ pub struct Args {
     /// Client thread counts, each phase runs at every one.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
     threads: Vec<usize>,
-    /// Seconds per phase and thread count.
+    /// Seconds per run of a phase at one thread count (each runs twice).
     #[arg(long, default_value_t = 3)]
     seconds: u64,
     /// Documents per insert command (1: every insert is one operation, as an application's).
@@ -164,9 +166,11 @@ struct Session {
 }
 
 impl Session {
-    fn new(rng: &mut SmallRng) -> Session {
+    fn new() -> Session {
+        // Random, not from the seeded generator: a thread count runs twice per phase, and a
+        // reused `lsid` would restart its transaction numbers below the server's.
         let mut id = vec![0u8; 16];
-        rng.fill_bytes(&mut id);
+        rand::thread_rng().fill_bytes(&mut id);
         Session {
             lsid: doc! { "id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: id } },
             number: 0,
@@ -323,7 +327,7 @@ fn run_phase(
             let mut rng = SmallRng::seed_from_u64(
                 (t as u64) << 32 ^ phase as u64 ^ (threads as u64) << 8 ^ 0x5eed,
             );
-            let mut sess = Session::new(&mut rng);
+            let mut sess = Session::new();
             let mut lat = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 let t0 = Instant::now();
@@ -443,11 +447,18 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         if !a.phases.iter().any(|p| p == phase.name()) {
             continue;
         }
-        let mut rates = Vec::new();
-        for &t in &a.threads {
+        // Every thread count runs twice, in ascending then descending order, and its figure
+        // is the mean: the collection grows (or shrinks) during a phase and the machine
+        // drifts, and the mirrored order cancels what is linear in time.
+        let mut rates = vec![0.0; a.threads.len()];
+        let order: Vec<usize> = (0..a.threads.len())
+            .chain((0..a.threads.len()).rev())
+            .collect();
+        for i in order {
+            let t = a.threads[i];
             let (rate, _) = run_phase(&sh, &a, phase, t, false)?;
             eprintln!("[{}] {t} threads: {rate:.0} ops/s", phase.name());
-            rates.push(rate);
+            rates[i] += rate / 2.0;
         }
         if matches!(phase, Phase::Update | Phase::Delete) {
             let s = sum_v(&mut c)?;
