@@ -34,7 +34,7 @@ pub struct ConnInfo {
 /// or is a retryable write, or a snapshot read) the transaction it writes in and the snapshot
 /// it reads. Handlers read and write only through it, so that a command in a transaction
 /// cannot read past its snapshot or write outside it.
-pub struct Op<'a> {
+pub struct Ctx<'a> {
     pub conn: &'a ConnInfo,
     /// The transaction writes go into; `None`: each write commits on its own.
     pub txn: Option<&'a Txn>,
@@ -44,10 +44,10 @@ pub struct Op<'a> {
     pub lock_wait: Duration,
 }
 
-impl<'a> Op<'a> {
+impl<'a> Ctx<'a> {
     /// A command outside any transaction.
-    pub fn new(conn: &'a ConnInfo) -> Op<'a> {
-        Op {
+    pub fn new(conn: &'a ConnInfo) -> Ctx<'a> {
+        Ctx {
             conn,
             txn: None,
             snap: None,
@@ -84,7 +84,7 @@ impl<'a> Op<'a> {
     }
 }
 
-impl std::ops::Deref for Op<'_> {
+impl std::ops::Deref for Ctx<'_> {
     type Target = ConnInfo;
     fn deref(&self) -> &ConnInfo {
         self.conn

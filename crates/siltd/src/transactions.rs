@@ -1,6 +1,6 @@
 //! How a command runs with respect to sessions: on its own, as a snapshot read, as a
 //! retryable write, or as a statement of a multi-document transaction. Every command passes
-//! through [`run`] before the command table's handler, which then only sees an [`Op`].
+//! through [`run`] before the command table's handler, which then only sees an [`Ctx`].
 //!
 //! - **Standalone** (no `--replSet`): transaction numbers are refused as a standalone mongod
 //!   refuses them (20 `IllegalOperation`), and so is read concern `snapshot`.
@@ -25,7 +25,7 @@ use silt_query::{QResult, QueryError};
 
 use crate::commands::{self, type_name};
 use crate::sessions::{Active, SessionGuard, TxnState};
-use crate::state::{coll_err, CmdResult, ConnInfo, Op, Server};
+use crate::state::{coll_err, CmdResult, ConnInfo, Ctx, Server};
 
 /// Commands that may carry a `txnNumber` outside a transaction.
 const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify"];
@@ -295,7 +295,7 @@ fn plain(
         Ok(rc) => rc,
         Err(e) => return Outcome::err(e),
     };
-    let mut op = Op::new(conn);
+    let mut op = Ctx::new(conn);
     let mut at = None;
     if rc.level.as_deref() == Some("snapshot") {
         if !matches!(name, "find" | "aggregate" | "distinct") {
@@ -471,11 +471,11 @@ fn retryable(
             Ok(t) => t,
             Err(e) => return Outcome::err(coll_err(e)),
         };
-        let op = Op {
+        let op = Ctx {
             snap: Some(txn.snapshot().clone()),
             txn: Some(&txn),
             lock_wait: NON_TXN_LOCK_WAIT,
-            ..Op::new(conn)
+            ..Ctx::new(conn)
         };
         let r = commands::dispatch(s, db, name, cmd, &op);
         drop(op);
@@ -670,11 +670,11 @@ fn statement(
     let TxnState::Active(active) = &sess.txn else {
         return Outcome::err(QueryError::internal("no active transaction"));
     };
-    let op = Op {
+    let op = Ctx {
         snap: Some(active.txn.snapshot().clone()),
         txn: Some(&active.txn),
         lock_wait: s.txn_lock_wait(),
-        ..Op::new(conn)
+        ..Ctx::new(conn)
     };
     let r = commands::dispatch(s, db, name, cmd, &op);
     drop(op);

@@ -12,7 +12,7 @@ use silt_collection::{MatchSource, Planned, Snapshot};
 use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, int_arg, new_matcher};
 use crate::cursors::{DocSource, VecSource};
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Op, Server};
+use crate::state::{coll_err, CmdResult, Ctx, Server};
 
 /// `$lookup`'s view of the other collections of the database.
 struct DbContext<'a> {
@@ -44,7 +44,7 @@ impl silt_query::agg::AggContext for DbContext<'_> {
     }
 }
 
-pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let stages = pipeline_arg(cmd)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
     for first_only in ["$currentOp", "$indexStats", "$collStats"] {
@@ -185,7 +185,7 @@ fn aggregate_collection(
     ns: String,
     cmd: &Document,
     stages: Vec<Document>,
-    op: &Op,
+    op: &Ctx,
 ) -> CmdResult {
     if bool_arg(cmd, "explain")?.unwrap_or(false) {
         return Err(QueryError::not_implemented("explain is not supported yet"));

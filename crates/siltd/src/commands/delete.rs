@@ -9,7 +9,7 @@ use super::args;
 use super::common::{bool_arg, check_hint, coll_arg, doc_arg, int_arg};
 use super::modify::delete_docs;
 use super::write::{docs_arg, write_error};
-use crate::state::{CmdResult, Op, Server};
+use crate::state::{CmdResult, Ctx, Server};
 
 /// The fields of one `delete` statement siltd honours.
 const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint"];
@@ -17,7 +17,7 @@ const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint"];
 /// MongoDB's delete statement fields siltd does not implement.
 const DELETE_REFUSED: &[&str] = &["collation", "sampleId"];
 
-pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;
     let stmts = docs_arg(cmd, "deletes")?;
     for st in &stmts {

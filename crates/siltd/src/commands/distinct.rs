@@ -11,9 +11,9 @@ use silt_query::QueryError;
 use super::common::{coll_arg, deadline, doc_arg, new_matcher};
 use crate::cursors::DocSource;
 use crate::ops::read_stop;
-use crate::state::{CmdResult, Op, Server};
+use crate::state::{CmdResult, Ctx, Server};
 
-pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "distinct")?;
     let ns = format!("{db}.{coll}");
     let key = match cmd.get("key") {

@@ -12,10 +12,10 @@ use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply};
 use super::query::{parse_query, Query};
 use crate::cursors::{DocSource, Shaped, VecSource};
 use crate::ops::read_stop;
-use crate::state::{CmdResult, Op, Server};
+use crate::state::{CmdResult, Ctx, Server};
 
 /// A stream of the query's results over `coll` (none if it does not exist).
-fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Op) -> QResult<Box<dyn DocSource>> {
+fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<dyn DocSource>> {
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
@@ -48,7 +48,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Op) -> QResult<Box<dy
     }))
 }
 
-pub fn find(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "find")?;
     let ns = format!("{db}.{coll}");
     s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);

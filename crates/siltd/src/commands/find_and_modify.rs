@@ -9,9 +9,9 @@ use silt_query::{QResult, QueryError};
 
 use super::common::{bool_arg, coll_arg, doc_arg};
 use super::modify::{array_filters_arg, delete_docs, update_docs, update_spec};
-use crate::state::{CmdResult, Op, Server};
+use crate::state::{CmdResult, Ctx, Server};
 
-pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let name = if cmd.contains_key("findAndModify") {
         "findAndModify"
     } else {

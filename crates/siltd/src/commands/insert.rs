@@ -6,9 +6,9 @@ use bson::{doc, Document};
 
 use super::common::{bool_arg, coll_arg};
 use super::write::{docs_arg, prepare_insert, WriteFail};
-use crate::state::{coll_err, CmdResult, Op, Server};
+use crate::state::{coll_err, CmdResult, Ctx, Server};
 
-pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "insert")?;
     let docs = docs_arg(cmd, "documents")?;
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);

@@ -63,7 +63,7 @@ mod write;
 use bson::Document;
 use silt_query::QueryError;
 
-use crate::state::{CmdResult, Op, Server};
+use crate::state::{CmdResult, Ctx, Server};
 
 pub use common::type_name;
 pub use table::{Command, TABLE};
@@ -76,7 +76,7 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
 }
 
 /// Run the command `name` after checking its fields.
-pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let Some(c) = lookup(name) else {
         return Err(QueryError::command_not_found(format!(
             "no such command: '{name}'"

@@ -14,7 +14,7 @@ use silt_query::{QResult, QueryError};
 use super::common::{new_matcher, type_name};
 use super::write::{doc_size, prepare_insert, WriteFail, MAX_DOC};
 use crate::ops::read_stop;
-use crate::state::{coll_err, Op, Server};
+use crate::state::{coll_err, Ctx, Server};
 
 /// The document an upsert starts from: the filter's equality predicates (`_id` among them).
 pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
@@ -76,7 +76,7 @@ pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
 /// (the first in `sort` order when one is given). They are chosen before anything is written
 /// so that written documents are not met again.
 fn select_keys(
-    op: &Op,
+    op: &Ctx,
     coll: &Arc<Collection>,
     filter: &Document,
     matcher: &Arc<Matcher>,
@@ -174,7 +174,7 @@ pub(super) fn update_locked(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn update_docs(
     s: &Server,
-    op: &Op,
+    op: &Ctx,
     ns: &str,
     filter: &Document,
     sort: Option<&SortSpec>,
@@ -258,7 +258,7 @@ pub(super) fn array_filters_arg(d: &Document) -> QResult<Option<Vec<Document>>> 
 /// Delete what `filter` selects (at most one unless `multi`); returns the deleted documents.
 pub(super) fn delete_docs(
     s: &Server,
-    op: &Op,
+    op: &Ctx,
     ns: &str,
     filter: &Document,
     sort: Option<&SortSpec>,

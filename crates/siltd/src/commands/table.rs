@@ -5,11 +5,11 @@
 use bson::Document;
 
 use super::args::Fields;
-use crate::state::{CmdResult, Op, Server};
+use crate::state::{CmdResult, Ctx, Server};
 
 /// A command handler: `(server, database, command document, operation)`; the operation
 /// carries the connection and, in a session's transaction, its snapshot and transaction.
-pub type Handler = fn(&Server, &str, &Document, &Op) -> CmdResult;
+pub type Handler = fn(&Server, &str, &Document, &Ctx) -> CmdResult;
 
 /// One command: its name, the other spellings it answers to, what it accepts, its handler.
 #[derive(Debug)]

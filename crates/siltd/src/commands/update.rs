@@ -12,7 +12,7 @@ use super::args;
 use super::common::{bool_arg, check_hint, coll_arg, doc_arg, new_matcher};
 use super::modify::{array_filters_arg, update_docs, update_locked, update_spec, UpdateResult};
 use super::write::{docs_arg, WriteFail};
-use crate::state::{coll_err, CmdResult, Op, Server};
+use crate::state::{coll_err, CmdResult, Ctx, Server};
 
 /// The fields of one `update` statement siltd honours (`fastUpdate` is siltd's own).
 const UPDATE_STATEMENT: &[&str] = &[
@@ -123,7 +123,7 @@ fn fast_by_index(
     Ok(Some(keys.len() as u64))
 }
 
-pub fn update(s: &Server, db: &str, cmd: &Document, op: &Op) -> CmdResult {
+pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "update")?;
     let stmts = docs_arg(cmd, "updates")?;
     for st in &stmts {
