@@ -464,3 +464,58 @@ def test_implicit_collection_creation_under_load(rs, tdb):
     assert not errors, errors
     assert tdb.list_collection_names() == ["fresh"]
     assert tdb.fresh.count_documents({}) == n * per
+
+
+def test_after_cluster_time_past_the_current_one_is_refused(rs, tdb):
+    r = raw_command(rs.port, {"insert": "c", "documents": [{"_id": 1}], "$db": tdb.name})
+    now = r["operationTime"]
+    ok = raw_command(rs.port, {"find": "c", "readConcern": {"afterClusterTime": now}, "$db": tdb.name})
+    assert ok["ok"] == 1 and ok["cursor"]["firstBatch"] == [{"_id": 1}]
+    future = bson.Timestamp(now.time + 3600, 1)
+    bad = raw_command(rs.port, {"find": "c", "readConcern": {"afterClusterTime": future}, "$db": tdb.name})
+    assert bad["ok"] == 0 and bad["code"] == 72
+
+
+def test_fast_and_normal_updates_agree_inside_transactions(rc, tdb):
+    """The same transactions, one collection with fast updates and one without: the same
+    documents, inside the transaction (its own writes) and after commits and aborts."""
+    rnd = random.Random(11)
+    for name in ("fast", "normal"):
+        tdb[name].insert_many([{"_id": i, "n": 0, "tags": []} for i in range(20)])
+    ops = [
+        {"$inc": {"n": 1}}, {"$set": {"s": "x"}}, {"$push": {"tags": "t"}},
+        {"$inc": {"n": -2, "m": 3}}, {"$unset": {"s": ""}}, {"$max": {"n": 5}},
+    ]
+    fast_taken = 0
+    for round_ in range(12):
+        plan = [(rnd.randrange(25), rnd.choice(ops)) for _ in range(6)]
+        commit = round_ % 3 != 2
+        seen = {}
+        for name, fast in (("fast", True), ("normal", False)):
+            with rc.start_session() as s:
+                s.start_transaction()
+                for _id, u in plan:
+                    r = tdb.command("update", name, updates=[{"q": {"_id": _id}, "u": u, "upsert": _id >= 20}],
+                                    fastUpdate=fast, session=s)
+                    fast_taken += "fastUpdates" in r
+                seen[name] = list(tdb[name].find({}, session=s).sort("_id", 1))
+                if commit:
+                    s.commit_transaction()
+                else:
+                    s.abort_transaction()
+        assert seen["fast"] == seen["normal"], round_
+        assert list(tdb.fast.find().sort("_id", 1)) == list(tdb.normal.find().sort("_id", 1)), round_
+    assert fast_taken > 0, "no statement took the fast path"
+
+
+def test_retried_fast_update_through_an_index_is_applied_once(rs, tdb):
+    tdb.a.create_index("k")
+    tdb.a.insert_many([{"_id": i, "k": i % 3, "c": 0} for i in range(9)])
+    cmd = {"update": "a", "updates": [{"q": {"k": 1}, "u": {"$inc": {"c": 1}}, "multi": True}],
+           "fastUpdate": True, "lsid": lsid(), "txnNumber": Int64(1), "$db": tdb.name}
+    r1 = raw_command(rs.port, cmd)
+    r2 = raw_command(rs.port, cmd)
+    assert r1["ok"] == 1 and "fastUpdates" in r1 and r1["n"] == 3
+    assert r2 == {**r2, "n": 3}
+    assert sorted(d["c"] for d in tdb.a.find({"k": 1})) == [1, 1, 1]
+    assert tdb.a.count_documents({"c": {"$ne": 0}}) == 3

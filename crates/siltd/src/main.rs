@@ -3,7 +3,9 @@
 //! This crate owns the process (flags, config, logging, signals, the lock on the data
 //! directory via the engine), the network (`server`: connections and message framing through
 //! `silt-wire`), command dispatch, argument parsing and reply shapes (`commands`, one file per
-//! command), fast updates (`fast`), open cursors (`cursors`) and operations in flight (`ops`).
+//! command), fast updates (`fast`), open cursors (`cursors`), operations in flight (`ops`),
+//! sessions and their transactions, retryable writes and snapshot reads (`sessions`,
+//! `transactions`), and the one-member replica set face of `--replSet` (`replset`).
 //! It must not know the engine, plan choice or the byte layout of keys: it does not depend on
 //! `silt-storage`; documents, index scans and fast counts are reached through
 //! `silt-collection` (which also re-exports what the server needs of the engine), filters,

@@ -161,7 +161,8 @@ impl Sessions {
         self.snapshots.lock().clear();
     }
 
-    /// Sessions known and transactions open, for `serverStatus`.
+    /// Sessions known and transactions open, for `serverStatus`. A session running a command
+    /// is not waited for: it counts as having a transaction open.
     pub fn counts(&self) -> (usize, usize) {
         let m = self.map.lock();
         let open = m

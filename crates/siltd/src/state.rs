@@ -42,6 +42,10 @@ pub struct Ctx<'a> {
     pub snap: Option<Snapshot>,
     /// How long a write in `txn` waits for a document another transaction holds.
     pub lock_wait: Duration,
+    /// A statement of a multi-document transaction (not a retryable write's own
+    /// transaction): what it reads must come from its snapshot, so shortcuts that read the
+    /// latest state (index-only fast updates) are off.
+    pub multi: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -52,6 +56,7 @@ impl<'a> Ctx<'a> {
             txn: None,
             snap: None,
             lock_wait: Duration::ZERO,
+            multi: false,
         }
     }
 

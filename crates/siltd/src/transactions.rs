@@ -192,8 +192,12 @@ struct ReadConcern {
 }
 
 /// Read concern levels and fields: on one node every level but `linearizable` is met by
-/// reading committed data; `snapshot` needs a replica set (as in mongod).
-fn parse_read_concern(rc: Option<&Document>, repl: bool) -> QResult<ReadConcern> {
+/// reading committed data; `snapshot` needs a replica set (as in mongod). `now` is the
+/// current cluster time of a replica set (`None`: standalone): every acknowledged write is
+/// visible to every read, so `afterClusterTime` up to it is met at once, and one past it is
+/// refused as mongod refuses it.
+fn parse_read_concern(rc: Option<&Document>, now: Option<Timestamp>) -> QResult<ReadConcern> {
+    let repl = now.is_some();
     let mut out = ReadConcern {
         level: None,
         at: None,
@@ -221,6 +225,15 @@ fn parse_read_concern(rc: Option<&Document>, repl: bool) -> QResult<ReadConcern>
                 }
             },
             ("atClusterTime", Bson::Timestamp(t)) => out.at = Some(*t),
+            ("afterClusterTime", Bson::Timestamp(t))
+                if now.is_some_and(|n| (t.time, t.increment) > (n.time, n.increment)) =>
+            {
+                let n = now.unwrap_or(*t);
+                return Err(QueryError::invalid_options(format!(
+                    "readConcern afterClusterTime value must not be greater than the current clusterTime. Requested clusterTime: Timestamp({}, {}); current clusterTime: Timestamp({}, {})",
+                    t.time, t.increment, n.time, n.increment
+                )));
+            }
             // Every read sees every write acknowledged before it.
             ("afterClusterTime" | "afterOpTime" | "provenance", _) => {}
             (other, _) => {
@@ -238,6 +251,11 @@ fn parse_read_concern(rc: Option<&Document>, repl: bool) -> QResult<ReadConcern>
     Ok(out)
 }
 
+/// The current cluster time of a replica set; `None` on a standalone.
+fn cluster_now(s: &Server) -> Option<Timestamp> {
+    s.repl.as_ref().map(|r| r.now())
+}
+
 /// Run command `name` of database `db` in the session mode its fields ask for.
 pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) -> Outcome {
     if commands::lookup(name).is_none() {
@@ -249,8 +267,7 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
         Ok(a) => a,
         Err(e) => return Outcome::err(e),
     };
-    let repl = s.repl.is_some();
-    if !repl && args.txn_number.is_some() {
+    if s.repl.is_none() && args.txn_number.is_some() {
         return Outcome::err(QueryError::illegal_operation(
             "Transaction numbers are only allowed on a replica set member or mongos",
         ));
@@ -261,13 +278,13 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
                 "{name} must be run within a transaction"
             )));
         }
-        return plain(s, db, name, cmd, conn, args.read_concern, repl);
+        return plain(s, db, name, cmd, conn, args.read_concern);
     };
     let mut sess = s.sessions.checkout(lsid);
     if args.in_txn {
         statement(s, db, name, cmd, conn, &args, number, &mut sess)
     } else if RETRYABLE.contains(&name) {
-        if let Err(e) = parse_read_concern(args.read_concern, repl) {
+        if let Err(e) = parse_read_concern(args.read_concern, cluster_now(s)) {
             return Outcome::err(e);
         }
         retryable(s, db, name, cmd, conn, lsid, number, &mut sess)
@@ -289,9 +306,8 @@ fn plain(
     cmd: &Document,
     conn: &ConnInfo,
     rc: Option<&Document>,
-    repl: bool,
 ) -> Outcome {
-    let rc = match parse_read_concern(rc, repl) {
+    let rc = match parse_read_concern(rc, cluster_now(s)) {
         Ok(rc) => rc,
         Err(e) => return Outcome::err(e),
     };
@@ -545,11 +561,12 @@ fn statement(
     number: i64,
     sess: &mut SessionGuard,
 ) -> Outcome {
-    let lsid = args.lsid.cloned().unwrap_or_default();
+    // For error messages only.
+    let session = || args.lsid.map(lsid_text).unwrap_or_default();
     let too_old = |cur: i64| {
         QueryError::transaction_too_old(format!(
             "Cannot start transaction {number} on session {} because a newer transaction with txnNumber {cur} has started.",
-            lsid_text(&lsid)
+            session()
         ))
     };
     let transient = |e: QueryError| Outcome {
@@ -563,10 +580,10 @@ fn statement(
         if number == sess.number {
             return Outcome::err(QueryError::conflicting_operation_in_progress(format!(
                 "Cannot start transaction {number} on session {} because a transaction with the same number has already started.",
-                lsid_text(&lsid)
+                session()
             )));
         }
-        let rc = match parse_read_concern(args.read_concern, true) {
+        let rc = match parse_read_concern(args.read_concern, cluster_now(s)) {
             Ok(rc) => rc,
             Err(e) => return Outcome::err(e),
         };
@@ -674,6 +691,7 @@ fn statement(
         snap: Some(active.txn.snapshot().clone()),
         txn: Some(&active.txn),
         lock_wait: s.txn_lock_wait(),
+        multi: true,
         ..Ctx::new(conn)
     };
     let r = commands::dispatch(s, db, name, cmd, &op);

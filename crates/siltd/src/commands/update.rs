@@ -72,8 +72,10 @@ fn fast_index_paths(indexes: &[Arc<Index>], upsert: bool) -> Option<Vec<String>>
 /// Each document's message is injected under the same collection guard that judged it
 /// eligible ([`Collection::fast_update`]); if an index on an updated field appeared since the
 /// scan, that document gets the normal read-modify-write instead.
+#[allow(clippy::too_many_arguments)]
 fn fast_by_index(
     s: &Server,
+    op: &Ctx,
     c: &Arc<Collection>,
     q: &Document,
     u: &Document,
@@ -108,7 +110,7 @@ fn fast_by_index(
     let now = bson::DateTime::now();
     let mut normal = UpdateResult::default();
     for key in &keys {
-        let lock = c.lock_doc(key.clone()).map_err(WriteFail::from)?;
+        let lock = op.lock_doc(c, key.clone()).map_err(WriteFail::from)?;
         let fast = c
             .fast_update(&lock, eligible, false, crate::fast::FAST_UPDATE_FN, &arg)
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
@@ -195,10 +197,11 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                     s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
                 }
             }
-            // Not in a transaction: the index is read as of now, not at its snapshot.
-            if want_fast && !upsert && !q.is_empty() && op.txn.is_none() {
+            // Not in a multi-document transaction: the index is read as of now, not at its
+            // snapshot. (A retryable write's own transaction takes this path.)
+            if want_fast && !upsert && !q.is_empty() && !op.multi {
                 if let (Some(c), Bson::Document(u)) = (s.store.get(&ns), u) {
-                    if let Some(n) = fast_by_index(s, &c, &q, u, &spec, af.as_deref(), multi)? {
+                    if let Some(n) = fast_by_index(s, op, &c, &q, u, &spec, af.as_deref(), multi)? {
                         return Ok(UpdateResult {
                             matched: n,
                             modified: n,
