@@ -7,8 +7,10 @@
 //! update and not `U` network round trips; `--one-update-per-command` sends one command per
 //! update, as sysbench does); a delete of one document (with
 //! `findAndModify`, which returns it) and the insert of the same document back; commit.
-//! `U` is 1, then N; each with fast updates off and on (the `fastUpdate` flag of the update
-//! command), alternated in slices so that drift on a shared machine cancels. A transaction
+//! Four cases, `U` = 1 and N with fast updates off and on (the `fastUpdate` flag of the update
+//! command), run in slices: a warm-up round of all four that is not counted, then rounds
+//! alternately forward and backward, so that drift (a shared machine, message buffers filling,
+//! the cache settling) falls on every case alike. A transaction
 //! that meets a write conflict is retried and counted once, when it commits.
 //!
 //! Afterwards the sum of `counter` must equal the committed increments: the reinsert keeps
@@ -199,15 +201,25 @@ pub fn run(
     let mut increments = 0u64;
     let mut conflicts = 0u64;
     let mut rates = [[0f64; 2]; 2];
-    for (row, updates) in [1, n].into_iter().enumerate() {
-        let order = [(0, false), (1, true), (1, true), (0, false)];
-        for (slot, fast) in order.into_iter().cycle().take(2 * SLICES) {
+    // The four cases run in rounds, forward then backward, so that drift (buffers filling,
+    // the cache settling) falls on every case alike; one warm-up round is not counted.
+    let cases = [(0, 1, false), (0, n, false), (1, 1, true), (1, n, true)]
+        .map(|(slot, updates, fast)| (usize::from(updates != 1), slot, updates, fast));
+    for round in 0..=SLICES {
+        let mut order = cases.to_vec();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        for (row, slot, updates, fast) in order {
             let (rate, incs, conf) = slice(server.port, a, updates, fast)?;
+            let what = if round == 0 { " (warm-up)" } else { "" };
             eprintln!(
-                "[{updates} updates/txn] fast updates {}: {rate:.0} transactions/s",
+                "[{updates} updates/txn] fast updates {}: {rate:.0} transactions/s{what}",
                 if fast { "on" } else { "off" }
             );
-            rates[row][slot] += rate / SLICES as f64;
+            if round > 0 {
+                rates[row][slot] += rate / SLICES as f64;
+            }
             increments += incs;
             conflicts += conf;
         }
