@@ -7,6 +7,7 @@ mod concurrency;
 mod count;
 mod engine;
 mod fast_update;
+mod plot;
 mod txn_oltp;
 
 use clap::{Parser, Subcommand};

@@ -1,0 +1,143 @@
+//! Plots of benchmark figures, written as SVG with `plotters`.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// Colours of the series, in order.
+const COLOURS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Throughput per client thread count: on the left operations/s (log scale), on the right
+/// each series as a fraction of its own best, with a dashed line at `floor`.
+pub fn per_thread_count(
+    path: &Path,
+    title: &str,
+    threads: &[usize],
+    series: &[(&str, &[f64])],
+    floor: f64,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+    let xs: Vec<f64> = threads.iter().map(|&t| (t.max(1) as f64).log2()).collect();
+    let x_hi = xs.iter().cloned().fold(0.0, f64::max).max(1.0);
+    let finite = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().cloned())
+        .filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = finite.fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
+    if hi <= 0.0 {
+        return Err(format!("nothing to draw in {}", path.display()));
+    }
+    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(title, ("sans-serif", 22))
+        .map_err(|e| err(&e))?;
+    let (left, right) = root.split_horizontally(600);
+    let label = |x: &f64| {
+        if (x - x.round()).abs() < 1e-6 {
+            format!("{}", 2f64.powf(x.round()) as u64)
+        } else {
+            String::new()
+        }
+    };
+    let ticks = x_hi.round() as usize + 1;
+
+    let mut abs = ChartBuilder::on(&left)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.2..x_hi + 0.2, (lo / 1.5..hi * 1.5).log_scale())
+        .map_err(|e| err(&e))?;
+    abs.configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .x_labels(ticks)
+        .x_label_formatter(&label)
+        .x_desc("client threads")
+        .y_desc("operations/s")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+
+    let mut rel = ChartBuilder::on(&right)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.2..x_hi + 0.2, 0.0..1.1)
+        .map_err(|e| err(&e))?;
+    rel.configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .x_labels(ticks)
+        .x_label_formatter(&label)
+        .x_desc("client threads")
+        .y_desc("fraction of the phase's best")
+        .draw()
+        .map_err(|e| err(&e))?;
+    rel.draw_series(DashedLineSeries::new(
+        [(-0.2, floor), (x_hi + 0.2, floor)],
+        6,
+        4,
+        BLACK.stroke_width(1),
+    ))
+    .map_err(|e| err(&e))?;
+
+    for (i, (name, ys)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let pts: Vec<(f64, f64)> = xs
+            .iter()
+            .zip(ys.iter())
+            .filter(|(_, y)| y.is_finite() && **y > 0.0)
+            .map(|(x, y)| (*x, *y))
+            .collect();
+        let best = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+        abs.draw_series(LineSeries::new(pts.clone(), colour.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(name.to_string())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+        abs.draw_series(pts.iter().map(|p| Circle::new(*p, 3, colour.filled())))
+            .map_err(|e| err(&e))?;
+        let scaled: Vec<(f64, f64)> = pts.iter().map(|(x, y)| (*x, y / best)).collect();
+        rel.draw_series(LineSeries::new(scaled.clone(), colour.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+        rel.draw_series(scaled.iter().map(|p| Circle::new(*p, 3, colour.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    abs.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_an_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w3.svg");
+        per_thread_count(
+            &p,
+            "W3",
+            &[1, 2, 4, 64],
+            &[("insert", &[10.0, 20.0, 40.0, 35.0]), ("point", &[5.0, f64::NAN, 9.0, 8.0])],
+            0.8,
+        )
+        .unwrap();
+        let s = std::fs::read_to_string(&p).unwrap();
+        assert!(s.starts_with("<svg"), "{}", &s[..80.min(s.len())]);
+        assert!(s.contains("insert") && s.contains("client threads"));
+    }
+}
