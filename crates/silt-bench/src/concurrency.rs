@@ -9,7 +9,8 @@
 //! delete phases, and the run fails when it moved. Inserted documents carry `v: 0` and only
 //! they are deleted. Each thread count runs twice per phase, in ascending then descending
 //! order, and reports the mean (the collection grows or shrinks during a phase; the mirrored
-//! order cancels that drift), after a warm-up run at the most threads that is not counted. The
+//! order cancels that drift), after a warm-up at the most threads, until its rate is steady,
+//! that is not counted. The
 //! delete phase removes the inserted keys in random order, so that every run deletes the same
 //! mix. Last, point reads at 4 threads are timed with and without index
 //! builds running on another collection.
@@ -315,14 +316,15 @@ fn one_op(
     }
 }
 
-/// Run `phase` with `threads` clients for the phase time; returns operations per second and
-/// the latencies (µs) of every operation when `timed`.
-fn run_phase(
+/// Run `phase` with `threads` clients for `len`; returns operations per second and the
+/// latencies (µs) of every operation when `timed`.
+fn run_for(
     sh: &Arc<Shared>,
     a: &Arc<Args>,
     phase: Phase,
     threads: usize,
     timed: bool,
+    len: Duration,
 ) -> Result<(f64, Vec<u32>), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -348,7 +350,7 @@ fn run_phase(
             Ok(lat)
         }));
     }
-    std::thread::sleep(Duration::from_secs(a.seconds));
+    std::thread::sleep(len);
     stop.store(true, Ordering::Relaxed);
     let mut lat = Vec::new();
     for h in handles {
@@ -359,6 +361,42 @@ fn run_phase(
     }
     let rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
     Ok((rate, lat))
+}
+
+/// [`run_for`] the phase time.
+fn run_phase(
+    sh: &Arc<Shared>,
+    a: &Arc<Args>,
+    phase: Phase,
+    threads: usize,
+    timed: bool,
+) -> Result<(f64, Vec<u32>), String> {
+    run_for(sh, a, phase, threads, timed, Duration::from_secs(a.seconds))
+}
+
+/// Run `phase` at `threads` in one-second slices until three slices in a row are within 5%
+/// of their mean (at most ten times the phase time): what the previous phase left (a cache
+/// holding other data, buffers to flush) must not fall on the first thread counts measured.
+/// Returns the last slice's rate and the seconds it took.
+fn warm_up(
+    sh: &Arc<Shared>,
+    a: &Arc<Args>,
+    phase: Phase,
+    threads: usize,
+) -> Result<(f64, u64), String> {
+    let mut last: Vec<f64> = Vec::new();
+    let most = (10 * a.seconds).max(3);
+    for n in 1..=most {
+        let (rate, _) = run_for(sh, a, phase, threads, false, Duration::from_secs(1))?;
+        last.push(rate);
+        if let [.., x, y, z] = last[..] {
+            let mean = (x + y + z) / 3.0;
+            if [x, y, z].iter().all(|r| (r - mean).abs() <= 0.05 * mean) {
+                return Ok((rate, n));
+            }
+        }
+    }
+    Ok((last.last().copied().unwrap_or(0.0), most))
 }
 
 /// The sum of `v` over the collection.
@@ -464,12 +502,13 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             let mut rng = SmallRng::seed_from_u64(0xde1);
             sh.inserted.lock().expect("pool").shuffle(&mut rng);
         }
-        // A warm-up run at the most threads, not counted: the first seconds of a phase meet
-        // what the previous phase left (buffers to flush, a cold cache for this access
-        // pattern), which would fall on the first thread count alone.
+        // Warm up at the most threads, not counted (see `warm_up`).
         let most = *a.threads.iter().max().expect("a thread count");
-        let (rate, _) = run_phase(&sh, &a, phase, most, false)?;
-        eprintln!("[{}] {most} threads: {rate:.0} ops/s (warm-up)", phase.name());
+        let (rate, secs) = warm_up(&sh, &a, phase, most)?;
+        eprintln!(
+            "[{}] {most} threads: {rate:.0} ops/s (warm-up, steady after {secs} s)",
+            phase.name()
+        );
         let mut rates = vec![0.0; a.threads.len()];
         let order: Vec<usize> = (0..a.threads.len())
             .chain((0..a.threads.len()).rev())

@@ -99,18 +99,19 @@ pub fn per_thread_count(
             .collect();
         let best = pts.iter().map(|p| p.1).fold(0.0, f64::max);
         abs.draw_series(LineSeries::new(pts.clone(), colour.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(name.to_string())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+            .map_err(|e| err(&e))?;
         abs.draw_series(pts.iter().map(|p| Circle::new(*p, 3, colour.filled())))
             .map_err(|e| err(&e))?;
         let scaled: Vec<(f64, f64)> = pts.iter().map(|(x, y)| (*x, y / best)).collect();
         rel.draw_series(LineSeries::new(scaled.clone(), colour.stroke_width(2)))
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(&e))?
+            .label(name.to_string())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
         rel.draw_series(scaled.iter().map(|p| Circle::new(*p, 3, colour.filled())))
             .map_err(|e| err(&e))?;
     }
-    abs.configure_series_labels()
+    // Below the dashed line, to the right, the fractions chart is empty.
+    rel.configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .position(SeriesLabelPosition::LowerRight)
@@ -132,7 +133,10 @@ mod tests {
             &p,
             "W3",
             &[1, 2, 4, 64],
-            &[("insert", &[10.0, 20.0, 40.0, 35.0]), ("point", &[5.0, f64::NAN, 9.0, 8.0])],
+            &[
+                ("insert", &[10.0, 20.0, 40.0, 35.0]),
+                ("point", &[5.0, f64::NAN, 9.0, 8.0]),
+            ],
             0.8,
         )
         .unwrap();
