@@ -23,6 +23,7 @@ mod build;
 mod collection;
 pub mod index;
 mod keyrange;
+mod parts;
 mod plan;
 mod read;
 pub mod sorter;
