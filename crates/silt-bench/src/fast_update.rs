@@ -173,6 +173,9 @@ fn phase(port: u16, a: &Args, w: W, fast: bool) -> Result<(f64, u64, u64), Strin
 }
 
 pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if a.txn_updates.is_some_and(|n| n < 2) {
+        return Err("--txn-updates must be at least 2: it is compared with 1 update".into());
+    }
     let cache = format!("{}MB", a.cache_mb);
     let mut flags = vec!["--cache-size", &cache];
     if !a.buffered {
