@@ -148,42 +148,71 @@ impl Store {
                 todo.push(spec);
             }
         }
-        let mut built: Vec<Arc<Index>> = Vec::new();
-        for spec in todo {
-            let name = format!("idx-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
-            let r = self
-                .env
-                .create_dict(&name)
-                .map_err(CollError::from)
-                .and_then(|dict| {
-                    let mk = c.build_index(
-                        &spec,
-                        &dict,
-                        &self.env.dir().join(SORT_TMP_DIR),
-                        self.build_memory,
-                        obs,
-                    )?;
-                    Ok(Arc::new(Index::new(spec, dict, mk, true)))
+        if c.is_partitioned() {
+            if let Some(s) = todo.iter().find(|s| s.unique) {
+                return Err(CollError::Partition {
+                    code: 17351,
+                    msg: format!(
+                        "cannot add a unique index to a partitioned collection (index {}): uniqueness would need a read in every partition",
+                        s.name
+                    ),
                 });
-            match r {
-                Ok(ix) => built.push(ix),
-                Err(e) => {
-                    let _ = self.env.drop_dict(&name);
-                    for ix in built {
-                        let _ = self.env.drop_dict(&ix.dict().name());
+            }
+        }
+        // One dictionary per partition, each built from its partition's documents.
+        let layout = c.layout();
+        let mut built: Vec<Arc<Index>> = Vec::new();
+        let mut made: Vec<String> = Vec::new();
+        let drop_made = |made: &[String]| {
+            for n in made {
+                let _ = self.env.drop_dict(n);
+            }
+        };
+        for spec in todo {
+            let mut members = Vec::new();
+            let mut multikey = false;
+            for m in layout.primary.members() {
+                let name = format!("idx-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
+                let r = self
+                    .env
+                    .create_dict(&name)
+                    .map_err(CollError::from)
+                    .and_then(|dict| {
+                        made.push(name.clone());
+                        let mk = c.build_index(
+                            &spec,
+                            &m.dict,
+                            &dict,
+                            &self.env.dir().join(SORT_TMP_DIR),
+                            self.build_memory,
+                            obs,
+                        )?;
+                        Ok((dict, mk))
+                    });
+                match r {
+                    Ok((dict, mk)) => {
+                        multikey |= mk;
+                        members.push(crate::parts::Member {
+                            id: m.id,
+                            max: m.max.clone(),
+                            dict,
+                        });
                     }
-                    return Err(e);
+                    Err(e) => {
+                        drop_made(&made);
+                        return Err(e);
+                    }
                 }
             }
+            let parts = crate::parts::Parts::new(members)?;
+            built.push(Arc::new(Index::new(spec, parts, multikey, true)));
         }
         let after = before + built.len();
         if !built.is_empty() {
             let _g = self.ddl.lock();
             let still = self.get(ns).is_some_and(|x| Arc::ptr_eq(&x, &c));
             if !still || !c.live.load(Ordering::Acquire) {
-                for ix in built {
-                    let _ = self.env.drop_dict(&ix.dict().name());
-                }
+                drop_made(&made);
                 return Err(CollError::NamespaceNotFound(ns.to_string()));
             }
             c.indexes.write().extend(built);
@@ -223,20 +252,24 @@ impl Store {
         };
         c.persist_meta()?;
         for ix in gone {
-            self.env.drop_dict(&ix.dict().name())?;
+            for d in ix.parts().dicts() {
+                self.env.drop_dict(&d.name())?;
+            }
         }
         Ok(was)
     }
 }
 
 impl Collection {
-    /// Build `spec` into the empty `dict` from the collection's documents (the caller holds
-    /// `build` exclusively): generate every entry into an external sorter (spilling past
-    /// `memory` bytes to run files under `tmp`), then stream the sorted entries into the bulk
-    /// loader, checking uniqueness on the way. Returns whether the index is multikey.
+    /// Build `spec` into the empty `dict` from the documents of `primary` (the collection's
+    /// primary dictionary, or one partition's; the caller holds `build` exclusively):
+    /// generate every entry into an external sorter (spilling past `memory` bytes to run
+    /// files under `tmp`), then stream the sorted entries into the bulk loader, checking
+    /// uniqueness on the way. Returns whether the index is multikey.
     fn build_index(
         &self,
         spec: &IndexSpec,
+        primary: &Dict,
         dict: &Dict,
         tmp: &Path,
         memory: usize,
@@ -257,7 +290,7 @@ impl Collection {
         obs.phase(BUILD_SCANNING, self.estimated_count());
         let mut sorter = sorter::Sorter::new(tmp, memory).map_err(io)?;
         let mut multikey = false;
-        let mut cur = self.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut cur = primary.cursor(Bound::Unbounded, Bound::Unbounded);
         let mut docs = 0u64;
         let mut next_log = BUILD_PROGRESS_EVERY;
         while let Some((k, v)) = cur.next()? {

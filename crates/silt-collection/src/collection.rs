@@ -1,5 +1,6 @@
 //! One collection: its primary dictionary (keys: the encoded `_id`, values: the documents'
-//! BSON), options, secondary indexes, striped document locks and statistics.
+//! BSON), or one per partition ([`Layout`]), options, secondary indexes, striped document
+//! locks and statistics.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,7 +10,43 @@ use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
 use silt_storage::{Dict, Env, Snapshot};
 
+use crate::parts::{Parts, PartsCursor};
 use crate::{decode_doc, encode_doc, id_key, Accesses, Index, Result};
+
+/// One partition of a partitioned collection, as `getPartitionInfo` shows it.
+#[derive(Clone, Debug)]
+pub struct PartInfo {
+    /// The partition's id (increasing, never reused).
+    pub id: u64,
+    /// The largest `_id` the partition holds; `None` for the last partition (MaxKey).
+    pub max: Option<Bson>,
+    /// When the partition was opened.
+    pub created: bson::DateTime,
+}
+
+/// Where a collection's documents live: the primary dictionary's members and, for a
+/// partitioned collection, what each member is. Replaced whole (under the collection's
+/// `build` lock, exclusively) when a partition is added or dropped; readers keep the `Arc`
+/// they took.
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    pub primary: Parts,
+    /// One per member of `primary`, for a partitioned collection.
+    pub partitions: Option<Vec<PartInfo>>,
+    /// The id the next partition gets.
+    pub next_id: u64,
+}
+
+impl Layout {
+    /// An unpartitioned collection over `dict`.
+    pub fn single(dict: Dict) -> Layout {
+        Layout {
+            primary: Parts::single(dict),
+            partitions: None,
+            next_id: 1,
+        }
+    }
+}
 
 /// Figures for `collStats`/`dbStats`.
 #[derive(Clone, Debug, Default)]
@@ -45,7 +82,7 @@ pub(crate) fn stripe_of(parts: &[&[u8]]) -> usize {
 /// One collection: its primary dictionary, options and secondary indexes.
 pub struct Collection {
     pub(crate) ns: String,
-    pub(crate) dict: Dict,
+    pub(crate) layout: RwLock<Arc<Layout>>,
     pub(crate) options: RwLock<Document>,
     pub(crate) locks: Vec<Mutex<()>>,
     /// Stripes for unique-index key prefixes (taken after the `_id` stripe, in index order).
@@ -78,14 +115,14 @@ pub(crate) type KeySet = Vec<(Vec<u8>, Vec<Bson>)>;
 impl Collection {
     pub(crate) fn new(
         ns: String,
-        dict: Dict,
+        layout: Layout,
         options: Document,
         indexes: Vec<Arc<Index>>,
         catalog: Dict,
     ) -> Collection {
         Collection {
             ns,
-            dict,
+            layout: RwLock::new(Arc::new(layout)),
             options: RwLock::new(options),
             locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             ukey_locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
@@ -102,17 +139,42 @@ impl Collection {
 
     /// The catalog entry (the caller holds `meta_lock`).
     pub(crate) fn meta_doc(&self) -> Document {
-        let idx: Vec<Bson> = self
-            .indexes
-            .read()
+        let indexes = self.indexes.read().clone();
+        let idx: Vec<Bson> = indexes
             .iter()
             .map(|i| Bson::Document(i.catalog_doc()))
             .collect();
+        let layout = self.layout();
         let mut meta = doc! {
-            "dict": self.dict.name(),
+            "dict": layout.primary.first().name(),
             "options": self.options.read().clone(),
             "indexes": idx,
         };
+        if let Some(parts) = &layout.partitions {
+            let ixparts: Vec<Arc<Parts>> = indexes.iter().map(|i| i.parts()).collect();
+            let list: Vec<Bson> = parts
+                .iter()
+                .enumerate()
+                .map(|(n, p)| {
+                    let mut ixd = Document::new();
+                    for (ix, ps) in indexes.iter().zip(&ixparts) {
+                        ixd.insert(ix.name(), ps.members()[n].dict.name());
+                    }
+                    let mut d = doc! {
+                        "_id": p.id as i64,
+                        "createTime": p.created,
+                        "dict": layout.primary.members()[n].dict.name(),
+                        "indexes": ixd,
+                    };
+                    if let Some(m) = &p.max {
+                        d.insert("max", doc! { "_id": m.clone() });
+                    }
+                    Bson::Document(d)
+                })
+                .collect();
+            meta.insert("partitions", list);
+            meta.insert("nextPartitionId", layout.next_id as i64);
+        }
         if self.count_uncertain.load(Ordering::Acquire) {
             meta.insert("countUncertain", true);
         }
@@ -160,9 +222,14 @@ impl Collection {
         &self.id_accesses
     }
 
-    /// The primary dictionary (keys: encoded `_id`).
-    pub(crate) fn dict(&self) -> &Dict {
-        &self.dict
+    /// Where the documents live now (the primary dictionary's members, partitions).
+    pub(crate) fn layout(&self) -> Arc<Layout> {
+        self.layout.read().clone()
+    }
+
+    /// Whether the collection was created with `partitioned: true`.
+    pub fn is_partitioned(&self) -> bool {
+        self.layout.read().partitions.is_some()
     }
 
     /// The secondary indexes (not `_id_`, which is the primary dictionary).
@@ -181,7 +248,7 @@ impl Collection {
 
     /// The document with this encoded key (its newest committed version).
     pub fn get_by_key(&self, key: &[u8]) -> Result<Option<Document>> {
-        match self.dict.get(key)? {
+        match self.layout().primary.get(key)? {
             Some(v) => Ok(Some(decode_doc(&self.ns, &v)?)),
             None => Ok(None),
         }
@@ -189,7 +256,7 @@ impl Collection {
 
     /// The document with this encoded key as `snap` sees it.
     pub fn get_by_key_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Document>> {
-        match self.dict.get_at(key, snap)? {
+        match self.layout().primary.get_at(key, snap)? {
             Some(v) => Ok(Some(decode_doc(&self.ns, &v)?)),
             None => Ok(None),
         }
@@ -197,7 +264,7 @@ impl Collection {
 
     /// A snapshot of every collection of the store, as of now.
     pub fn snapshot(&self) -> Snapshot {
-        self.dict.snapshot()
+        self.layout().primary.first().snapshot()
     }
 
     /// The document with this `_id`.
@@ -214,7 +281,7 @@ impl Collection {
     pub fn scan(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> DocCursor {
         DocCursor {
             ns: self.ns.clone(),
-            inner: self.dict.cursor(lo, hi),
+            inner: self.layout().primary.cursor(lo, hi, None, true),
         }
     }
 
@@ -222,7 +289,7 @@ impl Collection {
     pub fn scan_at(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, snap: &Snapshot) -> DocCursor {
         DocCursor {
             ns: self.ns.clone(),
-            inner: self.dict.cursor_at(lo, hi, snap),
+            inner: self.layout().primary.cursor(lo, hi, Some(snap), true),
         }
     }
 
@@ -230,8 +297,13 @@ impl Collection {
     /// engine's optimize), so that reads meet no buffered work and the maintained count is
     /// exact. Returns the file bytes freed by the checkpoint that follows, if any.
     pub(crate) fn compact(&self, env: &Env) -> Result<u64> {
-        let dicts: Vec<Dict> = std::iter::once(self.dict.clone())
-            .chain(self.indexes.read().iter().map(|i| i.dict().clone()))
+        let layout = self.layout();
+        let ixparts: Vec<Arc<Parts>> = self.indexes.read().iter().map(|i| i.parts()).collect();
+        let dicts: Vec<Dict> = layout
+            .primary
+            .dicts()
+            .chain(ixparts.iter().flat_map(|p| p.dicts()))
+            .cloned()
             .collect();
         let before: u64 = dicts.iter().map(|d| d.stats().file_allocated_bytes).sum();
         let marks = self.uncertain_writes.load(Ordering::Acquire);
@@ -258,22 +330,25 @@ impl Collection {
     /// keep it exact; documents created by update messages (fast upserts) or skipped by
     /// insert-if-absent messages are accounted when their messages reach a leaf.
     pub fn estimated_count(&self) -> u64 {
-        self.dict.stats().rows
+        self.layout().primary.stats().rows
     }
 
     /// Exact count of documents, counted in the tree without decoding documents.
     pub fn count(&self) -> Result<u64> {
-        Ok(self.dict.count_range(Bound::Unbounded, Bound::Unbounded)?)
+        Ok(self
+            .layout()
+            .primary
+            .count_range(Bound::Unbounded, Bound::Unbounded, true)?)
     }
 
     /// Size figures.
     pub fn stats(&self) -> CollStats {
-        let s = self.dict.stats();
+        let s = self.layout().primary.stats();
         let index_sizes: Vec<(String, u64)> = self
             .indexes
             .read()
             .iter()
-            .map(|i| (i.name().to_string(), i.dict().stats().file_bytes))
+            .map(|i| (i.name().to_string(), i.parts().stats().file_bytes))
             .collect();
         CollStats {
             count: s.rows,
@@ -288,7 +363,7 @@ impl Collection {
 /// Documents in key order.
 pub struct DocCursor {
     pub(crate) ns: String,
-    pub(crate) inner: silt_storage::Cursor,
+    pub(crate) inner: PartsCursor,
 }
 
 impl std::fmt::Debug for DocCursor {

@@ -23,13 +23,16 @@
 //! are never used to cover a query.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
+use parking_lot::RwLock;
 use silt_bson::keyenc;
 use silt_bson::path::path_covers;
 use silt_query::matcher::Matcher;
 use silt_query::plan::IndexInfo;
-use silt_storage::Dict;
+
+use crate::parts::Parts;
 
 /// A parsed index specification.
 #[derive(Clone, Debug)]
@@ -480,7 +483,9 @@ pub struct Index {
     pub spec: IndexSpec,
     /// Operations that chose this index.
     pub accesses: Accesses,
-    dict: Dict,
+    /// One dictionary per partition of the collection (one member when unpartitioned); an
+    /// entry lives in the member of its document's partition.
+    parts: RwLock<Arc<Parts>>,
     multikey: AtomicBool,
     /// Entries carry shapes (every index built since shapes exist).
     coverable: bool,
@@ -496,12 +501,12 @@ impl std::fmt::Debug for Index {
 }
 
 impl Index {
-    pub(crate) fn new(spec: IndexSpec, dict: Dict, multikey: bool, coverable: bool) -> Index {
+    pub(crate) fn new(spec: IndexSpec, parts: Parts, multikey: bool, coverable: bool) -> Index {
         let desc = spec.directions();
         Index {
             spec,
             accesses: Accesses::default(),
-            dict,
+            parts: RwLock::new(Arc::new(parts)),
             multikey: AtomicBool::new(multikey),
             coverable,
             desc,
@@ -514,9 +519,15 @@ impl Index {
         self.coverable && !self.spec.clustering
     }
 
-    /// The index's dictionary.
-    pub(crate) fn dict(&self) -> &Dict {
-        &self.dict
+    /// The index's dictionaries, one per partition.
+    pub(crate) fn parts(&self) -> Arc<Parts> {
+        self.parts.read().clone()
+    }
+
+    /// Replace the members (a partition added or dropped; the caller holds the collection's
+    /// `build` lock exclusively).
+    pub(crate) fn set_parts(&self, parts: Parts) {
+        *self.parts.write() = Arc::new(parts);
     }
 
     /// The index name.
@@ -622,7 +633,7 @@ impl Index {
     /// flags.
     pub(crate) fn catalog_doc(&self) -> Document {
         let mut d = self.spec.to_doc();
-        d.insert("dict", self.dict.name());
+        d.insert("dict", self.parts().first().name());
         d.insert("multikey", self.is_multikey());
         if self.coverable {
             d.insert("coverable", true);

@@ -173,7 +173,10 @@ impl KeyScan {
     pub fn id_keys(&self, limit: Option<usize>) -> Result<Vec<Vec<u8>>> {
         let mut out = Vec::new();
         for (lo, hi) in &self.ranges {
-            let mut cur = self.index.dict().cursor(as_ref(lo), as_ref(hi));
+            let mut cur = self
+                .index
+                .parts()
+                .cursor(as_ref(lo), as_ref(hi), None, false);
             while let Some((k, _)) = cur.next()? {
                 if let Some(id) = self.index.entry_id_key(&k) {
                     out.push(id.to_vec());
@@ -190,7 +193,10 @@ impl KeyScan {
     pub fn count(&self) -> Result<u64> {
         let mut n = 0u64;
         for (lo, hi) in &self.ranges {
-            n += self.index.dict().count_range(as_ref(lo), as_ref(hi))?;
+            n += self
+                .index
+                .parts()
+                .count_range(as_ref(lo), as_ref(hi), false)?;
         }
         Ok(n)
     }

@@ -23,6 +23,7 @@ mod build;
 mod collection;
 pub mod index;
 mod keyrange;
+mod partition;
 mod parts;
 mod plan;
 mod read;
@@ -44,9 +45,10 @@ pub use silt_storage::{
 };
 
 pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING, BUILD_SCANNING};
-pub use collection::{sum_stats, CollStats, Collection, DocCursor};
+pub use collection::{sum_stats, CollStats, Collection, DocCursor, PartInfo};
 pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
 pub use keyrange::{KeyRange, KeyScan};
+pub use partition::{max_doc, CrashPoints, DropPartitions, PartitionStats};
 pub use plan::Planned;
 pub use read::{MatchSource, Stop};
 pub use store::Store;
@@ -89,6 +91,15 @@ pub enum CollError {
     /// No such index.
     #[error("{0}")]
     IndexNotFound(String),
+    /// A partition operation that cannot hold (TokuMX's codes: 17248 a cap of an empty
+    /// partition, 17249/17250 a `newMax` not above the data, 17252 dropping the only
+    /// partition, 17351 a unique index; 2 BadValue for arguments).
+    #[error("{msg}")]
+    Partition {
+        /// The error code the client sees.
+        code: i32,
+        msg: String,
+    },
     /// The namespace exists already.
     #[error("Collection {0} already exists.")]
     NamespaceExists(String),
@@ -171,5 +182,7 @@ pub(crate) fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_parts;
 #[cfg(test)]
 mod tests_txn;

@@ -13,12 +13,12 @@
 //! two members hold the same key). A member dropped while a cursor reads it ends, and the
 //! cursor goes on with the others.
 //!
-//! Not wired in yet: collections still use one `Dict` (step 3 of the plan).
-#![allow(dead_code)]
+//! An unpartitioned collection is one member ([`Parts::single`]); every read and write of a
+//! collection goes through its `Parts`.
 
 use std::ops::Bound;
 
-use silt_storage::{Cursor, Dict, Error, Result, Snapshot};
+use silt_storage::{Cursor, Dict, DictStats, Error, Result, Snapshot};
 
 /// One partition's dictionary.
 #[derive(Clone, Debug)]
@@ -68,6 +68,66 @@ impl Parts {
 
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// Every member's dictionary, in order.
+    pub fn dicts(&self) -> impl Iterator<Item = &Dict> {
+        self.members.iter().map(|m| &m.dict)
+    }
+
+    /// The first member's dictionary (the catalog's `dict` of an unpartitioned collection).
+    pub fn first(&self) -> &Dict {
+        &self.members[0].dict
+    }
+
+    /// The newest committed value of primary key `pk` (nothing when its member was dropped
+    /// since these members were read).
+    pub fn get(&self, pk: &[u8]) -> Result<Option<Vec<u8>>> {
+        gone_is_none(self.member_for(pk).get(pk))
+    }
+
+    /// The value of primary key `pk` that `snap` sees.
+    pub fn get_at(&self, pk: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
+        gone_is_none(self.member_for(pk).get_at(pk, snap))
+    }
+
+    /// Live keys in `(lo, hi)` over the members (pruned by the bounds when they are primary
+    /// keys), counted in the trees. A member dropped meanwhile counts nothing.
+    pub fn count_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, primary: bool) -> Result<u64> {
+        let mut n = 0;
+        for i in 0..self.members.len() {
+            if primary && !self.meets(i, lo, hi) {
+                continue;
+            }
+            match self.members[i].dict.count_range(lo, hi) {
+                Ok(c) => n += c,
+                Err(Error::NoSuchDictionary(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    /// The members' statistics added up (the height is the tallest member's).
+    pub fn stats(&self) -> DictStats {
+        let mut t = DictStats {
+            rows: 0,
+            data_bytes: 0,
+            file_bytes: 0,
+            file_allocated_bytes: 0,
+            height: 0,
+            resident_nodes: 0,
+        };
+        for d in self.dicts() {
+            let s = d.stats();
+            t.rows += s.rows;
+            t.data_bytes += s.data_bytes;
+            t.file_bytes += s.file_bytes;
+            t.file_allocated_bytes += s.file_allocated_bytes;
+            t.height = t.height.max(s.height);
+            t.resident_nodes += s.resident_nodes;
+        }
+        t
     }
 
     /// The index of the member that holds primary key `pk`.
@@ -126,6 +186,14 @@ impl Parts {
             curs,
             dir: None,
         }
+    }
+}
+
+/// A read of a member that was dropped finds nothing.
+fn gone_is_none(r: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+    match r {
+        Err(Error::NoSuchDictionary(_)) => Ok(None),
+        r => r,
     }
 }
 

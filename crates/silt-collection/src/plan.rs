@@ -110,14 +110,19 @@ impl Collection {
             // count the smallest.
             let mut best: (u64, Option<Arc<Index>>) = (self.stats().storage_size, None);
             for ix in self.indexes().into_iter().filter(complete) {
-                let size = ix.dict().stats().file_bytes;
+                let size = ix.parts().stats().file_bytes;
                 if size < best.0 {
                     best = (size, Some(ix));
                 }
             }
             let n = match best.1 {
-                Some(ix) => ix.dict().count_range(Bound::Unbounded, Bound::Unbounded),
-                None => self.dict().count_range(Bound::Unbounded, Bound::Unbounded),
+                Some(ix) => ix
+                    .parts()
+                    .count_range(Bound::Unbounded, Bound::Unbounded, false),
+                None => self
+                    .layout()
+                    .primary
+                    .count_range(Bound::Unbounded, Bound::Unbounded, true),
             }?;
             return Ok(Some(n));
         }

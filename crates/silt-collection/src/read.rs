@@ -18,6 +18,7 @@ use silt_query::matcher::Matcher;
 use silt_query::plan::{Access, Covered, Plan};
 
 use crate::keyrange::{as_ref, KeyRange, KeyScan};
+use crate::parts::PartsCursor;
 use crate::plan::Planned;
 use crate::{id_key, CollError, Collection, DocCursor, Index, Result, Snapshot};
 
@@ -216,7 +217,7 @@ struct IxEntry {
 /// index).
 struct IxFeed {
     scans: VecDeque<KeyScan>,
-    cur: Option<(KeyScan, VecDeque<KeyRange>, Option<silt_storage::Cursor>)>,
+    cur: Option<(KeyScan, VecDeque<KeyRange>, Option<PartsCursor>)>,
     seen: Option<HashSet<Vec<u8>>>,
 }
 
@@ -251,7 +252,10 @@ impl IxFeed {
                     self.cur = None;
                     continue;
                 };
-                let mut c = s.index.dict().cursor_at(as_ref(&lo), as_ref(&hi), snap);
+                let mut c = s
+                    .index
+                    .parts()
+                    .cursor(as_ref(&lo), as_ref(&hi), Some(snap), false);
                 if s.reverse {
                     c.seek_last();
                 }

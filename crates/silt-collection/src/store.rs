@@ -15,6 +15,9 @@ use parking_lot::{Mutex, RwLock};
 use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, Txn, UpdateRegistry};
 
 use crate::build::SORT_TMP_DIR;
+use crate::collection::Layout;
+use crate::partition::CrashPoints;
+use crate::parts::Parts;
 use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result};
 
 /// Name of the catalog dictionary inside the engine.
@@ -30,6 +33,8 @@ pub struct Store {
     pub(crate) next_dict: AtomicU64,
     /// Memory an index build may hold in keys before it spills sorted runs to disk.
     pub(crate) build_memory: usize,
+    /// Test hooks that end the process in the middle of a partition change.
+    pub(crate) crash_points: CrashPoints,
 }
 
 impl std::fmt::Debug for Store {
@@ -61,14 +66,15 @@ impl Store {
         for (k, v) in catalog.range(Bound::Unbounded, Bound::Unbounded)? {
             let ns = String::from_utf8_lossy(&k).into_owned();
             let meta = decode_doc(&ns, &v)?;
-            let dict_name = meta.get_str("dict").unwrap_or_default().to_string();
-            if let Some(n) = dict_number(&dict_name) {
-                next = next.max(n + 1);
-            }
-            let dict = env.open_dict(&dict_name)?;
-            known.push(dict_name);
             let options = meta.get_document("options").cloned().unwrap_or_default();
-            let mut indexes = Vec::new();
+            let mut open = |name: &str| -> Result<Dict> {
+                if let Some(n) = dict_number(name) {
+                    next = next.max(n + 1);
+                }
+                known.push(name.to_string());
+                Ok(env.open_dict(name)?)
+            };
+            let mut specs = Vec::new();
             if let Ok(list) = meta.get_array("indexes") {
                 for ix in list {
                     let Bson::Document(ix) = ix else { continue };
@@ -76,18 +82,27 @@ impl Store {
                         ns: ns.clone(),
                         detail: format!("index spec: {}", e.0),
                     })?;
-                    let name = ix.get_str("dict").unwrap_or_default().to_string();
-                    if let Some(n) = dict_number(&name) {
-                        next = next.max(n + 1);
-                    }
-                    let idict = env.open_dict(&name)?;
-                    known.push(name);
-                    let mk = ix.get_bool("multikey").unwrap_or(true);
-                    let coverable = ix.get_bool("coverable").unwrap_or(false);
-                    indexes.push(Arc::new(Index::new(spec, idict, mk, coverable)));
+                    specs.push((spec, ix.clone()));
                 }
             }
-            let c = Collection::new(ns.clone(), dict, options, indexes, catalog.clone());
+            let (layout, mut ixparts) = match meta.get_array("partitions") {
+                Ok(list) => crate::partition::load(&ns, &meta, list, &specs, &mut open)?,
+                Err(_) => {
+                    let dict = open(meta.get_str("dict").unwrap_or_default())?;
+                    let mut ixparts = Vec::new();
+                    for (_, ix) in &specs {
+                        ixparts.push(Parts::single(open(ix.get_str("dict").unwrap_or_default())?));
+                    }
+                    (Layout::single(dict), ixparts)
+                }
+            };
+            let mut indexes = Vec::new();
+            for ((spec, ix), parts) in specs.into_iter().zip(ixparts.drain(..)) {
+                let mk = ix.get_bool("multikey").unwrap_or(true);
+                let coverable = ix.get_bool("coverable").unwrap_or(false);
+                indexes.push(Arc::new(Index::new(spec, parts, mk, coverable)));
+            }
+            let c = Collection::new(ns.clone(), layout, options, indexes, catalog.clone());
             if meta.get_bool("countUncertain").unwrap_or(false) {
                 c.count_uncertain.store(true, Ordering::Release);
             }
@@ -107,6 +122,7 @@ impl Store {
             ddl: Mutex::new(()),
             next_dict: AtomicU64::new(next),
             build_memory,
+            crash_points: CrashPoints::default(),
         })
     }
 
@@ -153,6 +169,11 @@ impl Store {
         self.env.fail_points()
     }
 
+    /// Test hooks that end the process in the middle of a partition change.
+    pub fn crash_points(&self) -> &CrashPoints {
+        &self.crash_points
+    }
+
     /// Apply every pending message of collection `c` and checkpoint ([`Collection::compact`]).
     pub fn compact(&self, c: &Collection) -> Result<u64> {
         c.compact(&self.env)
@@ -177,17 +198,23 @@ impl Store {
         }
     }
 
-    /// Create collection `ns` with `options`.
+    /// Create collection `ns` with `options` (`partitioned: true` makes it a partitioned
+    /// collection with one partition; the caller has checked the other options).
     pub fn create(&self, ns: &str, options: Document) -> Result<Arc<Collection>> {
         let _g = self.ddl.lock();
         if self.colls.read().contains_key(ns) {
             return Err(CollError::NamespaceExists(ns.to_string()));
         }
-        let dict_name = format!("coll-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
+        let dict_name = self.new_dict_name("coll");
         let dict = self.env.create_dict(&dict_name)?;
+        let layout = if options.get_bool("partitioned").unwrap_or(false) {
+            crate::partition::first_layout(dict)
+        } else {
+            Layout::single(dict)
+        };
         let c = Arc::new(Collection::new(
             ns.to_string(),
-            dict,
+            layout,
             options,
             Vec::new(),
             self.catalog.clone(),
@@ -198,11 +225,20 @@ impl Store {
         Ok(c)
     }
 
+    /// A fresh engine dictionary name, `coll-N` or `idx-N`.
+    pub(crate) fn new_dict_name(&self, kind: &str) -> String {
+        format!("{kind}-{}", self.next_dict.fetch_add(1, Ordering::Relaxed))
+    }
+
     fn drop_dicts_of(&self, c: &Collection) -> Result<()> {
         c.live.store(false, Ordering::Release);
-        self.env.drop_dict(&c.dict.name())?;
+        for d in c.layout().primary.dicts() {
+            self.env.drop_dict(&d.name())?;
+        }
         for ix in c.indexes.read().iter() {
-            self.env.drop_dict(&ix.dict().name())?;
+            for d in ix.parts().dicts() {
+                self.env.drop_dict(&d.name())?;
+            }
         }
         Ok(())
     }
@@ -244,7 +280,7 @@ impl Store {
         let indexes = c.indexes.read().clone();
         let nc = Arc::new(Collection::new(
             to.to_string(),
-            c.dict.clone(),
+            (*c.layout()).clone(),
             options,
             indexes,
             self.catalog.clone(),

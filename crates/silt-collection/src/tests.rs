@@ -122,7 +122,9 @@ fn key_generation_follows_mongodb() {
 
 fn entries(c: &Collection, name: &str) -> Vec<(Vec<Bson>, Bson)> {
     let ix = c.index(name).unwrap();
-    let mut cur = ix.dict().cursor(Bound::Unbounded, Bound::Unbounded);
+    let mut cur = ix
+        .parts()
+        .cursor(Bound::Unbounded, Bound::Unbounded, None, false);
     let mut out = Vec::new();
     while let Some((k, _)) = cur.next().unwrap() {
         let id = silt_bson::keyenc::decode_value(ix.entry_id_key(&k).unwrap())
@@ -307,7 +309,9 @@ fn check_covered(c: &Collection, name: &str, docs: &[Document]) {
         }
     }
     let proj = silt_query::projection::Projection::new(&spec).unwrap();
-    let mut cur = ix.dict().cursor(Bound::Unbounded, Bound::Unbounded);
+    let mut cur = ix
+        .parts()
+        .cursor(Bound::Unbounded, Bound::Unbounded, None, false);
     let mut seen = 0;
     while let Some((k, v)) = cur.next().unwrap() {
         let id = silt_bson::keyenc::decode_value(ix.entry_id_key(&k).unwrap())

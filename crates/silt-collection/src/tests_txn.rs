@@ -137,7 +137,11 @@ fn aborted_transactions_leave_nothing_in_any_index() {
     t.abort().unwrap();
     assert_eq!(docs(&c, None), vec![doc! {"_id": 1, "a": 1}]);
     let ix = c.index("a_1").unwrap();
-    let all = ix.dict().range(Bound::Unbounded, Bound::Unbounded).unwrap();
+    let all = ix
+        .parts()
+        .first()
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .unwrap();
     assert_eq!(all.len(), 1);
     let report = s.validate("db.c", true).unwrap().unwrap();
     assert!(report.errors.is_empty(), "{:?}", report.errors);

@@ -12,6 +12,7 @@
 use std::ops::Bound;
 use std::path::Path;
 
+use crate::parts::Parts;
 use crate::{decode_doc, sorter, CollError, Collection, Index, Result};
 
 /// How many examples of each kind of damage are listed.
@@ -68,7 +69,9 @@ impl Collection {
         for _ in &indexes {
             sorters.push(sorter::Sorter::new(tmp, per_index).map_err(io)?);
         }
-        let mut cur = self.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+        let layout = self.layout();
+        let primary = &layout.primary;
+        let mut cur = primary.cursor(Bound::Unbounded, Bound::Unbounded, None, true);
         let mut prev: Option<Vec<u8>> = None;
         while let Some((k, v)) = cur.next()? {
             if prev.as_deref().is_some_and(|p| p >= k.as_slice()) {
@@ -111,24 +114,34 @@ impl Collection {
             prev = Some(k);
         }
         r.keys_per_index.push(("_id_".into(), r.nrecords));
-        if self.count_is_exact() && self.dict.stats().rows != r.nrecords {
+        let rows = primary.stats().rows;
+        if self.count_is_exact() && rows != r.nrecords {
             r.warnings.push(format!(
-                "the maintained document count is {}, but the collection holds {} documents",
-                self.dict.stats().rows,
+                "the maintained document count is {rows}, but the collection holds {} documents",
                 r.nrecords
             ));
+        }
+        if layout.partitions.is_some() {
+            check_routing("_id_", primary, primary, |_| Some(0), &mut r)?;
+            for ix in &indexes {
+                let pk_at = |k: &[u8]| ix.entry_id_key(k).map(|id| k.len() - id.len());
+                check_routing(ix.name(), primary, &ix.parts(), pk_at, &mut r)?;
+            }
         }
         for (ix, s) in indexes.iter().zip(sorters) {
             let expected = s.finish().map_err(io)?;
             self.compare_index(ix, expected, &mut r)?;
         }
         if full {
-            let mut files = vec![("_id_".to_string(), self.dict.verify())];
-            files.extend(
-                indexes
-                    .iter()
-                    .map(|ix| (ix.name().to_string(), ix.dict().verify())),
-            );
+            let mut files: Vec<_> = primary
+                .dicts()
+                .map(|d| ("_id_".to_string(), d.verify()))
+                .collect();
+            for ix in &indexes {
+                for d in ix.parts().dicts() {
+                    files.push((ix.name().to_string(), d.verify()));
+                }
+            }
             for (name, v) in files {
                 for e in v.errors {
                     r.error(format!("index {name}: {e}"));
@@ -151,7 +164,9 @@ impl Collection {
     ) -> Result<()> {
         let name = ix.name().to_string();
         let mut expected = expected.peekable();
-        let mut cur = ix.dict().cursor(Bound::Unbounded, Bound::Unbounded);
+        let mut cur = ix
+            .parts()
+            .cursor(Bound::Unbounded, Bound::Unbounded, None, false);
         let mut actual = cur.next()?;
         let (mut found, mut missing, mut extra, mut wrong) = (0u64, 0u64, 0u64, 0u64);
         let mut prev: Option<Vec<u8>> = None;
@@ -221,6 +236,36 @@ impl Collection {
         }
         Ok(())
     }
+}
+
+/// Every entry of `parts` (the primary dictionary's or an index's members) lies in the member
+/// that `primary` routes its primary key to (`pk_at`: where the key's primary key starts).
+fn check_routing(
+    name: &str,
+    primary: &Parts,
+    parts: &Parts,
+    pk_at: impl Fn(&[u8]) -> Option<usize>,
+    r: &mut ValidateReport,
+) -> Result<()> {
+    let mut misplaced = 0u64;
+    for (i, d) in parts.dicts().enumerate() {
+        let mut cur = d.cursor(Bound::Unbounded, Bound::Unbounded);
+        while let Some((k, _)) = cur.next()? {
+            let placed = pk_at(&k).is_some_and(|at| primary.position_of(&k[at..]) == i);
+            if !placed {
+                misplaced += 1;
+            }
+        }
+    }
+    if misplaced > 0 {
+        r.error(format!(
+            "index {name}: {misplaced} entries in a partition their _id does not belong to"
+        ));
+        if !r.invalid_indexes.iter().any(|n| n == name) {
+            r.invalid_indexes.push(name.to_string());
+        }
+    }
+    Ok(())
 }
 
 impl crate::Store {

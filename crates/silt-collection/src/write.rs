@@ -104,7 +104,9 @@ impl Collection {
     /// transaction holds it, this waits (up to [`NON_TXN_LOCK_WAIT`]) for it to end.
     pub fn lock_doc(&self, key: Vec<u8>) -> Result<DocLock<'_>> {
         let range = self
-            .dict
+            .layout()
+            .primary
+            .member_for(&key)
             .lock_range((&key, &key), LockMode::Exclusive, NON_TXN_LOCK_WAIT)
             .map_err(conflict)?;
         let guard = self.locks[stripe_of(&[&key])].lock();
@@ -128,8 +130,13 @@ impl Collection {
         txn: &'a Txn,
         wait: Duration,
     ) -> Result<DocLock<'a>> {
-        txn.lock(&self.dict, (&key, &key), LockMode::Exclusive, wait)
-            .map_err(conflict)?;
+        txn.lock(
+            self.layout().primary.member_for(&key),
+            (&key, &key),
+            LockMode::Exclusive,
+            wait,
+        )
+        .map_err(conflict)?;
         let guard = self.locks[stripe_of(&[&key])].lock();
         Ok(DocLock {
             coll: self,
@@ -204,15 +211,19 @@ impl Collection {
             silt_storage::Error::LockTimeout | silt_storage::Error::Deadlock => Ok(false),
             e => Err(CollError::Storage(e)),
         };
-        let guard = match self
-            .dict
-            .lock_range((first, first), LockMode::Exclusive, Duration::ZERO)
-        {
+        let layout = self.layout();
+        let primary = &layout.primary;
+        let guard = match primary.member_for(first).lock_range(
+            (first, first),
+            LockMode::Exclusive,
+            Duration::ZERO,
+        ) {
             Ok(g) => g,
             Err(e) => return busy(e),
         };
         for k in &sorted[1..] {
-            if let Err(e) = guard.also(&self.dict, (k, k), LockMode::Exclusive, Duration::ZERO) {
+            let d = primary.member_for(k);
+            if let Err(e) = guard.also(d, (k, k), LockMode::Exclusive, Duration::ZERO) {
                 return busy(e);
             }
         }
@@ -227,9 +238,11 @@ impl Collection {
         if !self.indexes.read().is_empty() {
             return Ok(false);
         }
+        // Under `build`, the layout cannot change: route by the current one.
+        let layout = self.layout();
         let mut batch = WriteBatch::new();
         for (key, d) in keys.iter().zip(docs) {
-            batch.put_if_absent(&self.dict, key, &encode_doc(d))?;
+            batch.put_if_absent(layout.primary.member_for(key), key, &encode_doc(d))?;
         }
         // A duplicate is charged to the count until its message reaches a leaf.
         self.mark_count_uncertain()?;
@@ -274,9 +287,11 @@ impl Collection {
         if uncertain {
             self.mark_count_uncertain()?;
         }
+        let layout = self.layout();
+        let d = layout.primary.member_for(lock.key());
         match lock.txn {
-            Some((t, _)) => t.update(&self.dict, lock.key(), func, arg)?,
-            None => self.dict.update(lock.key(), func, arg)?,
+            Some((t, _)) => t.update(d, lock.key(), func, arg)?,
+            None => d.update(lock.key(), func, arg)?,
         }
         Ok(true)
     }
@@ -312,8 +327,11 @@ impl Collection {
     ) -> Result<()> {
         let key = lock.key();
         let txn = lock.txn.map(|(t, _)| t);
+        // The caller holds `build`, so the layout and the indexes' members stay as read here.
+        let layout = self.layout();
+        let primary = layout.primary.member_for(key);
         if let Some(t) = txn {
-            if self.dict.write_conflict(key, Some(t))? {
+            if primary.write_conflict(key, Some(t))? {
                 return Err(CollError::WriteConflict(
                     "the document was changed after the transaction's snapshot".into(),
                 ));
@@ -340,17 +358,19 @@ impl Collection {
                 _ => Vec::new(),
             };
             let (ov, nv) = (value(old), value(new));
-            plans.push((ix, ok, nk, mk, ov != nv, nv));
+            // The member of the document's partition holds its entries.
+            let dict = ix.parts().member_for(key).clone();
+            plans.push((ix, dict, ok, nk, mk, ov != nv, nv));
         }
         // Unique checks under the lock-manager locks and the stripes of the new prefixes.
         let mut stripes: Vec<usize> = Vec::new();
-        for (ix, ok, nk, ..) in &plans {
+        for (ix, dict, ok, nk, ..) in &plans {
             if !ix.spec.unique {
                 continue;
             }
             for (p, _) in nk {
                 if !ok.iter().any(|(o, _)| o == p) {
-                    lock.also(ix.dict(), (p, p))?;
+                    lock.also(dict, (p, p))?;
                     stripes.push(stripe_of(&[ix.name().as_bytes(), p]));
                 }
             }
@@ -359,10 +379,11 @@ impl Collection {
         stripes.dedup();
         let _guards: Vec<MutexGuard<'_, ()>> =
             stripes.iter().map(|s| self.ukey_locks[*s].lock()).collect();
-        for (ix, ok, nk, ..) in &plans {
+        for (ix, dict, ok, nk, ..) in &plans {
             if !ix.spec.unique {
                 continue;
             }
+            // A unique index is never partitioned (refused with 17351): one member.
             for (p, vals) in nk {
                 if ok.iter().any(|(o, _)| o == p) {
                     continue;
@@ -381,26 +402,26 @@ impl Collection {
                 let lo_b = Bound::Included(p.as_slice());
                 // The committed entries (no other transaction can hold one of this value
                 // provisionally: it would hold the value's lock).
-                let mut cur = ix.dict().cursor(lo_b, hi_b);
+                let mut cur = dict.cursor(lo_b, hi_b);
                 while let Some((k, _)) = cur.next()? {
                     if k.get(p.len()..) == Some(key) {
                         continue;
                     }
                     let Some(t) = txn else { return Err(dup()) };
-                    if ix.dict().write_conflict(&k, Some(t))? {
+                    if dict.write_conflict(&k, Some(t))? {
                         return Err(CollError::WriteConflict(
                             "a unique index value was committed after the transaction's snapshot"
                                 .into(),
                         ));
                     }
                     // Unless the transaction deleted it.
-                    if ix.dict().get_at(&k, t.snapshot())?.is_some() {
+                    if dict.get_at(&k, t.snapshot())?.is_some() {
                         return Err(dup());
                     }
                 }
                 // And the transaction's own entries.
                 if let Some(t) = txn {
-                    let mut cur = ix.dict().cursor_at(lo_b, hi_b, t.snapshot());
+                    let mut cur = dict.cursor_at(lo_b, hi_b, t.snapshot());
                     while let Some((k, _)) = cur.next()? {
                         if k.get(p.len()..) != Some(key) {
                             return Err(dup());
@@ -412,7 +433,7 @@ impl Collection {
         // Flag multikey before any entry is written, so no planner sees an array key in an
         // index it believes is not multikey.
         let mut flag_changed = false;
-        for (ix, _, _, mk, ..) in &plans {
+        for (ix, _, _, _, mk, ..) in &plans {
             if *mk && ix.set_multikey() {
                 flag_changed = true;
             }
@@ -422,11 +443,11 @@ impl Collection {
         let mut batch = WriteBatch::new();
         let bytes = new.map(encode_doc);
         match (&bytes, old) {
-            (Some(b), Some(_)) => batch.replace(&self.dict, key, b)?,
-            (Some(b), None) => batch.put(&self.dict, key, b)?,
-            (None, _) => batch.delete(&self.dict, key)?,
+            (Some(b), Some(_)) => batch.replace(primary, key, b)?,
+            (Some(b), None) => batch.put(primary, key, b)?,
+            (None, _) => batch.delete(primary, key)?,
         }
-        for (ix, ok, nk, _, value_changed, val) in &plans {
+        for (_, dict, ok, nk, _, value_changed, val) in &plans {
             let entry = |p: &[u8]| {
                 let mut e = Vec::with_capacity(p.len() + key.len());
                 e.extend_from_slice(p);
@@ -435,7 +456,7 @@ impl Collection {
             };
             for (p, _) in ok {
                 if !nk.iter().any(|(n, _)| n == p) {
-                    batch.delete(ix.dict(), &entry(p))?;
+                    batch.delete(dict, &entry(p))?;
                 }
             }
             // An entry whose key stays is rewritten when its value changes (the document of a
@@ -443,10 +464,10 @@ impl Collection {
             for (p, _) in nk {
                 if ok.iter().any(|(o, _)| o == p) {
                     if *value_changed {
-                        batch.replace(ix.dict(), &entry(p), val)?;
+                        batch.replace(dict, &entry(p), val)?;
                     }
                 } else {
-                    batch.put(ix.dict(), &entry(p), val)?;
+                    batch.put(dict, &entry(p), val)?;
                 }
             }
         }

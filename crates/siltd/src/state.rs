@@ -259,11 +259,32 @@ pub fn coll_err(e: CollError) -> QueryError {
         CollError::IndexConflict { code: 86, msg } => QueryError::index_key_specs_conflict(msg),
         CollError::IndexConflict { msg, .. } => QueryError::index_options_conflict(msg),
         CollError::IndexNotFound(m) => QueryError::index_not_found(m),
+        CollError::Partition { code: 2, msg } => QueryError::bad_value(msg),
+        CollError::Partition { code, msg } => QueryError {
+            code,
+            code_name: location_name(code),
+            msg,
+        },
         CollError::Interrupted => QueryError::interrupted(e.to_string()),
         CollError::TimeLimit => QueryError::max_time_ms_expired(e.to_string()),
         CollError::WriteConflict(_) => QueryError::write_conflict(e.to_string()),
         _ if e.is_too_large() => QueryError::bson_object_too_large(e.to_string()),
         other => QueryError::internal(other.to_string()),
+    }
+}
+
+/// The code name MongoDB gives an assertion without a name of its own (`Location<code>`),
+/// for TokuMX's partition codes.
+fn location_name(code: i32) -> &'static str {
+    match code {
+        20 => "IllegalOperation",
+        17248 => "Location17248",
+        17249 => "Location17249",
+        17250 => "Location17250",
+        17252 => "Location17252",
+        17266 => "Location17266",
+        17351 => "Location17351",
+        _ => "UnknownError",
     }
 }
 

@@ -55,6 +55,8 @@ const WRITES: &[&str] = &[
     "dropIndexes",
     "dropDatabase",
     "renameCollection",
+    "addPartition",
+    "dropPartition",
     "commitTransaction",
     "abortTransaction",
 ];

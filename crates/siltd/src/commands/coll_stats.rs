@@ -18,7 +18,7 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
     for (n, b) in &st.index_sizes {
         sizes.insert(n.clone(), *b as i64 / scale);
     }
-    Ok(doc! {
+    let mut out = doc! {
         "ns": ns,
         "size": st.size as i64 / scale,
         "count": st.count as i64,
@@ -34,7 +34,13 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         "indexSizes": sizes,
         "scaleFactor": scale,
         "silt": { "clusteredBy": "_id", "note": "the _id index is the collection's own tree" },
-    })
+    };
+    // TokuMX's shape for a partitioned collection: the totals above, and each partition.
+    if c.is_partitioned() {
+        out.insert("partitioned", true);
+        out.insert("partitions", super::get_partition_info::partitions_doc(&c)?);
+    }
+    Ok(out)
 }
 
 pub fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {

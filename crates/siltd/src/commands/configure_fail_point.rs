@@ -6,6 +6,9 @@
 //! - `siltEngineWorkerPanic`: the next iteration of an engine worker thread panics, which
 //!   poisons the storage environment (writes refused, `serverStatus` shows the cause) until
 //!   the server restarts.
+//! - `siltPartitionAddCrash`, `siltPartitionDropCrash`: the process ends (as in a crash, with
+//!   no clean-up) in the middle of `addPartition` (after its catalog write) or `dropPartition`
+//!   (after its catalog write, before its files are dropped).
 
 use std::sync::atomic::Ordering;
 
@@ -45,6 +48,16 @@ pub fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             .store
             .fail_points()
             .worker_panic
+            .swap(on, Ordering::AcqRel),
+        "siltPartitionAddCrash" => s
+            .store
+            .crash_points()
+            .partition_add
+            .swap(on, Ordering::AcqRel),
+        "siltPartitionDropCrash" => s
+            .store
+            .crash_points()
+            .partition_drop
             .swap(on, Ordering::AcqRel),
         other => {
             return Err(QueryError::bad_value(format!(

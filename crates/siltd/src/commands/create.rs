@@ -10,6 +10,38 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "create")?;
     // The command table checked every field: what is left to decide is the values.
     let mut options = Document::new();
+    let partitioned = match cmd.get("partitioned") {
+        None | Some(Bson::Null) | Some(Bson::Boolean(false)) => false,
+        Some(Bson::Boolean(true)) => true,
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'create.partitioned' is the wrong type '{}', expected type 'bool'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    };
+    if partitioned && cmd.get("capped").is_some_and(|c| c == &Bson::Boolean(true)) {
+        return Err(QueryError {
+            code: 17266,
+            code_name: "Location17266",
+            msg: "cannot create a capped partitioned collection".into(),
+        });
+    }
+    if let Some(pk) = cmd.get("primaryKey") {
+        // Partitions are ranges of the primary key; siltd orders every collection by `_id`.
+        let plain = matches!(pk, Bson::Document(d) if d.len() == 1
+            && matches!(d.get("_id"), Some(Bson::Int32(1)) | Some(Bson::Int64(1)))
+            || matches!(d.get("_id"), Some(Bson::Double(f)) if *f == 1.0));
+        if !plain {
+            return Err(QueryError::bad_value(format!(
+                "primaryKey {pk} is not supported: siltd orders every collection, and partitions a partitioned one, by {{_id: 1}} only"
+            )));
+        }
+        options.insert("primaryKey", pk.clone());
+    }
+    if partitioned {
+        options.insert("partitioned", true);
+    }
     match cmd.get("capped") {
         None | Some(Bson::Null) | Some(Bson::Boolean(false)) => {}
         Some(_) => return Err(super::args::not_implemented("create.capped")),

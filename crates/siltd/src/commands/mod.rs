@@ -10,6 +10,7 @@
 //! (a find's query), `write.rs` (write results and errors), `modify.rs` (updating and
 //! deleting what a filter selects), `index_stats.rs` (the `$indexStats` stage).
 
+mod add_partition;
 mod aggregate;
 mod args;
 mod build_info;
@@ -28,6 +29,7 @@ mod distinct;
 mod drop;
 mod drop_database;
 mod drop_indexes;
+mod drop_partition;
 mod end_sessions;
 mod explain;
 mod find;
@@ -36,6 +38,7 @@ mod get_cmd_line_opts;
 mod get_log;
 mod get_more;
 mod get_parameter;
+mod get_partition_info;
 mod hello;
 mod host_info;
 mod index_stats;

@@ -37,6 +37,14 @@ pub const TABLE: &[Command] = &[
         run: |_, _, _, _| Ok(Document::new()),
     },
     Command {
+        name: "addPartition",
+        aliases: &[],
+        fields: only(&["newMax"], &["info", "force"]),
+        help: "cap the last partition of a partitioned collection and open a new one (TokuMX)",
+        admin_only: false,
+        run: |s, db, c, _| super::add_partition::add_partition(s, db, c),
+    },
+    Command {
         name: "aggregate",
         aliases: &[],
         fields: only(
@@ -141,7 +149,7 @@ pub const TABLE: &[Command] = &[
         name: "create",
         aliases: &[],
         fields: only(
-            &["capped", "idIndex"],
+            &["capped", "idIndex", "partitioned", "primaryKey"],
             &[
                 "autoIndexId",
                 "size",
@@ -259,6 +267,14 @@ pub const TABLE: &[Command] = &[
         help: "drop indexes",
         admin_only: false,
         run: |s, db, c, _| super::drop_indexes::drop_indexes(s, db, c),
+    },
+    Command {
+        name: "dropPartition",
+        aliases: &[],
+        fields: only(&["id", "max"], &["force"]),
+        help: "drop partitions of a partitioned collection, by id or up to a max (TokuMX)",
+        admin_only: false,
+        run: |s, db, c, _| super::drop_partition::drop_partition(s, db, c),
     },
     Command {
         name: "endSessions",
@@ -385,6 +401,14 @@ pub const TABLE: &[Command] = &[
         help: "server parameters",
         admin_only: true,
         run: |s, _, c, _| super::get_parameter::get_parameter(s, c),
+    },
+    Command {
+        name: "getPartitionInfo",
+        aliases: &[],
+        fields: only(&[], &[]),
+        help: "the partitions of a partitioned collection (TokuMX)",
+        admin_only: false,
+        run: |s, db, c, _| super::get_partition_info::get_partition_info(s, db, c),
     },
     Command {
         name: "hello",

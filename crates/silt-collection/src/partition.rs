@@ -1,0 +1,475 @@
+//! Partitioned collections (issue 12, `docs/partitions-plan.md`): the catalog form of the
+//! partitions, and adding and dropping them.
+//!
+//! A partitioned collection's primary dictionary and each index are [`Parts`] with the same
+//! pivots: partition `i` holds the documents whose `_id` is above partition `i - 1`'s `max`
+//! and at most its own, with their index entries. The catalog entry lists the partitions:
+//!
+//! ```text
+//! partitions: [{_id: NumberLong, createTime: Date, dict, indexes: {name: dict}, max?: {_id}}]
+//! nextPartitionId: NumberLong
+//! ```
+//!
+//! (`max` is absent on the last partition, which is unbounded.) The top-level `dict` and each
+//! index spec's `dict` name the first partition's, for readers of the catalog that know no
+//! partitions.
+//!
+//! **Crash safety.** Adding creates the new dictionaries, then writes the catalog entry (one
+//! engine write) and syncs the log. Dropping writes the catalog entry without the partitions,
+//! syncs, and only then drops their dictionaries. A crash between the two steps leaves
+//! dictionaries no catalog entry names, which [`Store::open`] drops as orphans: after recovery
+//! the collection is as it was before the operation or after it, never between.
+//!
+//! **Locks.** Both operations hold the collection's `build` lock exclusively (then the store's
+//! `ddl` mutex) only while they swap the layout and write the catalog entry: writers of any
+//! partition wait that long, readers not at all (they keep the layout they took; a member
+//! dropped under a cursor ends, and a point read in it finds nothing). The dictionaries of a
+//! dropped partition are dropped after the locks are released.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bson::{doc, Bson, Document};
+use silt_storage::Dict;
+
+use crate::collection::{Layout, PartInfo};
+use crate::parts::{Member, Parts};
+use crate::{id_key, CollError, Collection, IndexSpec, Result, Store};
+
+/// Which partitions `dropPartition` drops.
+#[derive(Debug, Clone)]
+pub enum DropPartitions {
+    /// The partition with this id (any position).
+    Id(u64),
+    /// From the first, every partition whose `max` is at or below this `_id`; the last
+    /// partition always stays.
+    UpTo(Bson),
+}
+
+/// One partition as `getPartitionInfo` and `collStats` show it.
+#[derive(Debug, Clone)]
+pub struct PartitionStats {
+    pub info: PartInfo,
+    /// Documents (the engine's maintained count).
+    pub count: u64,
+    /// Uncompressed document bytes.
+    pub size: u64,
+    /// Bytes its primary dictionary's file takes.
+    pub storage_size: u64,
+    /// Bytes its index files take.
+    pub index_size: u64,
+}
+
+fn bad(code: i32, msg: impl Into<String>) -> CollError {
+    CollError::Partition {
+        code,
+        msg: msg.into(),
+    }
+}
+
+/// The layout of a new partitioned collection: one partition, id 0, unbounded.
+pub(crate) fn first_layout(dict: Dict) -> Layout {
+    Layout {
+        primary: Parts::single(dict),
+        partitions: Some(vec![PartInfo {
+            id: 0,
+            max: None,
+            created: bson::DateTime::now(),
+        }]),
+        next_id: 1,
+    }
+}
+
+/// The layout and each index's members from a catalog entry's `partitions` (see the module
+/// docs), opening dictionaries with `open`.
+pub(crate) fn load(
+    ns: &str,
+    meta: &Document,
+    list: &bson::Array,
+    specs: &[(IndexSpec, Document)],
+    open: &mut dyn FnMut(&str) -> Result<Dict>,
+) -> Result<(Layout, Vec<Parts>)> {
+    let bad_entry = |detail: String| CollError::BadStoredDocument {
+        ns: ns.to_string(),
+        detail,
+    };
+    let mut infos = Vec::new();
+    let mut primary = Vec::new();
+    let mut ixmembers: Vec<Vec<Member>> = specs.iter().map(|_| Vec::new()).collect();
+    for p in list {
+        let Bson::Document(p) = p else {
+            return Err(bad_entry("a partition entry is not a document".into()));
+        };
+        let id = p
+            .get_i64("_id")
+            .map_err(|_| bad_entry("a partition without an _id".into()))? as u64;
+        let max = match p.get_document("max") {
+            Ok(m) => Some(
+                m.get("_id")
+                    .cloned()
+                    .ok_or_else(|| bad_entry(format!("partition {id}: max without _id")))?,
+            ),
+            Err(_) => None,
+        };
+        let created = p
+            .get_datetime("createTime")
+            .copied()
+            .unwrap_or(bson::DateTime::from_millis(0));
+        let max_key = max.as_ref().map(id_key);
+        let dict = open(p.get_str("dict").unwrap_or_default())?;
+        primary.push(Member {
+            id,
+            max: max_key.clone(),
+            dict,
+        });
+        let ixd = p.get_document("indexes").cloned().unwrap_or_default();
+        for ((spec, _), members) in specs.iter().zip(ixmembers.iter_mut()) {
+            let name = ixd.get_str(&spec.name).map_err(|_| {
+                bad_entry(format!(
+                    "partition {id}: no dictionary for index {}",
+                    spec.name
+                ))
+            })?;
+            members.push(Member {
+                id,
+                max: max_key.clone(),
+                dict: open(name)?,
+            });
+        }
+        infos.push(PartInfo { id, max, created });
+    }
+    let next_id = meta
+        .get_i64("nextPartitionId")
+        .map(|n| n as u64)
+        .unwrap_or_else(|_| infos.iter().map(|p| p.id + 1).max().unwrap_or(0));
+    let primary = Parts::new(primary).map_err(|e| bad_entry(e.to_string()))?;
+    let mut ixparts = Vec::new();
+    for m in ixmembers {
+        ixparts.push(Parts::new(m).map_err(|e| bad_entry(e.to_string()))?);
+    }
+    Ok((
+        Layout {
+            primary,
+            partitions: Some(infos),
+            next_id,
+        },
+        ixparts,
+    ))
+}
+
+/// `members` with member `i`'s `max` set to `max` (and the rest as they are).
+fn with_max(members: &[Member], i: usize, max: Option<Vec<u8>>) -> Vec<Member> {
+    let mut m = members.to_vec();
+    m[i].max = max;
+    m
+}
+
+impl Collection {
+    fn partitions_or_refuse(&self) -> Result<Arc<Layout>> {
+        let layout = self.layout();
+        if layout.partitions.is_none() {
+            return Err(bad(
+                20,
+                format!("collection {} is not partitioned", self.ns),
+            ));
+        }
+        Ok(layout)
+    }
+
+    /// Each partition with its figures, in order (`getPartitionInfo`, `collStats`).
+    pub fn partition_stats(&self) -> Result<Vec<PartitionStats>> {
+        let layout = self.partitions_or_refuse()?;
+        let ixparts: Vec<Arc<Parts>> = self.indexes.read().iter().map(|i| i.parts()).collect();
+        let infos = layout.partitions.as_deref().unwrap_or_default();
+        Ok(infos
+            .iter()
+            .enumerate()
+            .map(|(n, info)| {
+                let s = layout.primary.members()[n].dict.stats();
+                let index_size = ixparts
+                    .iter()
+                    .filter_map(|p| p.members().get(n))
+                    .map(|m| m.dict.stats().file_bytes)
+                    .sum();
+                PartitionStats {
+                    info: info.clone(),
+                    count: s.rows,
+                    size: s.data_bytes,
+                    storage_size: s.file_bytes,
+                    index_size,
+                }
+            })
+            .collect())
+    }
+
+    /// The largest primary key of the last partition, if it holds any document.
+    fn last_key(&self, layout: &Layout) -> Result<Option<Vec<u8>>> {
+        let last = &layout.primary.members()[layout.primary.members().len() - 1];
+        let mut c = last.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+        c.seek_last();
+        Ok(c.prev()?.map(|(k, _)| k))
+    }
+
+    /// Install `layout` with each index's members `ixparts` and write the catalog entry; on
+    /// failure the old layout comes back. The caller holds `build` exclusively.
+    fn swap_layout(&self, layout: Layout, ixparts: Vec<Parts>) -> Result<()> {
+        let old = self.layout();
+        let indexes = self.indexes.read().clone();
+        let old_ix: Vec<Arc<Parts>> = indexes.iter().map(|i| i.parts()).collect();
+        *self.layout.write() = Arc::new(layout);
+        for (ix, p) in indexes.iter().zip(ixparts) {
+            ix.set_parts(p);
+        }
+        if let Err(e) = self.persist_meta() {
+            *self.layout.write() = old;
+            for (ix, p) in indexes.iter().zip(old_ix) {
+                ix.set_parts((*p).clone());
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    fn partitioned(&self, ns: &str) -> Result<Arc<Collection>> {
+        let c = self
+            .get(ns)
+            .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
+        c.partitions_or_refuse()?;
+        Ok(c)
+    }
+
+    /// `addPartition`: cap the last partition at `new_max` (an `_id`), or without one at the
+    /// largest `_id` it holds, and open a new, empty last partition. Returns it.
+    pub fn add_partition(&self, ns: &str, new_max: Option<Bson>) -> Result<PartInfo> {
+        let c = self.partitioned(ns)?;
+        let _b = c.build.write();
+        let _g = self.ddl.lock();
+        let layout = c.partitions_or_refuse()?;
+        let members = layout.primary.members();
+        let n = members.len();
+        let prev_max = (n > 1).then(|| members[n - 2].max.clone()).flatten();
+        let last_key = c.last_key(&layout)?;
+        let (cap, cap_value) = match new_max {
+            None => {
+                let Some(k) = last_key else {
+                    return Err(bad(
+                        17248,
+                        "can only cap a partition with no pivot if it is non-empty",
+                    ));
+                };
+                let v = silt_bson::keyenc::decode_value(&k)
+                    .map(|(v, _)| v)
+                    .ok_or_else(|| bad(2, "the largest _id of the last partition is unreadable"))?;
+                (k, v)
+            }
+            Some(v) => {
+                if matches!(v, Bson::MaxKey) {
+                    return Err(bad(2, "newMax must be below MaxKey"));
+                }
+                let k = id_key(&v);
+                if prev_max.as_ref().is_some_and(|p| &k <= p) {
+                    return Err(bad(
+                        17249,
+                        format!(
+                            "newMax {v} must be greater than the max of the previous partition"
+                        ),
+                    ));
+                }
+                if last_key.as_ref().is_some_and(|l| &k < l) {
+                    return Err(bad(
+                        17250,
+                        format!("newMax {v} must be at least the largest _id in the collection"),
+                    ));
+                }
+                (k, v)
+            }
+        };
+        // The new partition's dictionaries first: a crash before the catalog write leaves
+        // them orphaned, and the next start drops them.
+        let indexes = c.indexes.read().clone();
+        let mut made = Vec::new();
+        let mut create = |kind: &str| -> Result<Dict> {
+            let name = self.new_dict_name(kind);
+            let d = self.env.create_dict(&name)?;
+            made.push(name);
+            Ok(d)
+        };
+        let built = (|| -> Result<(Dict, Vec<Dict>)> {
+            let d = create("coll")?;
+            let mut ixd = Vec::new();
+            for _ in &indexes {
+                ixd.push(create("idx")?);
+            }
+            Ok((d, ixd))
+        })();
+        let undo = |made: &[String]| {
+            for name in made {
+                let _ = self.env.drop_dict(name);
+            }
+        };
+        let (dict, ixdicts) = match built {
+            Ok(x) => x,
+            Err(e) => {
+                undo(&made);
+                return Err(e);
+            }
+        };
+        let id = layout.next_id;
+        let info = PartInfo {
+            id,
+            max: None,
+            created: bson::DateTime::now(),
+        };
+        let extend = |old: &[Member], d: Dict| -> Result<Parts> {
+            let mut m = with_max(old, n - 1, Some(cap.clone()));
+            m.push(Member {
+                id,
+                max: None,
+                dict: d,
+            });
+            Ok(Parts::new(m)?)
+        };
+        let step = (|| -> Result<()> {
+            let primary = extend(members, dict)?;
+            let mut ixparts = Vec::new();
+            for (ix, d) in indexes.iter().zip(ixdicts) {
+                ixparts.push(extend(ix.parts().members(), d)?);
+            }
+            let mut infos = layout.partitions.clone().unwrap_or_default();
+            if let Some(last) = infos.last_mut() {
+                last.max = Some(cap_value.clone());
+            }
+            infos.push(info.clone());
+            c.swap_layout(
+                Layout {
+                    primary,
+                    partitions: Some(infos),
+                    next_id: id + 1,
+                },
+                ixparts,
+            )?;
+            self.env.sync_log()?;
+            self.crash_points.hit(&self.crash_points.partition_add);
+            Ok(())
+        })();
+        if let Err(e) = step {
+            undo(&made);
+            return Err(e);
+        }
+        tracing::info!(ns, partition = id, max = %cap_value, "added a partition");
+        Ok(info)
+    }
+
+    /// `dropPartition`: drop the chosen partitions (their dictionaries, so their space is
+    /// freed at once). Returns the ids dropped. Dropping the only partition is refused
+    /// (17252); dropping by `max` always leaves the last partition.
+    pub fn drop_partition(&self, ns: &str, which: DropPartitions) -> Result<Vec<u64>> {
+        let c = self.partitioned(ns)?;
+        let gone: Vec<Dict>;
+        let ids: Vec<u64>;
+        {
+            let _b = c.build.write();
+            let _g = self.ddl.lock();
+            let layout = c.partitions_or_refuse()?;
+            let members = layout.primary.members();
+            let n = members.len();
+            let drop: Vec<usize> = match &which {
+                DropPartitions::Id(id) => {
+                    let Some(i) = members.iter().position(|m| m.id == *id) else {
+                        return Err(bad(2, format!("no partition with id {id} in {ns}")));
+                    };
+                    if n == 1 {
+                        return Err(bad(
+                            17252,
+                            "cannot drop the only partition of a collection; drop the collection instead",
+                        ));
+                    }
+                    vec![i]
+                }
+                DropPartitions::UpTo(v) => {
+                    let k = id_key(v);
+                    (0..n - 1)
+                        .take_while(|&i| members[i].max.as_ref().is_some_and(|m| m <= &k))
+                        .collect()
+                }
+            };
+            if drop.is_empty() {
+                return Ok(Vec::new());
+            }
+            let keep = |i: &usize| !drop.contains(i);
+            let shrink = |old: &[Member]| -> Result<Parts> {
+                let mut m: Vec<Member> = (0..old.len())
+                    .filter(keep)
+                    .map(|i| old[i].clone())
+                    .collect();
+                // The last partition is unbounded, whichever it is now.
+                if let Some(last) = m.last_mut() {
+                    last.max = None;
+                }
+                Ok(Parts::new(m)?)
+            };
+            let indexes = c.indexes.read().clone();
+            let primary = shrink(members)?;
+            let mut ixparts = Vec::new();
+            let mut dicts: Vec<Dict> = drop.iter().map(|&i| members[i].dict.clone()).collect();
+            for ix in &indexes {
+                let p = ix.parts();
+                dicts.extend(drop.iter().map(|&i| p.members()[i].dict.clone()));
+                ixparts.push(shrink(p.members())?);
+            }
+            let old_infos = layout.partitions.clone().unwrap_or_default();
+            let mut infos: Vec<PartInfo> =
+                (0..n).filter(keep).map(|i| old_infos[i].clone()).collect();
+            if let Some(last) = infos.last_mut() {
+                last.max = None;
+            }
+            ids = drop.iter().map(|&i| members[i].id).collect();
+            c.swap_layout(
+                Layout {
+                    primary,
+                    partitions: Some(infos),
+                    next_id: layout.next_id,
+                },
+                ixparts,
+            )?;
+            self.env.sync_log()?;
+            gone = dicts;
+        }
+        // The catalog no longer names them: a crash from here on leaves orphans that the
+        // next start drops.
+        self.crash_points.hit(&self.crash_points.partition_drop);
+        for d in gone {
+            self.env.drop_dict(&d.name())?;
+        }
+        tracing::info!(ns, partitions = ?ids, "dropped partitions");
+        Ok(ids)
+    }
+}
+
+/// Test hooks that end the process at a point of a partition change, as a crash there would
+/// (the server's `configureFailPoint` sets them; the crash tests restart and check).
+#[derive(Debug, Default)]
+pub struct CrashPoints {
+    /// After `addPartition` has written and synced the catalog entry.
+    pub partition_add: AtomicBool,
+    /// After `dropPartition` has written the catalog entry, before it drops the dictionaries.
+    pub partition_drop: AtomicBool,
+}
+
+impl CrashPoints {
+    fn hit(&self, point: &AtomicBool) {
+        if point.load(Ordering::Acquire) {
+            tracing::error!("crash point reached: the process ends here, as in a crash");
+            std::process::abort();
+        }
+    }
+}
+
+/// The `max` of a partition as `getPartitionInfo` shows it: `{_id: value}`, MaxKey for the
+/// last partition.
+pub fn max_doc(info: &PartInfo) -> Document {
+    doc! { "_id": info.max.clone().unwrap_or(Bson::MaxKey) }
+}
