@@ -2,6 +2,7 @@
 commands' replies and errors, cursors that survive a drop, and crashes in the middle."""
 import datetime
 import os
+import time
 
 import pytest
 from bson import Int64, MaxKey
@@ -234,3 +235,62 @@ def test_a_crash_in_the_middle_leaves_before_or_after(point, cmd):
         c.close()
     finally:
         s.cleanup()
+
+
+def wait_for(pred, what, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def test_retention_by_documents_rotates_by_itself(db):
+    db.command("create", "r", partitioned=True,
+               partitionRetention={"every": {"documents": 100}, "keep": 3})
+    opts = {c["name"]: c["options"] for c in db.list_collections()}
+    assert opts["r"]["partitionRetention"] == {"every": {"documents": 100}, "keep": 3}
+    c = db.r
+    c.create_index("v")
+    n = 0
+    for _ in range(6):
+        c.insert_many([{"_id": n + i, "v": (n + i) % 7} for i in range(100)])
+        n += 100
+        # The rotation opens a new partition once the last holds 100 documents.
+        wait_for(lambda: info(db, "r")["partitions"][-1]["count"] == 0, "a rotation")
+    parts = info(db, "r")["partitions"]
+    assert len(parts) == 3
+    # Two full partitions and the new, empty one: the oldest documents are gone.
+    assert [p["count"] for p in parts] == [100, 100, 0]
+    assert [d["_id"] for d in c.find({}, {"_id": 1})] == list(range(400, 600))
+    assert c.count_documents({"v": 3}) == len([i for i in range(400, 600) if i % 7 == 3])
+    assert db.command("validate", "r")["valid"] is True
+    # The manual commands work beside it.
+    db.command("dropPartition", "r", id=parts[0]["_id"])
+    assert info(db, "r")["numPartitions"] == 2
+
+
+def test_retention_by_seconds_rotates_by_itself(db):
+    db.command("create", "s", partitioned=True,
+               partitionRetention={"every": {"seconds": 1}, "keep": 2})
+    c = db.s
+    c.insert_many([{"_id": i} for i in range(10)])
+    wait_for(lambda: info(db, "s")["numPartitions"] == 2, "a partition a second")
+    c.insert_many([{"_id": i} for i in range(10, 20)])
+    # The next rotation drops the first partition (keep: 2).
+    wait_for(lambda: c.count_documents({"_id": {"$lt": 10}}) == 0, "the oldest partition dropped")
+    assert info(db, "s")["numPartitions"] <= 2
+    # An empty last partition is not rotated: no pile of empty partitions.
+    time.sleep(2.5)
+    ids = [p["_id"] for p in info(db, "s")["partitions"]]
+    assert len(ids) <= 2 and c.count_documents({}) in (0, 10)
+
+
+def test_retention_option_errors(db):
+    for bad in ({"every": {"documents": 0}, "keep": 2}, {"every": {"hours": 1}, "keep": 2},
+                {"every": {"documents": 5}}, {"every": {"documents": 5, "seconds": 1}, "keep": 1},
+                {"every": {"seconds": 5}, "keep": 2, "field": "ts"}):
+        assert code_of(lambda: db.command("create", "x", partitioned=True, partitionRetention=bad)) == 2, bad
+    assert code_of(lambda: db.command("create", "x", partitionRetention={"every": {"seconds": 1}, "keep": 1})) == 2
+    assert "x" not in db.list_collection_names()

@@ -48,7 +48,9 @@ pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING
 pub use collection::{sum_stats, CollStats, Collection, DocCursor, PartInfo};
 pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
 pub use keyrange::{KeyRange, KeyScan};
-pub use partition::{max_doc, CrashPoints, DropPartitions, PartitionStats};
+pub use partition::{
+    max_doc, CrashPoints, DropPartitions, Every, PartitionStats, Retention, Rotation,
+};
 pub use plan::Planned;
 pub use read::{MatchSource, Stop};
 pub use store::Store;

@@ -473,3 +473,156 @@ impl CrashPoints {
 pub fn max_doc(info: &PartInfo) -> Document {
     doc! { "_id": info.max.clone().unwrap_or(Bson::MaxKey) }
 }
+
+/// When a partitioned collection rotates by itself: the `partitionRetention` option of
+/// `create`, `{every: {documents: N} | {seconds: S}, keep: K}`. Once the last partition holds
+/// N documents, or was opened S seconds ago (and holds any), a new partition is opened; then
+/// the oldest partitions beyond K (the new one included) are dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub every: Every,
+    /// Partitions kept, the one being filled included.
+    pub keep: u64,
+}
+
+/// How often a new partition is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Every {
+    Documents(u64),
+    Seconds(u64),
+}
+
+/// What one rotation did.
+#[derive(Debug, Clone)]
+pub struct Rotation {
+    pub ns: String,
+    /// The partition opened, with the documents the one before it holds.
+    pub added: Option<(u64, u64)>,
+    /// Partitions dropped.
+    pub dropped: Vec<u64>,
+    /// How long the drop took.
+    pub drop_ms: u64,
+}
+
+fn positive(v: Option<&Bson>) -> Option<u64> {
+    match v? {
+        Bson::Int32(n) if *n > 0 => Some(*n as u64),
+        Bson::Int64(n) if *n > 0 => Some(*n as u64),
+        Bson::Double(f) if *f >= 1.0 && f.fract() == 0.0 && *f < 9.0e15 => Some(*f as u64),
+        _ => None,
+    }
+}
+
+impl Retention {
+    /// Parse the option; the error names what is wrong.
+    pub fn parse(d: &Document) -> std::result::Result<Retention, String> {
+        const SHAPE: &str =
+            "partitionRetention must be {every: {documents: <n>} or {seconds: <n>}, keep: <n>}";
+        if let Some(k) = d.keys().find(|k| !matches!(k.as_str(), "every" | "keep")) {
+            return Err(format!("{SHAPE}: unknown field {k}"));
+        }
+        let keep = positive(d.get("keep"))
+            .ok_or_else(|| format!("{SHAPE}: keep must be a positive whole number"))?;
+        let every = match d.get("every") {
+            Some(Bson::Document(e)) if e.len() == 1 => {
+                match (positive(e.get("documents")), positive(e.get("seconds"))) {
+                    (Some(n), None) => Every::Documents(n),
+                    (None, Some(s)) => Every::Seconds(s),
+                    _ => {
+                        return Err(format!(
+                            "{SHAPE}: every takes documents or seconds, a positive whole number"
+                        ))
+                    }
+                }
+            }
+            _ => return Err(format!("{SHAPE}: every is missing or malformed")),
+        };
+        Ok(Retention { every, keep })
+    }
+}
+
+impl Store {
+    /// Rotate every partitioned collection whose `partitionRetention` says it is due (the
+    /// server calls this once a second). Failures are logged and the others go on.
+    pub fn run_retention(&self) -> Vec<Rotation> {
+        let colls: Vec<Arc<Collection>> = self.colls.read().values().cloned().collect();
+        let mut out = Vec::new();
+        for c in colls {
+            let Some(Ok(r)) = c
+                .options
+                .read()
+                .get_document("partitionRetention")
+                .ok()
+                .map(Retention::parse)
+            else {
+                continue;
+            };
+            match self.rotate(&c, r) {
+                Ok(Some(rot)) => out.push(rot),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(ns = %c.ns, error = %e, "partition rotation failed"),
+            }
+        }
+        out
+    }
+
+    fn rotate(&self, c: &Collection, r: Retention) -> Result<Option<Rotation>> {
+        let stats = c.partition_stats()?;
+        let Some(last) = stats.last() else {
+            return Ok(None);
+        };
+        let due = last.count > 0
+            && match r.every {
+                Every::Documents(n) => last.count >= n,
+                Every::Seconds(s) => {
+                    let age = bson::DateTime::now().timestamp_millis()
+                        - last.info.created.timestamp_millis();
+                    age >= (s as i64).saturating_mul(1000)
+                }
+            };
+        let mut rot = Rotation {
+            ns: c.ns.clone(),
+            added: None,
+            dropped: Vec::new(),
+            drop_ms: 0,
+        };
+        let mut n = stats.len() as u64;
+        if due {
+            match self.add_partition(&c.ns, None) {
+                Ok(p) => {
+                    rot.added = Some((p.id, last.count));
+                    n += 1;
+                }
+                // Emptied meanwhile: nothing to cap.
+                Err(CollError::Partition { code: 17248, .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if n > r.keep {
+            let started = std::time::Instant::now();
+            let first: Vec<u64> = c
+                .partition_stats()?
+                .iter()
+                .take((n - r.keep) as usize)
+                .map(|p| p.info.id)
+                .collect();
+            for id in first {
+                rot.dropped
+                    .extend(self.drop_partition(&c.ns, DropPartitions::Id(id))?);
+            }
+            rot.drop_ms = started.elapsed().as_millis() as u64;
+        }
+        if rot.added.is_none() && rot.dropped.is_empty() {
+            return Ok(None);
+        }
+        tracing::info!(
+            ns = %rot.ns,
+            added = ?rot.added.map(|a| a.0),
+            documents_in_capped = ?rot.added.map(|a| a.1),
+            dropped = ?rot.dropped,
+            drop_ms = rot.drop_ms,
+            "partition rotation"
+        );
+        Ok(Some(rot))
+    }
+}

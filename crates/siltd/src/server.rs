@@ -92,6 +92,18 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
         }
     });
 
+    // Partitioned collections with `partitionRetention` rotate by themselves (a catalog
+    // change and file removals: a blocking thread).
+    let retention = s.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let s = retention.clone();
+            let _ = tokio::task::spawn_blocking(move || s.store.run_retention()).await;
+        }
+    });
+
     let conns = Arc::new(Conns::default());
     let local = listener.local_addr().ok();
     let acceptor = {

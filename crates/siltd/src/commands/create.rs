@@ -42,6 +42,22 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if partitioned {
         options.insert("partitioned", true);
     }
+    match cmd.get("partitionRetention") {
+        None | Some(Bson::Null) => {}
+        Some(Bson::Document(r)) if partitioned => {
+            silt_collection::Retention::parse(r).map_err(QueryError::bad_value)?;
+            options.insert("partitionRetention", r.clone());
+        }
+        Some(Bson::Document(_)) => {
+            return Err(QueryError::bad_value(
+                "partitionRetention needs partitioned: true",
+            ))
+        }
+        Some(other) => return Err(QueryError::type_mismatch(format!(
+            "BSON field 'create.partitionRetention' is the wrong type '{}', expected type 'object'",
+            silt_bson::compare::type_name(other)
+        ))),
+    }
     match cmd.get("capped") {
         None | Some(Bson::Null) | Some(Bson::Boolean(false)) => {}
         Some(_) => return Err(super::args::not_implemented("create.capped")),

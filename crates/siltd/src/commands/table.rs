@@ -149,7 +149,13 @@ pub const TABLE: &[Command] = &[
         name: "create",
         aliases: &[],
         fields: only(
-            &["capped", "idIndex", "partitioned", "primaryKey"],
+            &[
+                "capped",
+                "idIndex",
+                "partitioned",
+                "primaryKey",
+                "partitionRetention",
+            ],
             &[
                 "autoIndexId",
                 "size",
