@@ -7,6 +7,7 @@ mod concurrency;
 mod count;
 mod engine;
 mod fast_update;
+mod iibench;
 mod plot;
 mod txn_oltp;
 
@@ -25,6 +26,9 @@ enum Cmd {
     Engine(engine::Args),
     /// W1: fast updates by _id and by secondary key against a siltd child process.
     FastUpdate(fast_update::Args),
+    /// W2: iiBench ingest with three secondary indexes, then retention by deleting the oldest
+    /// documents against dropping the oldest partition.
+    Iibench(iibench::Args),
     /// W3: insert, point and range queries, transactional updates with a sum invariant, and
     /// deletes at 1 to 64 client threads, against a siltd child process.
     Concurrency(concurrency::Args),
@@ -45,6 +49,7 @@ fn main() {
         Cmd::Engine(a) => engine::run(a).map_err(Into::into),
         Cmd::FastUpdate(a) => fast_update::run(a),
         Cmd::Count(a) => count::run(a),
+        Cmd::Iibench(a) => iibench::run(a),
         Cmd::Concurrency(a) => concurrency::run(a),
     };
     if let Err(e) = r {

@@ -121,6 +121,69 @@ pub fn per_thread_count(
     Ok(())
 }
 
+/// Series of `(x, y)` points over a run (throughput over time or progress), on linear axes
+/// from zero.
+pub fn over_run(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(&str, &[(f64, f64)])],
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+    let pts = || {
+        series
+            .iter()
+            .flat_map(|(_, p)| p.iter())
+            .filter(|p| p.1.is_finite())
+    };
+    let x_hi = pts().map(|p| p.0).fold(0.0, f64::max);
+    let y_hi = pts().map(|p| p.1).fold(0.0, f64::max);
+    if x_hi <= 0.0 || y_hi <= 0.0 {
+        return Err(format!("nothing to draw in {}", path.display()));
+    }
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(title, ("sans-serif", 20))
+        .map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_hi * 1.02, 0.0..y_hi * 1.15)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (name, p)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let p: Vec<(f64, f64)> = p.iter().cloned().filter(|p| p.1.is_finite()).collect();
+        chart
+            .draw_series(LineSeries::new(p.clone(), colour.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(name.to_string())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+        chart
+            .draw_series(p.iter().map(|q| Circle::new(*q, 2, colour.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerLeft)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +206,16 @@ mod tests {
         let s = std::fs::read_to_string(&p).unwrap();
         assert!(s.starts_with("<svg"), "{}", &s[..80.min(s.len())]);
         assert!(s.contains("insert") && s.contains("client threads"));
+    }
+
+    #[test]
+    fn draws_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w2.svg");
+        let a = [(0.1, 100.0), (1.0, 90.0), (2.0, f64::NAN)];
+        over_run(&p, "W2", "documents", "inserts/s", &[("delete", &a)]).unwrap();
+        let s = std::fs::read_to_string(&p).unwrap();
+        assert!(s.starts_with("<svg") && s.contains("delete") && s.contains("inserts/s"));
+        assert!(over_run(&p, "W2", "x", "y", &[("none", &[])]).is_err());
     }
 }

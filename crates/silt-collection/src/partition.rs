@@ -245,8 +245,63 @@ impl Store {
     /// largest `_id` it holds, and open a new, empty last partition. Returns it.
     pub fn add_partition(&self, ns: &str, new_max: Option<Bson>) -> Result<PartInfo> {
         let c = self.partitioned(ns)?;
+        loop {
+            // The new partition's dictionaries first, outside the collection's locks (making
+            // a file syncs the engine's catalog): a crash before the catalog write leaves
+            // them orphaned, and the next start drops them.
+            let nix = c.indexes.read().len();
+            let mut made = Vec::new();
+            let built = (|| -> Result<(Dict, Vec<Dict>)> {
+                let mut create = |kind: &str| -> Result<Dict> {
+                    let name = self.new_dict_name(kind);
+                    let d = self.env.create_dict(&name)?;
+                    made.push(name);
+                    Ok(d)
+                };
+                let d = create("coll")?;
+                let mut ixd = Vec::new();
+                for _ in 0..nix {
+                    ixd.push(create("idx")?);
+                }
+                Ok((d, ixd))
+            })();
+            let r = built.and_then(|(d, ixd)| self.install_partition(&c, new_max.clone(), d, ixd));
+            match r {
+                Ok(Some(info)) => {
+                    // Durable before the reply (and before the crash point, so that the
+                    // test sees the catalog entry written).
+                    self.env.sync_log()?;
+                    self.crash_points.hit(&self.crash_points.partition_add);
+                    tracing::info!(ns, partition = info.id, "added a partition");
+                    return Ok(info);
+                }
+                Ok(None) | Err(_) => {
+                    for name in &made {
+                        let _ = self.env.drop_dict(name);
+                    }
+                    // An index was created or dropped meanwhile: again, with its count.
+                    r?;
+                }
+            }
+        }
+    }
+
+    /// Cap the last partition and append one over `dict` and `ixdicts` (one per index), under
+    /// the collection's `build` lock and the store's `ddl` mutex; `None` when the collection's
+    /// indexes are no longer as many as `ixdicts`.
+    fn install_partition(
+        &self,
+        c: &Collection,
+        new_max: Option<Bson>,
+        dict: Dict,
+        ixdicts: Vec<Dict>,
+    ) -> Result<Option<PartInfo>> {
         let _b = c.build.write();
         let _g = self.ddl.lock();
+        let indexes = c.indexes.read().clone();
+        if indexes.len() != ixdicts.len() {
+            return Ok(None);
+        }
         let layout = c.partitions_or_refuse()?;
         let members = layout.primary.members();
         let n = members.len();
@@ -287,36 +342,6 @@ impl Store {
                 (k, v)
             }
         };
-        // The new partition's dictionaries first: a crash before the catalog write leaves
-        // them orphaned, and the next start drops them.
-        let indexes = c.indexes.read().clone();
-        let mut made = Vec::new();
-        let mut create = |kind: &str| -> Result<Dict> {
-            let name = self.new_dict_name(kind);
-            let d = self.env.create_dict(&name)?;
-            made.push(name);
-            Ok(d)
-        };
-        let built = (|| -> Result<(Dict, Vec<Dict>)> {
-            let d = create("coll")?;
-            let mut ixd = Vec::new();
-            for _ in &indexes {
-                ixd.push(create("idx")?);
-            }
-            Ok((d, ixd))
-        })();
-        let undo = |made: &[String]| {
-            for name in made {
-                let _ = self.env.drop_dict(name);
-            }
-        };
-        let (dict, ixdicts) = match built {
-            Ok(x) => x,
-            Err(e) => {
-                undo(&made);
-                return Err(e);
-            }
-        };
         let id = layout.next_id;
         let info = PartInfo {
             id,
@@ -332,35 +357,26 @@ impl Store {
             });
             Ok(Parts::new(m)?)
         };
-        let step = (|| -> Result<()> {
-            let primary = extend(members, dict)?;
-            let mut ixparts = Vec::new();
-            for (ix, d) in indexes.iter().zip(ixdicts) {
-                ixparts.push(extend(ix.parts().members(), d)?);
-            }
-            let mut infos = layout.partitions.clone().unwrap_or_default();
-            if let Some(last) = infos.last_mut() {
-                last.max = Some(cap_value.clone());
-            }
-            infos.push(info.clone());
-            c.swap_layout(
-                Layout {
-                    primary,
-                    partitions: Some(infos),
-                    next_id: id + 1,
-                },
-                ixparts,
-            )?;
-            self.env.sync_log()?;
-            self.crash_points.hit(&self.crash_points.partition_add);
-            Ok(())
-        })();
-        if let Err(e) = step {
-            undo(&made);
-            return Err(e);
+        let primary = extend(members, dict)?;
+        let mut ixparts = Vec::new();
+        for (ix, d) in indexes.iter().zip(ixdicts) {
+            ixparts.push(extend(ix.parts().members(), d)?);
         }
-        tracing::info!(ns, partition = id, max = %cap_value, "added a partition");
-        Ok(info)
+        let mut infos = layout.partitions.clone().unwrap_or_default();
+        if let Some(last) = infos.last_mut() {
+            last.max = Some(cap_value.clone());
+        }
+        infos.push(info.clone());
+        c.swap_layout(
+            Layout {
+                primary,
+                partitions: Some(infos),
+                next_id: id + 1,
+            },
+            ixparts,
+        )?;
+        tracing::debug!(ns = %c.ns, partition = id, max = %cap_value, "capped the last partition");
+        Ok(Some(info))
     }
 
     /// `dropPartition`: drop the chosen partitions (their dictionaries, so their space is
@@ -435,11 +451,11 @@ impl Store {
                 },
                 ixparts,
             )?;
-            self.env.sync_log()?;
             gone = dicts;
         }
-        // The catalog no longer names them: a crash from here on leaves orphans that the
-        // next start drops.
+        // Durable before the files go: a crash from here on leaves orphans that the next
+        // start drops, never a catalog entry naming a missing file.
+        self.env.sync_log()?;
         self.crash_points.hit(&self.crash_points.partition_drop);
         for d in gone {
             self.env.drop_dict(&d.name())?;

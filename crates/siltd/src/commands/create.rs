@@ -53,10 +53,12 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 "partitionRetention needs partitioned: true",
             ))
         }
-        Some(other) => return Err(QueryError::type_mismatch(format!(
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
             "BSON field 'create.partitionRetention' is the wrong type '{}', expected type 'object'",
             silt_bson::compare::type_name(other)
-        ))),
+        )))
+        }
     }
     match cmd.get("capped") {
         None | Some(Bson::Null) | Some(Bson::Boolean(false)) => {}
