@@ -10,7 +10,7 @@ use crate::build::SORT_TMP_DIR;
 
 use super::*;
 
-fn opts() -> EnvOptions {
+pub(crate) fn opts() -> EnvOptions {
     EnvOptions {
         cache_bytes: 8 << 20,
         node_bytes: 64 << 10,

@@ -10,16 +10,8 @@ use proptest::prelude::*;
 use silt_query::matcher::Matcher;
 use silt_query::plan::SortSpec;
 
+use super::tests::opts;
 use super::*;
-
-fn opts() -> EnvOptions {
-    EnvOptions {
-        cache_bytes: 8 << 20,
-        node_bytes: 64 << 10,
-        basement_bytes: 16 << 10,
-        ..EnvOptions::default()
-    }
-}
 
 fn open(dir: &std::path::Path) -> Store {
     Store::open(dir, opts(), UpdateRegistry::new()).unwrap()
