@@ -5,7 +5,10 @@
 //! dictionary, whose keys are the order-preserving encoding of `_id` (`silt_bson::keyenc`)
 //! and whose values are the documents' BSON bytes (`collection.rs`), and its secondary
 //! indexes: key generation (`index.rs`), maintenance on every write (`write.rs`), builds
-//! (`build.rs`). It serialises writers to the same `_id` (striped key locks) so that an
+//! (`build.rs`). A partitioned collection holds one such set of dictionaries per `_id` range
+//! (`parts.rs` routes and merges, `partition.rs` adds, drops and rotates partitions); every
+//! read and write goes through `Parts`, one member for an unpartitioned collection. It
+//! serialises writers to the same `_id` (striped key locks) so that an
 //! insert's duplicate check and its write are atomic, and nothing more: different documents
 //! are written concurrently.
 //!
