@@ -25,21 +25,33 @@ where
 {
     let env = &d.env;
     let core = &d.core;
-    let is_empty = |t: &crate::tree::Tree| {
+    // Whether the dictionary is empty, or the read of the root partitions evicted since.
+    let is_empty = |t: &crate::tree::Tree| -> std::result::Result<bool, crate::tree::Need> {
+        if let Some(need) = t.root_need() {
+            return Err(need);
+        }
         let r = t.node(t.root);
-        r.is_leaf()
+        Ok(r.is_leaf()
             && r.parts
                 .iter()
-                .all(|p| p.data.as_ref().is_some_and(|x| x.bytes() == 0))
+                .all(|p| p.data.as_ref().is_some_and(|x| x.bytes() == 0)))
     };
-    let cfg = {
+    let cfg = loop {
         let t = core.tree.read();
-        if !is_empty(&t) {
+        let empty = match is_empty(&t) {
+            Ok(e) => e,
+            Err(need) => {
+                drop(t);
+                core.do_io(env, need)?;
+                continue;
+            }
+        };
+        if !empty {
             return Err(Error::InvalidOptions(
                 "bulk load needs an empty dictionary".into(),
             ));
         }
-        t.cfg
+        break t.cfg;
     };
     let started = Instant::now();
     let mut written: Vec<(BlockNum, Extent)> = Vec::new();
@@ -156,24 +168,33 @@ where
             );
         }
     }
-    let installed = crate::write::install_tree(env, core, |t| {
-        if !is_empty(t) {
-            return false;
-        }
-        {
-            let mut st = core.file.state.lock();
-            for (b, x) in &written {
-                st.set_current(*b, *x);
+    let mut node = Some(node);
+    let installed = loop {
+        let done = crate::write::install_tree(env, core, |t| {
+            match is_empty(t) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(need) => return Err(need),
             }
+            {
+                let mut st = core.file.state.lock();
+                for (b, x) in &written {
+                    st.set_current(*b, *x);
+                }
+            }
+            let old_root = t.root;
+            t.root = root.block;
+            t.insert_node(node.take().expect("installed once"));
+            t.remove_node_pub(old_root);
+            t.stats.rows += rows as i64;
+            t.stats.bytes += bytes as i64;
+            Ok(true)
+        });
+        match done {
+            Ok(installed) => break installed,
+            Err(need) => core.do_io(env, need)?,
         }
-        let old_root = t.root;
-        t.root = root.block;
-        t.insert_node(node);
-        t.remove_node_pub(old_root);
-        t.stats.rows += rows as i64;
-        t.stats.bytes += bytes as i64;
-        true
-    });
+    };
     if !installed {
         free_all(d, &written);
         return Err(Error::InvalidOptions(

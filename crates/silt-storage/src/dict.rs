@@ -28,7 +28,7 @@ use crate::locks::{LockMode, LockOwner};
 use crate::msg::{MsgKind, UpdateRegistry};
 use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::tree::node::{Key, Node, Part, PartData, PartLoc};
-use crate::tree::{Need, Step, Tree};
+use crate::tree::{Need, Ready, Step, Tree};
 use crate::txn::{Snapshot, Txn, View};
 use crate::wal::LogRecord;
 
@@ -231,6 +231,13 @@ impl DictCore {
                 let n = t.nodes.remove(&b).expect("resident");
                 t.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
                 t.cache.evictions.fetch_add(1, Ordering::Relaxed);
+            } else if evict {
+                // The root stays; its partitions, now on disk, go.
+                for p in &mut n.parts {
+                    p.data = None;
+                }
+                t.recharge(b);
+                t.cache.evictions.fetch_add(1, Ordering::Relaxed);
             }
         } else if for_ckpt {
             self.file.state.lock().set_inprogress(b, ext);
@@ -247,13 +254,10 @@ impl DictCore {
             let mut t = self.tree.write();
             let root = t.root;
             // Leaves first: internal nodes are on every path and hold the buffers that make
-            // writes cheap, so they go only when leaves alone cannot meet the target.
-            let mut ids: Vec<(u32, BlockNum)> = t
-                .nodes
-                .iter()
-                .filter(|(&b, _)| b != root)
-                .map(|(&b, n)| (n.height, b))
-                .collect();
+            // writes cheap, so they go only when leaves alone cannot meet the target. The root
+            // comes last; it stays resident, but an idle one gives up its partitions.
+            let mut ids: Vec<(u32, BlockNum)> =
+                t.nodes.iter().map(|(&b, n)| (n.height, b)).collect();
             ids.sort_unstable();
             let ids: Vec<BlockNum> = ids.into_iter().map(|(_, b)| b).collect();
             for b in ids {
@@ -287,6 +291,22 @@ impl DictCore {
                         for p in &n.parts {
                             p.touched.store(false, Ordering::Relaxed);
                         }
+                    }
+                } else if !n.dirty && b == root {
+                    let mut dropped = 0;
+                    for p in &mut n.parts {
+                        if p.data.is_some() && p.loc.is_some() {
+                            p.data = None;
+                            dropped += 1;
+                        }
+                    }
+                    if dropped > 0 {
+                        let before = n.charged as i64;
+                        t.recharge(b);
+                        freed += before - t.nodes[&b].charged as i64;
+                        env.cache
+                            .partial_evictions
+                            .fetch_add(dropped, Ordering::Relaxed);
                     }
                 } else if !n.dirty {
                     let n = t.nodes.remove(&b).expect("listed");
@@ -762,7 +782,7 @@ impl Dict {
 /// Apply one logged write to the tree (used both live and during recovery), stamped with
 /// `xid`, provisional when `prov`.
 pub(crate) fn apply_record(
-    t: &mut Tree,
+    t: &mut Ready<'_>,
     fns: &UpdateRegistry,
     rec: LogRecord,
     xid: Xid,

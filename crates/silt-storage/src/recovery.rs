@@ -32,7 +32,19 @@ impl EnvInner {
             if let LogRecord::Update { func, .. } | LogRecord::UpdateAll { func, .. } = &w {
                 self.fns.check(*func)?;
             }
-            apply_record(&mut d.tree.write(), &self.fns, w, xid, prov);
+            loop {
+                let mut t = d.tree.write();
+                match t.ready() {
+                    Ok(mut r) => {
+                        apply_record(&mut r, &self.fns, w, xid, prov);
+                        break;
+                    }
+                    Err(need) => {
+                        drop(t);
+                        d.do_io(self, need)?;
+                    }
+                }
+            }
             n += 1;
             if d.tree.read().root_pressure() > 2.0 {
                 d.flush_until(self, 1.0)?;
@@ -46,7 +58,19 @@ impl EnvInner {
                 } else {
                     MsgKind::Abort
                 };
-                d.tree.write().inject(&self.fns, key, kind, xid, false);
+                loop {
+                    let mut t = d.tree.write();
+                    match t.ready() {
+                        Ok(mut r) => {
+                            r.inject(&self.fns, key, kind, xid, false);
+                            break;
+                        }
+                        Err(need) => {
+                            drop(t);
+                            d.do_io(self, need)?;
+                        }
+                    }
+                }
                 if d.tree.read().root_pressure() > 2.0 {
                     d.flush_until(self, 1.0)?;
                 }

@@ -4,7 +4,9 @@
 //!
 //! 1. take the write gate shared (the checkpoint takes it exclusively to mark nodes, so no
 //!    write is ever between its log append and its injection while a checkpoint starts);
-//! 2. take every involved tree for writing, in dictionary-id order;
+//! 2. take every involved tree for writing, in dictionary-id order, each with its root whole
+//!    ([`Ready`]): if a root partition was evicted, everything is released, it is read back,
+//!    and the sequence starts again;
 //! 3. append one log record (refused once the environment is poisoned, before anything is
 //!    applied, so a write the log cannot hold is never visible);
 //! 4. inject each write into its tree;
@@ -30,7 +32,8 @@ use crate::error::{Error, Result};
 use crate::ids::Xid;
 use crate::msg::MsgKind;
 use crate::options::SyncPolicy;
-use crate::tree::Tree;
+use crate::poison::TreeMut;
+use crate::tree::{Need, Ready, Tree};
 use crate::txn::TxnCore;
 use crate::wal::LogRecord;
 
@@ -46,6 +49,17 @@ impl WriteGate {
     pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.lock.write()
     }
+}
+
+/// Every locked tree ready for injection, or the first (by position) whose root must be read.
+fn whole<'a>(
+    trees: &'a mut [TreeMut<'_, Tree>],
+) -> std::result::Result<Vec<Ready<'a>>, (usize, Need)> {
+    trees
+        .iter_mut()
+        .enumerate()
+        .map(|(i, t)| t.ready().map_err(|n| (i, n)))
+        .collect()
 }
 
 /// Marks an auto-committed write's xid finished when dropped (also on an error path).
@@ -96,38 +110,44 @@ pub(crate) fn commit(
             (x, Some(AutoXid(env, x)))
         }
     };
-    let lsn = {
-        let _gate = env.gate.lock.read();
+    let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
+    let mut rec = if recs.len() == 1 {
+        recs.into_iter().next().expect("one")
+    } else {
+        LogRecord::Batch(recs)
+    };
+    if txn.is_some() {
+        rec = LogRecord::Txn {
+            xid,
+            rec: Box::new(rec),
+        };
+    }
+    let lsn = loop {
+        let gate = env.gate.lock.read();
         // Every tree is locked while the record is appended, so that each dictionary's
         // messages get their MSNs in log order.
-        let mut trees: Vec<_> = dicts
-            .iter()
-            .map(|d| (d.core.id, d.core.tree.write()))
-            .collect();
-        let (handles, recs): (Vec<Dict>, Vec<LogRecord>) = ops.into_iter().unzip();
-        let mut rec = if recs.len() == 1 {
-            recs.into_iter().next().expect("one")
-        } else {
-            LogRecord::Batch(recs)
+        let mut trees: Vec<_> = dicts.iter().map(|d| d.core.tree.write()).collect();
+        let mut ready = match whole(&mut trees) {
+            Ok(r) => r,
+            Err((i, need)) => {
+                drop(trees);
+                drop(gate);
+                dicts[i].core.do_io(env, need)?;
+                continue;
+            }
         };
-        if txn.is_some() {
-            rec = LogRecord::Txn {
-                xid,
-                rec: Box::new(rec),
-            };
-        }
         let lsn = env.wal.append(&rec)?;
         if let Some(t) = txn {
             env.txns.logged(xid, lsn);
             t.note_writes(&handles, &rec);
         }
         for (d, r) in handles.iter().zip(rec.writes()) {
-            let i = trees
-                .binary_search_by_key(&d.core.id, |(id, _)| *id)
+            let i = dicts
+                .binary_search_by_key(&d.core.id, |x| x.core.id)
                 .expect("every dictionary of the batch is locked");
-            apply_record(&mut trees[i].1, &env.fns, r, xid, txn.is_some());
+            apply_record(&mut ready[i], &env.fns, r, xid, txn.is_some());
         }
-        lsn
+        break lsn;
     };
     drop(_auto);
     if txn.is_none() {
@@ -146,12 +166,21 @@ pub(crate) fn commit_one(d: &Dict, rec: LogRecord) -> Result<()> {
     let env = &d.env;
     let x = env.txns.begin();
     let auto = AutoXid(env, x);
-    let lsn = {
-        let _gate = env.gate.lock.read();
+    let lsn = loop {
+        let gate = env.gate.lock.read();
         let mut t = d.core.tree.write();
+        let mut ready = match t.ready() {
+            Ok(r) => r,
+            Err(need) => {
+                drop(t);
+                drop(gate);
+                d.core.do_io(env, need)?;
+                continue;
+            }
+        };
         let lsn = env.wal.append(&rec)?;
-        apply_record(&mut t, &env.fns, rec, x, false);
-        lsn
+        apply_record(&mut ready, &env.fns, rec, x, false);
+        break lsn;
     };
     drop(auto);
     env.wal
@@ -182,16 +211,25 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
     for (d, _) in &dicts {
         d.live()?;
     }
-    let lsn = {
-        let _gate = env.gate.lock.read();
+    let lsn = loop {
+        let gate = env.gate.lock.read();
         let mut trees: Vec<_> = dicts.iter().map(|(d, _)| d.core.tree.write()).collect();
+        let mut ready = match whole(&mut trees) {
+            Ok(r) => r,
+            Err((i, need)) => {
+                drop(trees);
+                drop(gate);
+                dicts[i].0.core.do_io(env, need)?;
+                continue;
+            }
+        };
         let rec = if commit {
             LogRecord::Commit { xid: t.xid }
         } else {
             LogRecord::Abort { xid: t.xid }
         };
         let lsn = env.wal.append(&rec)?;
-        for ((_, keys), tree) in dicts.iter().zip(trees.iter_mut()) {
+        for ((_, keys), tree) in dicts.iter().zip(ready.iter_mut()) {
             for (key, rows) in keys {
                 let kind = if commit {
                     MsgKind::Commit { rows: *rows }
@@ -201,7 +239,7 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
                 tree.inject(&env.fns, key, kind, t.xid, false);
             }
         }
-        lsn
+        break lsn;
     };
     env.txns.finish(t.xid);
     if commit {

@@ -176,3 +176,84 @@ fn replace_keeps_the_row_count_exact_and_batches_recover_whole() {
         Some(b"late".to_vec())
     );
 }
+
+/// Many dictionaries, each with a root full of buffered messages, in a cache far smaller than
+/// their roots together: idle roots give up their partitions (written back first when dirty),
+/// so the cache keeps its budget, and every write and read brings back what it needs, also
+/// across a crash and recovery.
+#[test]
+fn idle_roots_do_not_pin_the_cache() {
+    let opts = EnvOptions {
+        cache_bytes: 256 << 10,
+        node_bytes: 32 << 10,
+        basement_bytes: 4 << 10,
+        fanout: 8,
+        flusher_threads: 1,
+        ..small_opts()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut model: Vec<std::collections::BTreeMap<Vec<u8>, Vec<u8>>> = vec![Default::default(); 40];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let env = Env::open_with(dir.path(), opts.clone(), fns()).unwrap();
+    let dicts: Vec<_> = (0..40)
+        .map(|i| env.create_dict(&format!("d{i}")).unwrap())
+        .collect();
+    let mut worst = 0;
+    // Each dictionary in turn gets a burst (enough for an internal root with full buffers),
+    // then goes idle.
+    for (i, d) in dicts.iter().enumerate() {
+        for _ in 0..1500 {
+            let k = (rnd() % 100_000).to_be_bytes().to_vec();
+            let v = vec![b'a' + (i % 26) as u8; 60];
+            d.put(&k, &v).unwrap();
+            model[i].insert(k, v);
+        }
+        worst = worst.max(env.stats().cache_used);
+    }
+    let budget = env.stats().cache_budget;
+    assert!(
+        worst <= 2 * budget,
+        "cache used {worst} bytes against a budget of {budget}"
+    );
+    // Writes and deletes spread over every dictionary: idle roots come back on demand.
+    for _ in 0..6000 {
+        let i = (rnd() % 40) as usize;
+        let k = (rnd() % 100_000).to_be_bytes().to_vec();
+        if rnd() % 4 == 0 {
+            dicts[i].delete(&k).unwrap();
+            model[i].remove(&k);
+        } else {
+            let v = rnd().to_le_bytes().to_vec();
+            dicts[i].put(&k, &v).unwrap();
+            model[i].insert(k, v);
+        }
+    }
+    let check = |dicts: &[silt_storage::Dict],
+                 model: &[std::collections::BTreeMap<Vec<u8>, Vec<u8>>]| {
+        for (d, m) in dicts.iter().zip(model) {
+            let got = d.range(Unbounded, Unbounded).unwrap();
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(got.len(), want.len(), "{}", d.name());
+            assert!(got == want, "{} differs from the model", d.name());
+        }
+    };
+    check(&dicts, &model);
+    env.sync_log().unwrap();
+    drop(dicts);
+    env.simulate_crash();
+    let env = Env::open_with(dir.path(), opts, fns()).unwrap();
+    let dicts: Vec<_> = (0..40)
+        .map(|i| env.open_dict(&format!("d{i}")).unwrap())
+        .collect();
+    check(&dicts, &model);
+    let s = env.stats();
+    assert!(s.cache_peak <= 2 * s.cache_budget, "{s:?}");
+    env.close().unwrap();
+}

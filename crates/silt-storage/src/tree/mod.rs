@@ -8,7 +8,9 @@
 //!   older than every message in its parent's buffer for it. A message lives in exactly one
 //!   place on a root-to-leaf path (a broadcast is copied into every child buffer when it moves
 //!   down, one copy per path), so each is applied to a leaf exactly once.
-//! - The root is always resident with every partition; a dirty node has every partition.
+//! - The root node is always resident; a dirty node has every partition. The partitions of a
+//!   clean root may be evicted like any other node's (an idle dictionary must not pin its
+//!   buffers), so messages are injected only through [`Ready`], which proves the root whole.
 
 pub(crate) mod apply;
 mod bounds;
@@ -93,6 +95,36 @@ pub(crate) struct Tree {
     /// The environment's MVCC horizon (`txn.rs`): committed versions below it that a newer
     /// committed version hides are garbage.
     pub horizon: Arc<AtomicU64>,
+}
+
+/// A write-locked tree whose root is resident with every partition ([`Tree::ready`]): the only
+/// way to inject a message, since injecting marks the root dirty and a dirty node must be whole.
+pub(crate) struct Ready<'a>(&'a mut Tree);
+
+impl Ready<'_> {
+    /// Inject a keyed message at the root. `prov`: a data message written inside
+    /// transaction `xid` (provisional until its commit).
+    pub fn inject(
+        &mut self,
+        fns: &UpdateRegistry,
+        key: &[u8],
+        kind: MsgKind,
+        xid: Xid,
+        prov: bool,
+    ) -> Msn {
+        self.0.inject(fns, key, kind, xid, prov)
+    }
+
+    /// Inject a broadcast update at the root.
+    pub fn inject_broadcast(
+        &mut self,
+        fns: &UpdateRegistry,
+        func: u32,
+        arg: &[u8],
+        xid: Xid,
+    ) -> Msn {
+        self.0.inject_broadcast(fns, func, arg, xid)
+    }
 }
 
 impl Drop for Tree {
@@ -186,9 +218,24 @@ impl Tree {
 
     // ----- writes -------------------------------------------------------------------------
 
+    /// The read that would make the root whole, if a partition of it was evicted.
+    pub fn root_need(&self) -> Option<Need> {
+        let r = self.node(self.root);
+        (!r.fully_loaded()).then(|| missing(r))
+    }
+
+    /// The tree ready for injection: its root is resident with every partition. Otherwise the
+    /// read to do first (with the tree lock released, as every [`Need`]).
+    pub fn ready(&mut self) -> Result<Ready<'_>, Need> {
+        match self.root_need() {
+            Some(n) => Err(n),
+            None => Ok(Ready(self)),
+        }
+    }
+
     /// Inject a keyed message at the root. `prov`: a data message written inside
     /// transaction `xid` (provisional until its commit).
-    pub fn inject(
+    fn inject(
         &mut self,
         fns: &UpdateRegistry,
         key: &[u8],
@@ -203,6 +250,7 @@ impl Tree {
         let root = self.root;
         self.modify(root);
         let r = self.nodes.get_mut(&root).expect("root is resident");
+        r.touch();
         r.max_msn = msn;
         let i = r.child_for(key);
         let p = Pending {
@@ -227,19 +275,14 @@ impl Tree {
     }
 
     /// Inject a broadcast update at the root.
-    pub fn inject_broadcast(
-        &mut self,
-        fns: &UpdateRegistry,
-        func: u32,
-        arg: &[u8],
-        xid: Xid,
-    ) -> Msn {
+    fn inject_broadcast(&mut self, fns: &UpdateRegistry, func: u32, arg: &[u8], xid: Xid) -> Msn {
         self.next_msn += 1;
         let msn = Msn(self.next_msn);
         let horizon = self.horizon();
         let root = self.root;
         self.modify(root);
         let r = self.nodes.get_mut(&root).expect("root is resident");
+        r.touch();
         r.max_msn = msn;
         let bc = Broadcast {
             msn,
@@ -284,7 +327,17 @@ impl Tree {
     /// Flush one buffer one level down, along the heaviest path from the root.
     pub fn flush_step(&mut self, fns: &UpdateRegistry) -> Step {
         let root = self.root;
-        if !self.gorged(self.node(root)) {
+        let r = self.node(root);
+        if !r.fully_loaded() {
+            // Only a clean root loses partitions, and what it holds in memory is below the
+            // node size, or it would not have been left clean: nothing presses.
+            return if self.gorged(r) {
+                Step::Need(missing(r))
+            } else {
+                Step::Idle
+            };
+        }
+        if !self.gorged(r) {
             return self.fix_root();
         }
         let mut path = vec![root];
