@@ -152,8 +152,11 @@ def test_partition_errors(db):
     assert code_of(lambda: db.command("addPartition", "plain")) == 20
     assert code_of(lambda: db.command("getPartitionInfo", "nope")) == 26
     assert code_of(lambda: db.command("create", "x", partitioned=True, capped=True)) == 17266
-    e = pytest.raises(OperationFailure, db.command, "create", "y", partitioned=True, primaryKey={"ts": 1, "_id": 1})
-    assert e.value.code == 2 and "primaryKey" in str(e.value)
+    # primaryKey: TokuMX's rules (an object, ascending, ending in _id).
+    assert code_of(lambda: db.command("create", "y", partitioned=True, primaryKey={"_id": 1, "ts": 1})) == 17203
+    assert code_of(lambda: db.command("create", "y", partitioned=True, primaryKey={"ts": 1})) == 17203
+    assert code_of(lambda: db.command("create", "y", partitioned=True, primaryKey=5)) == 17209
+    assert code_of(lambda: db.command("create", "y", partitioned=True, primaryKey={"ts": -1, "_id": 1})) == 2
     assert code_of(lambda: db.command("create", "z", partitioned="yes")) == 14
     assert code_of(lambda: db.command("addPartition", "p", force=True)) == 238
 
@@ -181,6 +184,81 @@ def test_a_cursor_survives_a_partition_drop(db):
     db.command("dropPartition", "p", max={"_id": 1500})
     rest = [d["_id"] for d in cur]
     assert rest[-100:] == list(range(2000, 2100))
+
+
+def test_compound_primary_key_orders_and_partitions(db):
+    db.command("create", "ev", partitioned=True, primaryKey={"ts": 1, "_id": 1})
+    ev = db.ev
+    ix = list(ev.list_indexes())
+    assert ix[0]["name"] == "primaryKey" and ix[0]["key"] == {"ts": 1, "_id": 1}
+    assert ix[0]["unique"] is True and ix[0]["clustering"] is True
+    assert ix[1]["name"] == "_id_" and ix[1]["key"] == {"_id": 1}
+    # Stored, and read back, in (ts, _id) order, not _id order.
+    ev.insert_many([{"_id": i, "ts": 100 - i % 10, "v": i} for i in range(30)])
+    docs = list(ev.find())
+    assert [(d["ts"], d["_id"]) for d in docs] == sorted((d["ts"], d["_id"]) for d in docs)
+    # _id is found through the _id_ index.
+    assert ev.find_one({"_id": 7}) == {"_id": 7, "ts": 93, "v": 7}
+    plan = ev.find({"_id": 7}).explain()["queryPlanner"]["winningPlan"]
+    assert plan["inputStage"]["indexName"] == "_id_"
+    assert ev.find_one({"_id": 7}, hint="_id_")["ts"] == 93
+    # _id stays unique (within a partition), and key fields cannot change.
+    with pytest.raises(OperationFailure) as e:
+        ev.insert_one({"_id": 7, "ts": 93})
+    assert e.value.code == 11000
+    with pytest.raises(OperationFailure) as e:
+        ev.update_one({"_id": 7}, {"$set": {"ts": 1}})
+    assert e.value.code == 66 and "ts" in str(e.value)
+    assert ev.update_one({"_id": 7}, {"$inc": {"v": 100}}).modified_count == 1
+    assert ev.find_one({"_id": 7})["v"] == 107
+    assert code_of(lambda: ev.insert_one({"_id": 99, "ts": [1, 2]})) == 17205
+    # Partitions are ranges of (ts, _id): newMax names every key field.
+    assert code_of(lambda: db.command("addPartition", "ev", newMax={"_id": 5})) == 2
+    assert code_of(lambda: db.command("addPartition", "ev", newMax={"ts": 95, "_id": 0})) == 17250
+    db.command("addPartition", "ev", newMax={"ts": 100, "_id": 1000})
+    ev.insert_many([{"_id": 1000 + i, "ts": 200 + i} for i in range(10)])
+    ev.insert_one({"_id": 2000, "ts": 50})  # below the cap: routed to the first partition
+    r = info(db, "ev")
+    assert [p["max"] for p in r["partitions"]] == [
+        {"ts": 100, "_id": 1000}, {"ts": MaxKey(), "_id": MaxKey()}]
+    assert [p["count"] for p in r["partitions"]] == [31, 10]
+    db.command("addPartition", "ev")  # capped at the largest key
+    assert info(db, "ev")["partitions"][1]["max"] == {"ts": 209, "_id": 1009}
+    ev.insert_one({"_id": 3000, "ts": 300})
+    assert db.command("dropPartition", "ev", max={"ts": 100, "_id": 1000})["ok"] == 1
+    assert sorted(d["_id"] for d in ev.find()) == list(range(1000, 1010)) + [3000]
+    assert ev.find_one({"_id": 7}) is None and ev.count_documents({}) == 11
+    assert ev.delete_one({"_id": 1003}).deleted_count == 1
+    assert ev.count_documents({"ts": {"$gte": 205}}) == 6
+    assert db.command("validate", "ev", full=True)["valid"] is True
+    # dropIndexes "*" keeps the _id_ index, which cannot be dropped by name either.
+    db.command("dropIndexes", "ev", index="*")
+    assert [i["name"] for i in ev.list_indexes()] == ["primaryKey", "_id_"]
+    assert code_of(lambda: db.command("dropIndexes", "ev", index="_id_")) == 72
+
+
+def test_compound_primary_key_survives_a_crash():
+    s = Siltd().start()
+    try:
+        c = s.client(retryWrites=False)
+        db = c.t
+        db.command("create", "ev", partitioned=True, primaryKey={"ts": 1, "_id": 1})
+        db.ev.create_index("a")
+        db.ev.insert_many([{"_id": i, "ts": i // 3, "a": -i} for i in range(300)])
+        db.command("addPartition", "ev")
+        db.ev.insert_many([{"_id": 300 + i, "ts": 100 + i, "a": i} for i in range(50)], )
+        s.kill9()
+        s.start()
+        c = s.client()
+        db = c.t
+        assert db.ev.count_documents({}) == 350
+        assert db.ev.find_one({"_id": 42}) == {"_id": 42, "ts": 14, "a": -42}
+        assert [d["_id"] for d in db.ev.find({"a": {"$lt": -297}}).sort("a", 1)] == [299, 298]
+        assert info(db, "ev")["partitions"][0]["max"] == {"ts": 99, "_id": 299}
+        assert db.command("validate", "ev", full=True)["valid"] is True
+        c.close()
+    finally:
+        s.cleanup()
 
 
 def dict_files(s):

@@ -11,6 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use silt_storage::{Dict, Env, Snapshot};
 
 use crate::parts::{Parts, PartsCursor};
+use crate::pk::PrimaryKey;
 use crate::{decode_doc, encode_doc, id_key, Accesses, Index, Result};
 
 /// One partition of a partitioned collection, as `getPartitionInfo` shows it.
@@ -18,8 +19,9 @@ use crate::{decode_doc, encode_doc, id_key, Accesses, Index, Result};
 pub struct PartInfo {
     /// The partition's id (increasing, never reused).
     pub id: u64,
-    /// The largest `_id` the partition holds; `None` for the last partition (MaxKey).
-    pub max: Option<Bson>,
+    /// The partition's upper bound as a key document (`{_id: v}`, or every field of the
+    /// `primaryKey`); `None` for the last partition (MaxKey).
+    pub max: Option<Document>,
     /// When the partition was opened.
     pub created: bson::DateTime,
 }
@@ -101,6 +103,8 @@ pub struct Collection {
     pub(crate) uncertain_writes: AtomicU64,
     /// Operations answered through the `_id_` index (the primary tree's `_id` order).
     pub(crate) id_accesses: Accesses,
+    /// What the documents are keyed by (`primaryKey`, fixed at creation).
+    pub(crate) pk: PrimaryKey,
 }
 
 impl std::fmt::Debug for Collection {
@@ -120,7 +124,10 @@ impl Collection {
         indexes: Vec<Arc<Index>>,
         catalog: Dict,
     ) -> Collection {
+        // Validated by `create`; an unreadable one in the catalog falls back to `_id`.
+        let pk = PrimaryKey::of_options(&options).unwrap_or_default();
         Collection {
+            pk,
             ns,
             layout: RwLock::new(Arc::new(layout)),
             options: RwLock::new(options),
@@ -167,7 +174,7 @@ impl Collection {
                         "indexes": ixd,
                     };
                     if let Some(m) = &p.max {
-                        d.insert("max", doc! { "_id": m.clone() });
+                        d.insert("max", m.clone());
                     }
                     Bson::Document(d)
                 })
@@ -269,7 +276,69 @@ impl Collection {
 
     /// The document with this `_id`.
     pub fn get(&self, id: &Bson) -> Result<Option<Document>> {
-        self.get_by_key(&id_key(id))
+        match self.key_of_id(id)? {
+            Some(k) => self.get_by_key(&k),
+            None => Ok(None),
+        }
+    }
+
+    /// What the documents are keyed by.
+    pub fn primary_key(&self) -> &PrimaryKey {
+        &self.pk
+    }
+
+    /// The name the primary tree goes by as an index: `_id_`, or `primaryKey` under another
+    /// primary key (TokuMX's name; `_id_` is a secondary index then).
+    pub fn primary_index_name(&self) -> &'static str {
+        if self.pk.is_id() {
+            "_id_"
+        } else {
+            "primaryKey"
+        }
+    }
+
+    /// The primary tree as `listIndexes` shows it.
+    pub fn primary_index_doc(&self) -> Document {
+        if self.pk.is_id() {
+            doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }
+        } else {
+            doc! {
+                "v": 2,
+                "key": self.pk.pattern(),
+                "name": "primaryKey",
+                "unique": true,
+                "clustering": true,
+            }
+        }
+    }
+
+    /// The record key of `doc` (its encoded `_id` unless `primaryKey` says otherwise).
+    pub fn record_key(&self, doc: &Document) -> Result<Vec<u8>> {
+        self.pk.key_of(doc)
+    }
+
+    /// The record key of the document with this `_id`: the encoded `_id` itself, or, under
+    /// another `primaryKey`, what the `_id_` index holds for it (`None` when none does).
+    pub fn key_of_id(&self, id: &Bson) -> Result<Option<Vec<u8>>> {
+        if self.pk.is_id() {
+            return Ok(Some(id_key(id)));
+        }
+        let Some(ix) = self.index("_id_") else {
+            return Ok(None);
+        };
+        let p = id_key(id);
+        let hi = crate::index::prefix_end(&p);
+        let hi_b = match &hi {
+            Some(h) => Bound::Excluded(h.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let mut cur = ix
+            .parts()
+            .cursor(Bound::Included(p.as_slice()), hi_b, None, false);
+        match cur.next()? {
+            Some((k, _)) => Ok(ix.entry_id_key(&k).map(<[u8]>::to_vec)),
+            None => Ok(None),
+        }
     }
 
     /// Decode a stored document (as held by a clustering index entry).

@@ -545,7 +545,7 @@ impl Index {
         !self.multikey.swap(true, Ordering::Relaxed)
     }
 
-    /// The encoded `_id` (primary key) of an entry key.
+    /// The record key (the encoded primary key: `_id` by default) of an entry key.
     pub fn entry_id_key<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
         let n = prefix_len(key, &self.desc)?;
         key.get(n..)
@@ -568,10 +568,8 @@ impl Index {
         }
         let n = prefix_len(key, &self.desc)?;
         let mut vals = keyenc::decode_key(&key[..n], &self.desc)?;
-        let (mut id, used) = keyenc::decode_value(&key[n..])?;
-        if n + used != key.len() {
-            return None;
-        }
+        // The record key ends in `_id`, whatever the collection's primary key.
+        let mut id = crate::pk::id_of_key(&key[n..])?;
         let mut missing = vec![false; vals.len()];
         if !value.is_empty() {
             let shape = Document::from_reader(value).ok()?;

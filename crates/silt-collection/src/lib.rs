@@ -2,8 +2,8 @@
 //!
 //! Owns the catalog (one engine dictionary, `_catalog`, mapping each namespace `db.coll` to
 //! its dictionary, options and index specs: `store.rs`), each collection's primary
-//! dictionary, whose keys are the order-preserving encoding of `_id` (`silt_bson::keyenc`)
-//! and whose values are the documents' BSON bytes (`collection.rs`), and its secondary
+//! dictionary, whose keys are the order-preserving encoding of `_id` (`silt_bson::keyenc`),
+//! or of the fields of a compound `primaryKey` ending in `_id` (`pk.rs`), and whose values are the documents' BSON bytes (`collection.rs`), and its secondary
 //! indexes: key generation (`index.rs`), maintenance on every write (`write.rs`), builds
 //! (`build.rs`). A partitioned collection holds one such set of dictionaries per `_id` range
 //! (`parts.rs` routes and merges, `partition.rs` adds, drops and rotates partitions); every
@@ -28,6 +28,7 @@ pub mod index;
 mod keyrange;
 mod partition;
 mod parts;
+mod pk;
 mod plan;
 mod read;
 pub mod sorter;
@@ -54,6 +55,7 @@ pub use keyrange::{KeyRange, KeyScan};
 pub use partition::{
     max_doc, CrashPoints, DropPartitions, Every, PartitionStats, Retention, Rotation,
 };
+pub use pk::PrimaryKey;
 pub use plan::Planned;
 pub use read::{MatchSource, Stop};
 pub use store::Store;

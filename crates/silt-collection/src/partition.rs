@@ -30,21 +30,22 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bson::{doc, Bson, Document};
+use bson::{Bson, Document};
 use silt_storage::Dict;
 
 use crate::collection::{Layout, PartInfo};
 use crate::parts::{Member, Parts};
-use crate::{id_key, CollError, Collection, IndexSpec, Result, Store};
+use crate::{CollError, Collection, IndexSpec, PrimaryKey, Result, Store};
 
 /// Which partitions `dropPartition` drops.
 #[derive(Debug, Clone)]
 pub enum DropPartitions {
     /// The partition with this id (any position).
     Id(u64),
-    /// From the first, every partition whose `max` is at or below this `_id`; the last
-    /// partition always stays.
-    UpTo(Bson),
+    /// From the first, every partition whose `max` is at or below this key document
+    /// (`{_id: v}`, or every field of the collection's `primaryKey`); the last partition always
+    /// stays.
+    UpTo(Document),
 }
 
 /// One partition as `getPartitionInfo` and `collStats` show it.
@@ -90,6 +91,8 @@ pub(crate) fn load(
     specs: &[(IndexSpec, Document)],
     open: &mut dyn FnMut(&str) -> Result<Dict>,
 ) -> Result<(Layout, Vec<Parts>)> {
+    let pk = PrimaryKey::of_options(&meta.get_document("options").cloned().unwrap_or_default())
+        .unwrap_or_default();
     let bad_entry = |detail: String| CollError::BadStoredDocument {
         ns: ns.to_string(),
         detail,
@@ -104,19 +107,18 @@ pub(crate) fn load(
         let id = p
             .get_i64("_id")
             .map_err(|_| bad_entry("a partition without an _id".into()))? as u64;
-        let max = match p.get_document("max") {
-            Ok(m) => Some(
-                m.get("_id")
-                    .cloned()
-                    .ok_or_else(|| bad_entry(format!("partition {id}: max without _id")))?,
-            ),
-            Err(_) => None,
-        };
+        let max = p.get_document("max").ok().cloned();
         let created = p
             .get_datetime("createTime")
             .copied()
             .unwrap_or(bson::DateTime::from_millis(0));
-        let max_key = max.as_ref().map(id_key);
+        let max_key = match &max {
+            Some(m) => Some(
+                pk.key_of_bound(m)
+                    .map_err(|e| bad_entry(format!("partition {id}: max {m}: {e}")))?,
+            ),
+            None => None,
+        };
         let dict = open(p.get_str("dict").unwrap_or_default())?;
         primary.push(Member {
             id,
@@ -243,7 +245,7 @@ impl Store {
 
     /// `addPartition`: cap the last partition at `new_max` (an `_id`), or without one at the
     /// largest `_id` it holds, and open a new, empty last partition. Returns it.
-    pub fn add_partition(&self, ns: &str, new_max: Option<Bson>) -> Result<PartInfo> {
+    pub fn add_partition(&self, ns: &str, new_max: Option<Document>) -> Result<PartInfo> {
         let c = self.partitioned(ns)?;
         loop {
             // The new partition's dictionaries first, outside the collection's locks (making
@@ -292,7 +294,7 @@ impl Store {
     fn install_partition(
         &self,
         c: &Collection,
-        new_max: Option<Bson>,
+        new_max: Option<Document>,
         dict: Dict,
         ixdicts: Vec<Dict>,
     ) -> Result<Option<PartInfo>> {
@@ -315,16 +317,17 @@ impl Store {
                         "can only cap a partition with no pivot if it is non-empty",
                     ));
                 };
-                let v = silt_bson::keyenc::decode_value(&k)
-                    .map(|(v, _)| v)
-                    .ok_or_else(|| bad(2, "the largest _id of the last partition is unreadable"))?;
+                let v = c
+                    .pk
+                    .doc_of_key(&k)
+                    .ok_or_else(|| bad(2, "the largest key of the last partition is unreadable"))?;
                 (k, v)
             }
             Some(v) => {
-                if matches!(v, Bson::MaxKey) {
-                    return Err(bad(2, "newMax must be below MaxKey"));
+                if v.values().any(|x| matches!(x, Bson::MaxKey)) {
+                    return Err(bad(2, format!("newMax must be below MaxKey: {v}")));
                 }
-                let k = id_key(&v);
+                let k = c.pk.key_of_bound(&v)?;
                 if prev_max.as_ref().is_some_and(|p| &k <= p) {
                     return Err(bad(
                         17249,
@@ -336,7 +339,7 @@ impl Store {
                 if last_key.as_ref().is_some_and(|l| &k < l) {
                     return Err(bad(
                         17250,
-                        format!("newMax {v} must be at least the largest _id in the collection"),
+                        format!("newMax {v} must be at least the largest key in the collection"),
                     ));
                 }
                 (k, v)
@@ -406,7 +409,7 @@ impl Store {
                     vec![i]
                 }
                 DropPartitions::UpTo(v) => {
-                    let k = id_key(v);
+                    let k = c.pk.key_of_bound(v)?;
                     (0..n - 1)
                         .take_while(|&i| members[i].max.as_ref().is_some_and(|m| m <= &k))
                         .collect()
@@ -486,8 +489,8 @@ impl CrashPoints {
 
 /// The `max` of a partition as `getPartitionInfo` shows it: `{_id: value}`, MaxKey for the
 /// last partition.
-pub fn max_doc(info: &PartInfo) -> Document {
-    doc! { "_id": info.max.clone().unwrap_or(Bson::MaxKey) }
+pub fn max_doc(info: &PartInfo, pk: &PrimaryKey) -> Document {
+    info.max.clone().unwrap_or_else(|| pk.max_key_doc())
 }
 
 /// When a partitioned collection rotates by itself: the `partitionRetention` option of

@@ -71,7 +71,8 @@ impl Collection {
     ) -> QResult<Planned> {
         let indexes = self.indexes();
         let infos: Vec<IndexInfo<'_>> = indexes.iter().map(|i| i.info()).collect();
-        let choice = plan::choose(&infos, filter, matcher, sort, hint, needs)?;
+        let choice =
+            plan::choose_over(&infos, self.pk.is_id(), filter, matcher, sort, hint, needs)?;
         drop(infos);
         match &choice.plan {
             Plan::Primary(Access::FullScan) => {}

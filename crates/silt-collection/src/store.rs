@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bson::{Bson, Document};
+use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
 use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, Txn, UpdateRegistry};
 
@@ -212,11 +212,25 @@ impl Store {
         } else {
             Layout::single(dict)
         };
+        // Under a primary key other than `_id`, `_id` is found through a unique `_id_` index.
+        let mut indexes = Vec::new();
+        if !crate::PrimaryKey::of_options(&options)?.is_id() {
+            let spec = IndexSpec::parse(&doc! {"key": {"_id": 1}, "name": "_id_", "unique": true})
+                .map_err(|e| CollError::Storage(silt_storage::Error::InvalidArgument(e.0)))?;
+            let ixd = self.env.create_dict(&self.new_dict_name("idx"))?;
+            let first = &layout.primary.members()[0];
+            let parts = crate::parts::Parts::new(vec![crate::parts::Member {
+                id: first.id,
+                max: first.max.clone(),
+                dict: ixd,
+            }])?;
+            indexes.push(Arc::new(Index::new(spec, parts, false, true)));
+        }
         let c = Arc::new(Collection::new(
             ns.to_string(),
             layout,
             options,
-            Vec::new(),
+            indexes,
             self.catalog.clone(),
         ));
         c.persist_meta()?;

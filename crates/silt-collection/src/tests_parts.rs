@@ -69,15 +69,16 @@ fn writes_route_and_reads_merge_across_partitions() {
     for i in 30..60 {
         c.insert(&doc! {"_id": i, "a": 100 - i}).unwrap();
     }
-    s.add_partition("db.p", Some(Bson::Int32(59))).unwrap();
+    s.add_partition("db.p", Some(doc! {"_id": Bson::Int32(59)}))
+        .unwrap();
     for i in 60..90 {
         c.insert(&doc! {"_id": i, "a": i % 7}).unwrap();
     }
     let st = c.partition_stats().unwrap();
     let counts: Vec<u64> = st.iter().map(|p| p.count).collect();
     assert_eq!(counts, vec![30, 30, 30]);
-    assert_eq!(st[0].info.max, Some(Bson::Int32(29)));
-    assert_eq!(st[1].info.max, Some(Bson::Int32(59)));
+    assert_eq!(st[0].info.max, Some(doc! {"_id": Bson::Int32(29)}));
+    assert_eq!(st[1].info.max, Some(doc! {"_id": Bson::Int32(59)}));
     assert_eq!(st[2].info.max, None);
     assert_eq!(c.estimated_count(), 90);
     assert_eq!(c.count().unwrap(), 90);
@@ -169,16 +170,26 @@ fn partition_errors() {
         c.insert(&doc! {"_id": i}).unwrap();
     }
     assert_eq!(
-        code(s.add_partition("db.p", Some(Bson::Int32(5))).unwrap_err()),
+        code(
+            s.add_partition("db.p", Some(doc! {"_id": Bson::Int32(5)}))
+                .unwrap_err()
+        ),
         17250
     );
-    s.add_partition("db.p", Some(Bson::Int32(20))).unwrap();
+    s.add_partition("db.p", Some(doc! {"_id": Bson::Int32(20)}))
+        .unwrap();
     assert_eq!(
-        code(s.add_partition("db.p", Some(Bson::Int32(20))).unwrap_err()),
+        code(
+            s.add_partition("db.p", Some(doc! {"_id": Bson::Int32(20)}))
+                .unwrap_err()
+        ),
         17249
     );
     assert_eq!(
-        code(s.add_partition("db.p", Some(Bson::MaxKey)).unwrap_err()),
+        code(
+            s.add_partition("db.p", Some(doc! {"_id": Bson::MaxKey}))
+                .unwrap_err()
+        ),
         2
     );
     assert_eq!(
@@ -192,11 +203,11 @@ fn partition_errors() {
     );
     // By max: only partitions whose max is at or below it, and never the last.
     assert!(s
-        .drop_partition("db.p", DropPartitions::UpTo(Bson::Int32(19)))
+        .drop_partition("db.p", DropPartitions::UpTo(doc! {"_id": Bson::Int32(19)}))
         .unwrap()
         .is_empty());
     assert_eq!(
-        s.drop_partition("db.p", DropPartitions::UpTo(Bson::MaxKey))
+        s.drop_partition("db.p", DropPartitions::UpTo(doc! {"_id": Bson::MaxKey}))
             .unwrap(),
         vec![0]
     );
@@ -349,14 +360,14 @@ proptest! {
                     delete(&r, id);
                 }
                 Op::Add(max) => {
-                    let _ = s.add_partition("db.p", max.map(Bson::Int32));
+                    let _ = s.add_partition("db.p", max.map(|v| doc! {"_id": v}));
                 }
                 Op::DropId(_) | Op::DropUpTo(_) => {
                     let before = p.layout();
                     let members = before.primary.members();
                     let which = match op {
                         Op::DropId(i) => DropPartitions::Id(members[i % members.len()].id),
-                        Op::DropUpTo(v) => DropPartitions::UpTo(Bson::Int32(v)),
+                        Op::DropUpTo(v) => DropPartitions::UpTo(doc! {"_id": v}),
                         _ => unreachable!(),
                     };
                     let Ok(gone) = s.drop_partition("db.p", which) else { continue };

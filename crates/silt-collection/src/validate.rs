@@ -113,7 +113,8 @@ impl Collection {
             }
             prev = Some(k);
         }
-        r.keys_per_index.push(("_id_".into(), r.nrecords));
+        r.keys_per_index
+            .push((self.primary_index_name().into(), r.nrecords));
         let rows = primary.stats().rows;
         if self.count_is_exact() && rows != r.nrecords {
             r.warnings.push(format!(
@@ -122,7 +123,13 @@ impl Collection {
             ));
         }
         if layout.partitions.is_some() {
-            check_routing("_id_", primary, primary, |_| Some(0), &mut r)?;
+            check_routing(
+                self.primary_index_name(),
+                primary,
+                primary,
+                |_| Some(0),
+                &mut r,
+            )?;
             for ix in &indexes {
                 let pk_at = |k: &[u8]| ix.entry_id_key(k).map(|id| k.len() - id.len());
                 check_routing(ix.name(), primary, &ix.parts(), pk_at, &mut r)?;
@@ -135,7 +142,7 @@ impl Collection {
         if full {
             let mut files: Vec<_> = primary
                 .dicts()
-                .map(|d| ("_id_".to_string(), d.verify()))
+                .map(|d| (self.primary_index_name().to_string(), d.verify()))
                 .collect();
             for ix in &indexes {
                 for d in ix.parts().dicts() {

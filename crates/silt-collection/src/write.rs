@@ -151,23 +151,23 @@ impl Collection {
     /// is a unique-index violation (nothing is written then).
     pub fn insert(&self, doc: &Document) -> Result<()> {
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let lock = self.lock_doc(id_key(&id))?;
+        let lock = self.lock_doc(self.record_key(doc)?)?;
         self.insert_locked(&lock, doc, id)
     }
 
     /// [`Collection::insert`] inside transaction `txn` (see [`Collection::lock_doc_in`]).
     pub fn insert_in(&self, doc: &Document, txn: &Txn, wait: Duration) -> Result<()> {
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let lock = self.lock_doc_in(id_key(&id), txn, wait)?;
+        let lock = self.lock_doc_in(self.record_key(doc)?, txn, wait)?;
         self.insert_locked(&lock, doc, id)
     }
 
-    /// Insert `doc` as the document `lock` holds (its `_id` must be the lock's): for a caller
-    /// that read under the lock and found nothing.
+    /// Insert `doc` as the document `lock` holds (its record key must be the lock's): for a
+    /// caller that read under the lock and found nothing.
     pub fn insert_under(&self, lock: &DocLock<'_>, doc: &Document) -> Result<()> {
         self.check_lock(lock)?;
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        if id_key(&id) != lock.key() {
+        if self.record_key(doc)? != lock.key() {
             return Err(CollError::Storage(silt_storage::Error::InvalidArgument(
                 "a document lock of another _id".into(),
             )));
@@ -195,6 +195,10 @@ impl Collection {
     /// to know whether its document went in) and no transaction holds one of the documents;
     /// returns `false`, writing nothing, otherwise.
     pub fn insert_if_absent(&self, docs: &[Document]) -> Result<bool> {
+        if !self.pk.is_id() {
+            // The `_id_` index is a secondary index then.
+            return Ok(false);
+        }
         let keys: Vec<Vec<u8>> = docs
             .iter()
             .map(|d| id_key(d.get("_id").unwrap_or(&Bson::Null)))
@@ -254,6 +258,24 @@ impl Collection {
     /// Index entries follow; a unique violation writes nothing.
     pub fn replace(&self, lock: &DocLock<'_>, old: &Document, new: &Document) -> Result<()> {
         self.check_lock(lock)?;
+        if !self.pk.is_id() && self.record_key(new)? != lock.key() {
+            // The document would have to move; MongoDB refuses it for `_id` (the caller's
+            // check) and for a shard key alike.
+            let field = self
+                .pk
+                .fields()
+                .iter()
+                .find(|f| silt_bson::path::get_path(old, f) != silt_bson::path::get_path(new, f))
+                .cloned()
+                .unwrap_or_else(|| "_id".into());
+            return Err(CollError::Partition {
+                code: 66,
+                msg: format!(
+                    "After applying the update, the (immutable) field '{field}' was found to have been altered: it is part of the collection's primaryKey {}",
+                    self.pk.pattern()
+                ),
+            });
+        }
         let _b = self.build.read();
         self.write_doc(lock, Some(old), Some(new))
     }
@@ -280,6 +302,10 @@ impl Collection {
         arg: &[u8],
     ) -> Result<bool> {
         self.check_lock(lock)?;
+        if !self.pk.is_id() {
+            // A message could change a key field without moving the document.
+            return Ok(false);
+        }
         let _b = self.build.read();
         if !eligible(&self.indexes.read()) {
             return Ok(false);
@@ -383,7 +409,9 @@ impl Collection {
             if !ix.spec.unique {
                 continue;
             }
-            // A unique index is never partitioned (refused with 17351): one member.
+            // The member of the document's partition: a unique index is never partitioned
+            // (refused with 17351), except `_id_` under a `primaryKey` other than `_id`,
+            // unique within each partition.
             for (p, vals) in nk {
                 if ok.iter().any(|(o, _)| o == p) {
                     continue;

@@ -140,12 +140,17 @@ fn score(
 
 /// The index a hint names: `Some(None)` for the `_id` index or `$natural`, `Some(Some(pos))`
 /// for a secondary index, `None` for no hint.
-fn hinted_index(indexes: &[IndexInfo<'_>], hint: &Bson) -> QResult<Option<Option<usize>>> {
+/// `id_primary`: the primary tree is in `_id` order; otherwise `_id_` is among `indexes`.
+fn hinted_index(
+    indexes: &[IndexInfo<'_>],
+    hint: &Bson,
+    id_primary: bool,
+) -> QResult<Option<Option<usize>>> {
     let bad = || QueryError::bad_value("hint provided does not correspond to an existing index");
     match hint {
         Bson::Null => Ok(None),
         Bson::String(n) if n.is_empty() => Ok(None),
-        Bson::String(n) if n == "_id_" => Ok(Some(None)),
+        Bson::String(n) if n == "_id_" && id_primary => Ok(Some(None)),
         Bson::String(n) => indexes
             .iter()
             .position(|i| i.name == n)
@@ -153,7 +158,7 @@ fn hinted_index(indexes: &[IndexInfo<'_>], hint: &Bson) -> QResult<Option<Option
             .ok_or_else(bad),
         Bson::Document(k) if k.is_empty() => Ok(None),
         Bson::Document(k) if k.contains_key("$natural") => Ok(Some(None)),
-        Bson::Document(k) if k.len() == 1 && k.contains_key("_id") => Ok(Some(None)),
+        Bson::Document(k) if k.len() == 1 && k.contains_key("_id") && id_primary => Ok(Some(None)),
         Bson::Document(k) => {
             let want = parse_key_pattern(k).map_err(|_| bad())?;
             indexes
@@ -177,9 +182,24 @@ pub fn choose(
     hint: Option<&Bson>,
     needs: Option<&[String]>,
 ) -> QResult<Choice> {
+    choose_over(indexes, true, filter, matcher, sort, hint, needs)
+}
+
+/// [`choose`] over a collection whose primary tree is in `_id` order (`id_primary`), or in
+/// the order of another primary key: then the primary tree offers only a full scan, and
+/// `_id` is found through the `_id_` index among `indexes`.
+pub fn choose_over(
+    indexes: &[IndexInfo<'_>],
+    id_primary: bool,
+    filter: &Document,
+    matcher: &Matcher,
+    sort: Option<&SortSpec>,
+    hint: Option<&Bson>,
+    needs: Option<&[String]>,
+) -> QResult<Choice> {
     let mut leaves = Vec::new();
     conjuncts(matcher.expr(), &mut leaves);
-    let mut choice = choose_plan(indexes, filter, &leaves, sort, hint, needs)?;
+    let mut choice = choose_plan(indexes, id_primary, filter, &leaves, sort, hint, needs)?;
     if let (Plan::Index(scans), Some(needs)) = (&choice.plan, needs) {
         if let [scan] = scans.as_slice() {
             let ix = &indexes[scan.index];
@@ -196,6 +216,7 @@ pub fn choose(
 /// [`choose`] over the filter's top-level conjuncts `leaves`.
 fn choose_plan(
     indexes: &[IndexInfo<'_>],
+    id_primary: bool,
     filter: &Document,
     leaves: &[&MatchExpr],
     sort: Option<&SortSpec>,
@@ -212,10 +233,10 @@ fn choose_plan(
         }
     };
     if let Some(h) = hint {
-        match hinted_index(indexes, h)? {
+        match hinted_index(indexes, h, id_primary)? {
             Some(None) => {
                 let natural = matches!(h, Bson::Document(k) if k.contains_key("$natural"));
-                let a = if natural {
+                let a = if natural || !id_primary {
                     Access::FullScan
                 } else {
                     access_for(filter)
@@ -233,7 +254,11 @@ fn choose_plan(
             None => {}
         }
     }
-    let primary = access_for(filter);
+    let primary = if id_primary {
+        access_for(filter)
+    } else {
+        Access::FullScan
+    };
     if matches!(primary, Access::Points(_)) {
         return Ok(Choice {
             plan: Plan::Primary(primary),

@@ -14,7 +14,7 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         .ok_or_else(|| QueryError::namespace_not_found(format!("Collection [{ns}] not found.")))?;
     let st = c.stats();
     let avg = st.size.checked_div(st.count).unwrap_or(0);
-    let mut sizes = doc! { "_id_": 0i64 };
+    let mut sizes = doc! { c.primary_index_name(): 0i64 };
     for (n, b) in &st.index_sizes {
         sizes.insert(n.clone(), *b as i64 / scale);
     }

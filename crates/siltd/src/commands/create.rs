@@ -28,16 +28,15 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         });
     }
     if let Some(pk) = cmd.get("primaryKey") {
-        // Partitions are ranges of the primary key; siltd orders every collection by `_id`.
-        let plain = matches!(pk, Bson::Document(d) if d.len() == 1
-            && matches!(d.get("_id"), Some(Bson::Int32(1)) | Some(Bson::Int64(1)))
-            || matches!(d.get("_id"), Some(Bson::Double(f)) if *f == 1.0));
-        if !plain {
-            return Err(QueryError::bad_value(format!(
-                "primaryKey {pk} is not supported: siltd orders every collection, and partitions a partitioned one, by {{_id: 1}} only"
-            )));
+        // The key documents are stored, ordered and partitioned by: ascending fields ending
+        // in `_id` (TokuMX's rules and codes).
+        let parsed = silt_collection::PrimaryKey::parse(pk).map_err(coll_err)?;
+        if !parsed.is_id() && cmd.get("capped").is_some_and(|c| c == &Bson::Boolean(true)) {
+            return Err(QueryError::bad_value(
+                "a capped collection cannot have a primaryKey other than {_id: 1}",
+            ));
         }
-        options.insert("primaryKey", pk.clone());
+        options.insert("primaryKey", parsed.pattern());
     }
     if partitioned {
         options.insert("partitioned", true);

@@ -22,7 +22,12 @@ pub fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let idxs = c.indexes();
     let cant_id = || QueryError::invalid_options("cannot drop _id index");
     let names: Vec<String> = match cmd.get("index") {
-        Some(Bson::String(n)) if n == "*" => idxs.iter().map(|i| i.name().to_string()).collect(),
+        // `_id_` is a secondary index under a `primaryKey` other than `_id`, and stays.
+        Some(Bson::String(n)) if n == "*" => idxs
+            .iter()
+            .map(|i| i.name().to_string())
+            .filter(|n| n != "_id_")
+            .collect(),
         Some(Bson::String(n)) if n == "_id_" => return Err(cant_id()),
         Some(Bson::String(n)) => vec![n.clone()],
         Some(Bson::Array(a)) => {

@@ -8,7 +8,6 @@ use bson::{Bson, Document};
 use silt_collection::DropPartitions;
 use silt_query::QueryError;
 
-use super::add_partition::pk_value;
 use super::common::{coll_arg, doc_arg};
 use crate::state::{coll_err, CmdResult, Server};
 
@@ -28,7 +27,7 @@ pub fn drop_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let max = doc_arg(cmd, "max")?;
     let which = match (id, max) {
         (Some(id), None) => DropPartitions::Id(id),
-        (None, Some(m)) => DropPartitions::UpTo(pk_value("max", m)?),
+        (None, Some(m)) => DropPartitions::UpTo(m.clone()),
         _ => {
             return Err(QueryError::bad_value(
                 "must provide either an id or a max key of data to be dropped",

@@ -18,7 +18,7 @@ pub fn partitions_doc(
         .map(|p| {
             Bson::Document(doc! {
                 "_id": p.info.id as i64,
-                "max": silt_collection::max_doc(&p.info),
+                "max": silt_collection::max_doc(&p.info, c.primary_key()),
                 "createTime": p.info.created,
                 "count": p.count as i64,
                 "size": p.size as i64,

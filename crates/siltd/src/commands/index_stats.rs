@@ -37,11 +37,7 @@ pub fn index_stats(s: &Server, ns: &str, spec: &Bson) -> QResult<Vec<Document>> 
         return Ok(Vec::new());
     };
     let host = super::common::host(s);
-    let mut out = vec![entry(
-        &host,
-        doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
-        c.id_accesses(),
-    )];
+    let mut out = vec![entry(&host, c.primary_index_doc(), c.id_accesses())];
     for ix in c.indexes() {
         out.push(entry(&host, ix.spec.to_doc(), &ix.accesses));
     }

@@ -1,6 +1,6 @@
 //! The `listIndexes` command.
 
-use bson::{doc, Document};
+use bson::Document;
 use silt_query::QueryError;
 
 use super::common::{coll_arg, cursor_reply};
@@ -14,7 +14,7 @@ pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             "ns does not exist: {ns}"
         )));
     };
-    let mut out = vec![doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }];
+    let mut out = vec![c.primary_index_doc()];
     out.extend(c.indexes().iter().map(|i| i.spec.to_doc()));
     Ok(cursor_reply(
         &format!("{db}.$cmd.listIndexes.{coll}"),
