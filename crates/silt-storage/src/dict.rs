@@ -122,6 +122,32 @@ fn load_parts(
         .collect()
 }
 
+/// Partially evict clean node `b`: drop each resident partition that has an on-disk copy and,
+/// unless `all`, whose touched bit is clear (clearing the bits as it goes). Returns the bytes
+/// released.
+fn drop_parts(env: &EnvInner, t: &mut Tree, b: BlockNum, all: bool) -> i64 {
+    let Some(n) = t.nodes.get_mut(&b) else {
+        return 0;
+    };
+    let mut dropped = 0;
+    for p in &mut n.parts {
+        if p.data.is_some() && p.loc.is_some() && (!p.touched.swap(false, Ordering::Relaxed) || all)
+        {
+            p.data = None;
+            dropped += 1;
+        }
+    }
+    if dropped == 0 {
+        return 0;
+    }
+    let before = n.charged as i64;
+    t.recharge(b);
+    env.cache
+        .partial_evictions
+        .fetch_add(dropped, Ordering::Relaxed);
+    before - t.nodes[&b].charged as i64
+}
+
 impl DictCore {
     /// Perform the read an operation asked for and install the result if still current.
     pub fn do_io(&self, env: &EnvInner, need: Need) -> Result<()> {
@@ -269,45 +295,14 @@ impl DictCore {
                 if c > 0 {
                     n.clock.store(c - 1, Ordering::Relaxed);
                     if !n.dirty {
-                        let mut dropped = 0;
-                        for p in &mut n.parts {
-                            if p.data.is_some()
-                                && p.loc.is_some()
-                                && !p.touched.swap(false, Ordering::Relaxed)
-                            {
-                                p.data = None;
-                                dropped += 1;
-                            }
-                        }
-                        if dropped > 0 {
-                            let before = n.charged as i64;
-                            t.recharge(b);
-                            freed += before - t.nodes[&b].charged as i64;
-                            env.cache
-                                .partial_evictions
-                                .fetch_add(dropped, Ordering::Relaxed);
-                        }
+                        freed += drop_parts(env, &mut t, b, false);
                     } else {
                         for p in &n.parts {
                             p.touched.store(false, Ordering::Relaxed);
                         }
                     }
                 } else if !n.dirty && b == root {
-                    let mut dropped = 0;
-                    for p in &mut n.parts {
-                        if p.data.is_some() && p.loc.is_some() {
-                            p.data = None;
-                            dropped += 1;
-                        }
-                    }
-                    if dropped > 0 {
-                        let before = n.charged as i64;
-                        t.recharge(b);
-                        freed += before - t.nodes[&b].charged as i64;
-                        env.cache
-                            .partial_evictions
-                            .fetch_add(dropped, Ordering::Relaxed);
-                    }
+                    freed += drop_parts(env, &mut t, b, true);
                 } else if !n.dirty {
                     let n = t.nodes.remove(&b).expect("listed");
                     freed += n.charged as i64;
