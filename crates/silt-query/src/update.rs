@@ -16,7 +16,8 @@
 //!
 //! `$pull` conditions and array filters are compiled into the query matcher when the update is
 //! parsed (`pull.rs`): one evaluator for every path that applies an update.
-//! Pipeline-style updates (arrays) are the caller's business.
+//! Pipeline-style updates ([`UpdateSpec::parse_pipeline`]) run the aggregation stages MongoDB
+//! allows there and replace the document with the result, keeping its `_id`.
 
 mod apply;
 mod arith;
@@ -73,7 +74,20 @@ pub enum UpdateSpec {
     Replacement(Document),
     /// Update operators.
     Operators(UpdateOps),
+    /// An aggregation pipeline of `$addFields`/`$set`, `$project`, `$unset`,
+    /// `$replaceRoot`/`$replaceWith`; its output replaces the document (keeping `_id`).
+    Pipeline(crate::agg::Pipeline),
 }
+
+/// The stages a pipeline-style update may use.
+const UPDATE_STAGES: &[&str] = &[
+    "$addFields",
+    "$set",
+    "$project",
+    "$unset",
+    "$replaceRoot",
+    "$replaceWith",
+];
 
 /// Parsed update operators (see [`UpdateSpec::parse`]).
 #[derive(Clone, Debug)]
@@ -110,6 +124,35 @@ impl UpdateSpec {
         Ok(UpdateSpec::Replacement(update.clone()))
     }
 
+    /// Parse a pipeline-style update (`u` given as an array of stages). Command `let`
+    /// variables must already be bound into the stages (`agg::LetVars::stages`).
+    pub fn parse_pipeline(
+        stages: &[Bson],
+        array_filters: Option<&[Document]>,
+    ) -> QResult<UpdateSpec> {
+        if array_filters.is_some_and(|f| !f.is_empty()) {
+            return Err(QueryError::failed_to_parse(
+                "arrayFilters may not be specified for pipeline-style updates",
+            ));
+        }
+        let mut docs = Vec::with_capacity(stages.len());
+        for st in stages {
+            let Bson::Document(d) = st else {
+                return Err(QueryError::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                ));
+            };
+            docs.push(d.clone());
+        }
+        let pipeline = crate::agg::parse_pipeline(&docs)?;
+        if let Some(bad) = pipeline.stage_names().find(|n| !UPDATE_STAGES.contains(n)) {
+            return Err(QueryError::invalid_options(format!(
+                "{bad} is not allowed to be used within an update"
+            )));
+        }
+        Ok(UpdateSpec::Pipeline(pipeline))
+    }
+
     pub fn is_replacement(&self) -> bool {
         matches!(self, UpdateSpec::Replacement(_))
     }
@@ -129,6 +172,7 @@ impl UpdateSpec {
         match self {
             UpdateSpec::Replacement(d) => d.keys().cloned().collect(),
             UpdateSpec::Operators(ops) => ops.touched.clone(),
+            UpdateSpec::Pipeline(_) => vec![String::new()],
         }
     }
 
@@ -141,6 +185,11 @@ impl UpdateSpec {
                 Ok((new, changed))
             }
             UpdateSpec::Operators(ops) => apply::Applier::run(ops, ctx, doc.clone(), ctx.is_insert),
+            UpdateSpec::Pipeline(p) => {
+                let new = replace(doc, &p.run_one(doc.clone(), ctx.now)?)?;
+                let changed = !apply::identical_docs(doc, &new);
+                Ok((new, changed))
+            }
         }
     }
 
@@ -158,6 +207,10 @@ impl UpdateSpec {
                 replace(&base, r)?
             }
             UpdateSpec::Operators(ops) => apply::Applier::run(ops, ctx, seed, true)?.0,
+            UpdateSpec::Pipeline(p) => {
+                let out = p.run_one(seed.clone(), ctx.now)?;
+                replace(&seed, &out)?
+            }
         };
         let doc = id_first(doc);
         check_id(&doc)?;

@@ -16,6 +16,7 @@
 //!
 //! Expressions in stages follow [`crate::expr`]; `$$NOW` is fixed for a whole run.
 
+mod bind;
 mod group;
 mod project;
 mod sort;
@@ -35,6 +36,8 @@ use group::{Accumulator, Bucket, Group};
 use project::Projection;
 use sort::SortSpec;
 use stages::{Facet, Lookup, Unwind};
+
+pub use bind::LetVars;
 
 /// What a pipeline may read besides its input: the other collections of the database.
 pub trait AggContext {
@@ -268,7 +271,7 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
 
 /// Parse the `$expr` expressions of a filter, so their errors are reported before any
 /// document is read.
-fn check_exprs(filter: &Document) -> QResult<()> {
+pub fn check_exprs(filter: &Document) -> QResult<()> {
     for (k, v) in filter {
         match (k.as_str(), v) {
             ("$expr", e) => {
@@ -382,6 +385,20 @@ impl Pipeline {
         let mut vars = Vars::new();
         vars.bind("NOW", Bson::DateTime(bson::DateTime::now()));
         self.stream(input, ctx, &vars).and_then(gather)
+    }
+
+    /// Run the pipeline over the one document `doc` with `$$NOW` = `now` (a pipeline-style
+    /// update): its single output. A pipeline that drops the document is an error.
+    pub fn run_one(&self, doc: Document, now: bson::DateTime) -> QResult<Document> {
+        let mut vars = Vars::new();
+        vars.bind("NOW", Bson::DateTime(now));
+        let mut out = self.stream(from_vec(vec![doc]), &NoCollections, &vars)?;
+        match out.next() {
+            Some(d) => d,
+            None => Err(QueryError::internal(
+                "the update pipeline produced no document",
+            )),
+        }
     }
 
     /// The pipeline as a stream over `input`, evaluating with `vars`.

@@ -4,6 +4,7 @@
 use bson::{doc, Bson, Document};
 use silt_bson::path::{any_value, FieldPath, LeafArrays};
 
+use super::bind::bind_stage;
 use super::{from_vec, gather, parse_pipeline, AggContext, DocStream, Pipeline, Stage};
 use crate::error::{QResult, QueryError};
 use crate::expr::{fmt_doc, fmt_value, type_name, Expr, Vars};
@@ -453,95 +454,6 @@ fn equal_on(
         }
     }
     Ok(out)
-}
-
-/// Substitute `$lookup` `let` variables into a sub-pipeline stage: in expressions
-/// (everywhere but in `$match`, where only under `$expr`), `$$name` and `$$name.path` become
-/// `{$literal: value}` (or `$$REMOVE` when missing).
-fn bind_stage(stage: &Document, vars: &[(String, Option<Bson>)]) -> Document {
-    let mut out = Document::new();
-    for (k, v) in stage {
-        let bound = match (k.as_str(), v) {
-            ("$match", Bson::Document(f)) => Bson::Document(bind_filter(f, vars)),
-            _ => bind_value(v, vars),
-        };
-        out.insert(k.clone(), bound);
-    }
-    out
-}
-
-fn bind_filter(f: &Document, vars: &[(String, Option<Bson>)]) -> Document {
-    let mut out = Document::new();
-    for (k, v) in f {
-        let bound = match (k.as_str(), v) {
-            ("$expr", _) => bind_value(v, vars),
-            ("$and" | "$or" | "$nor", Bson::Array(items)) => Bson::Array(
-                items
-                    .iter()
-                    .map(|x| match x {
-                        Bson::Document(d) => Bson::Document(bind_filter(d, vars)),
-                        other => other.clone(),
-                    })
-                    .collect(),
-            ),
-            _ => v.clone(),
-        };
-        out.insert(k.clone(), bound);
-    }
-    out
-}
-
-fn bind_value(v: &Bson, vars: &[(String, Option<Bson>)]) -> Bson {
-    match v {
-        Bson::String(s) => {
-            let Some(rest) = s.strip_prefix("$$") else {
-                return v.clone();
-            };
-            let (name, path) = match rest.split_once('.') {
-                Some((n, p)) => (n, Some(p)),
-                None => (rest, None),
-            };
-            let Some((_, value)) = vars.iter().find(|(n, _)| n == name) else {
-                return v.clone();
-            };
-            let resolved = match path {
-                None => value.clone(),
-                Some(p) => {
-                    let parts: Vec<String> = p.split('.').map(str::to_string).collect();
-                    value
-                        .as_ref()
-                        .and_then(|x| crate::expr::traverse(x, &parts))
-                }
-            };
-            match resolved {
-                Some(x) => Bson::Document(doc! { "$literal": x }),
-                None => Bson::String("$$REMOVE".into()),
-            }
-        }
-        Bson::Document(d) if d.len() == 1 && d.contains_key("$literal") => v.clone(),
-        Bson::Document(d) => {
-            let mut out = Document::new();
-            for (k, x) in d {
-                let bound = match (k.as_str(), x) {
-                    // A nested sub-pipeline: its stages again.
-                    ("pipeline", Bson::Array(stages)) => Bson::Array(
-                        stages
-                            .iter()
-                            .map(|st| match st {
-                                Bson::Document(sd) => Bson::Document(bind_stage(sd, vars)),
-                                other => other.clone(),
-                            })
-                            .collect(),
-                    ),
-                    _ => bind_value(x, vars),
-                };
-                out.insert(k.clone(), bound);
-            }
-            Bson::Document(out)
-        }
-        Bson::Array(items) => Bson::Array(items.iter().map(|x| bind_value(x, vars)).collect()),
-        other => other.clone(),
-    }
 }
 
 /// A parsed `$facet`.

@@ -1192,3 +1192,43 @@ fn values_are_rendered_like_mongodb() {
     );
     assert_eq!(fmt::value(&bson!(3.3000000000000003)), "3.3");
 }
+
+#[test]
+fn pipeline_updates_replace_and_keep_id() {
+    let stages = vec![
+        Bson::Document(doc! { "$set": { "b": { "$add": ["$a", 1] } } }),
+        Bson::Document(doc! { "$unset": "a" }),
+    ];
+    let spec = UpdateSpec::parse_pipeline(&stages, None).unwrap();
+    let (new, changed) = spec
+        .apply(&doc! { "_id": 1, "a": 2 }, &UpdateCtx::default())
+        .unwrap();
+    assert!(changed);
+    assert_eq!(new, doc! { "_id": 1, "b": 3 });
+    let spec =
+        UpdateSpec::parse_pipeline(&[Bson::Document(doc! { "$replaceWith": { "z": 1 } })], None)
+            .unwrap();
+    let (new, _) = spec.apply(&doc! { "_id": 7 }, &UpdateCtx::default()).unwrap();
+    assert_eq!(new, doc! { "_id": 7, "z": 1 });
+    let bad = UpdateSpec::parse_pipeline(&[Bson::Document(doc! { "$sort": { "a": 1 } })], None);
+    assert_eq!(bad.unwrap_err().code, 72);
+    let moved = UpdateSpec::parse_pipeline(&[Bson::Document(doc! { "$set": { "_id": 2 } })], None)
+        .unwrap()
+        .apply(&doc! { "_id": 1 }, &UpdateCtx::default());
+    assert_eq!(moved.unwrap_err().code, 66);
+}
+
+#[test]
+fn let_variables_are_bound_as_literals() {
+    let lets = crate::agg::LetVars::parse(
+        Some(&Bson::Document(doc! { "a": 2, "b": { "$add": ["$$a", 1] } })),
+        "find",
+        bson::DateTime::now(),
+    )
+    .unwrap();
+    let f = lets.filter(&doc! { "$expr": { "$eq": ["$x", "$$b"] }, "y": "$$a" });
+    assert_eq!(
+        f,
+        doc! { "$expr": { "$eq": ["$x", { "$literal": 3 }] }, "y": "$$a" }
+    );
+}

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{doc, Bson, Document};
+use silt_query::agg::LetVars;
 use silt_query::{QResult, QueryError};
 
 use silt_collection::{MatchSource, Planned, Snapshot};
@@ -45,7 +46,8 @@ impl silt_query::agg::AggContext for DbContext<'_> {
 }
 
 pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
-    let stages = pipeline_arg(cmd)?;
+    let lets = LetVars::parse(cmd.get("let"), "aggregate", bson::DateTime::now())?;
+    let stages = lets.stages(&pipeline_arg(cmd)?);
     let first = stages.first().and_then(|d| d.keys().next().cloned());
     for first_only in ["$currentOp", "$indexStats", "$collStats"] {
         if stages.iter().skip(1).any(|st| st.contains_key(first_only)) {

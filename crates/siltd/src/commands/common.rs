@@ -109,7 +109,10 @@ pub(super) fn check_hint(cmd: &Document) -> QResult<()> {
 }
 
 /// A matcher that can evaluate `$expr`.
+/// Its `$expr`s are parsed first, so an error in one (an undefined variable) is reported
+/// whether or not a document is read.
 pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
+    silt_query::agg::check_exprs(filter)?;
     Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
 }
 

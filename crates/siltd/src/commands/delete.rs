@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use bson::{doc, Document};
+use silt_query::agg::LetVars;
 use silt_query::{QResult, QueryError};
 
 use super::args;
@@ -25,12 +26,13 @@ pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
+    let lets = LetVars::parse(cmd.get("let"), "delete", bson::DateTime::now())?;
     let mut n = 0i64;
     let mut errors = Vec::new();
     for (i, st) in stmts.iter().enumerate() {
         s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> QResult<usize> {
-            let q = doc_arg(st, "q")?.cloned().unwrap_or_default();
+            let q = lets.filter(&doc_arg(st, "q")?.cloned().unwrap_or_default());
             let limit = int_arg(st, "limit")?.ok_or_else(|| {
                 QueryError::failed_to_parse("BSON field 'delete.deletes.limit' is missing")
             })?;

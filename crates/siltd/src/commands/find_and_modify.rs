@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use bson::{doc, Bson, Document};
+use silt_query::agg::LetVars;
 use silt_query::plan::SortSpec;
 use silt_query::projection::Projection;
 use silt_query::{QResult, QueryError};
@@ -19,7 +20,8 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     };
     let coll = coll_arg(db, cmd, name)?;
     let ns = format!("{db}.{coll}");
-    let query = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
+    let lets = LetVars::parse(cmd.get("let"), name, bson::DateTime::now())?;
+    let query = lets.filter(&doc_arg(cmd, "query")?.cloned().unwrap_or_default());
     let sort = match doc_arg(cmd, "sort")? {
         Some(sd) if !sd.is_empty() => Some(SortSpec::parse(sd)?),
         _ => None,
@@ -65,7 +67,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
         };
         s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
         let af = array_filters_arg(cmd)?;
-        let spec = update_spec(u, af.as_deref())?;
+        let spec = update_spec(u, af.as_deref(), &lets)?;
         let r = update_docs(
             s,
             op,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 use silt_collection::{Collection, DocLock, MatchSource};
+use silt_query::agg::LetVars;
 use silt_query::matcher::Matcher;
 use silt_query::plan::SortSpec;
 use silt_query::update::{UpdateCtx, UpdateSpec};
@@ -227,12 +228,27 @@ pub(super) fn update_docs(
     Ok(res)
 }
 
-pub(super) fn update_spec(u: &Bson, array_filters: Option<&[Document]>) -> QResult<UpdateSpec> {
+/// The update `u` of a statement: an update document or a pipeline (with the command's
+/// `let` variables bound into it).
+pub(super) fn update_spec(
+    u: &Bson,
+    array_filters: Option<&[Document]>,
+    lets: &LetVars,
+) -> QResult<UpdateSpec> {
     match u {
         Bson::Document(d) => UpdateSpec::parse(d, array_filters),
-        Bson::Array(_) => Err(QueryError::not_implemented(
-            "pipeline-style updates are not supported yet",
-        )),
+        Bson::Array(stages) => {
+            let bound: Vec<Bson> = stages
+                .iter()
+                .map(|st| match st {
+                    Bson::Document(d) => {
+                        Bson::Document(lets.stages(std::slice::from_ref(d)).remove(0))
+                    }
+                    other => other.clone(),
+                })
+                .collect();
+            UpdateSpec::parse_pipeline(&bound, array_filters)
+        }
         other => Err(QueryError::failed_to_parse(format!(
             "Update argument must be either an object or an array, not {}",
             type_name(other)

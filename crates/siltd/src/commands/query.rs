@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use bson::{Bson, Document};
 use silt_collection::{Collection, Planned};
+use silt_query::agg::LetVars;
 use silt_query::matcher::Matcher;
 use silt_query::plan::{self, SortSpec};
 use silt_query::projection::Projection;
@@ -45,7 +46,8 @@ impl Query {
 }
 
 pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
-    let filter = doc_arg(cmd, filter_field)?.cloned().unwrap_or_default();
+    let lets = LetVars::parse(cmd.get("let"), "find", bson::DateTime::now())?;
+    let filter = lets.filter(&doc_arg(cmd, filter_field)?.cloned().unwrap_or_default());
     let matcher = Arc::new(new_matcher(&filter)?);
     let sort = match doc_arg(cmd, "sort")? {
         Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),

@@ -49,6 +49,7 @@ pub const TABLE: &[Command] = &[
         aliases: &[],
         fields: only(
             &[
+                "let",
                 "pipeline",
                 "cursor",
                 "explain",
@@ -58,7 +59,6 @@ pub const TABLE: &[Command] = &[
             ],
             &[
                 "collation",
-                "let",
                 "needsMerge",
                 "fromMongos",
                 "exchange",
@@ -219,9 +219,8 @@ pub const TABLE: &[Command] = &[
         name: "delete",
         aliases: &[],
         fields: only(
-            &["deletes", "ordered", "bypassDocumentValidation"],
+            &["let", "deletes", "ordered", "bypassDocumentValidation"],
             &[
-                "let",
                 "runtimeConstants",
                 "stmtIds",
                 "isTimeseriesNamespace",
@@ -303,6 +302,7 @@ pub const TABLE: &[Command] = &[
         aliases: &[],
         fields: only(
             &[
+                "let",
                 "filter",
                 "projection",
                 "sort",
@@ -319,7 +319,6 @@ pub const TABLE: &[Command] = &[
             ],
             &[
                 "collation",
-                "let",
                 "min",
                 "max",
                 "returnKey",
@@ -346,6 +345,7 @@ pub const TABLE: &[Command] = &[
         aliases: &["findandmodify"],
         fields: only(
             &[
+                "let",
                 "query",
                 "fields",
                 "sort",
@@ -359,7 +359,6 @@ pub const TABLE: &[Command] = &[
             ],
             &[
                 "collation",
-                "let",
                 "batchSize",
                 "singleBatch",
                 "runtimeConstants",
@@ -582,13 +581,13 @@ pub const TABLE: &[Command] = &[
         aliases: &[],
         fields: only(
             &[
+                "let",
                 "updates",
                 "ordered",
                 "bypassDocumentValidation",
                 "fastUpdate",
             ],
             &[
-                "let",
                 "runtimeConstants",
                 "mirrored",
                 "stmtIds",

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use silt_collection::{Collection, Index};
+use silt_query::agg::LetVars;
 use silt_query::update::UpdateSpec;
 use silt_query::QueryError;
 
@@ -23,11 +24,11 @@ const UPDATE_STATEMENT: &[&str] = &[
     "arrayFilters",
     "hint",
     "fastUpdate",
+    "c",
 ];
 
 /// MongoDB's update statement fields siltd does not implement.
 const UPDATE_REFUSED: &[&str] = &[
-    "c",
     "collation",
     "upsertSupplied",
     "sampleId",
@@ -133,19 +134,23 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
+    let now = bson::DateTime::now();
+    let lets = LetVars::parse(cmd.get("let"), "update", now)?;
     let (mut n, mut modified, mut fast) = (0i64, 0i64, 0i64);
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
     for (i, st) in stmts.iter().enumerate() {
         s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> Result<UpdateResult, WriteFail> {
-            let q = doc_arg(st, "q")?.cloned().unwrap_or_default();
+            let mut lets = lets.clone();
+            lets.add(st.get("c"), "update.updates", "c", now)?;
+            let q = lets.filter(&doc_arg(st, "q")?.cloned().unwrap_or_default());
             let u = st
                 .get("u")
                 .ok_or_else(|| QueryError::failed_to_parse("BSON field 'u' is missing"))?;
             let af = array_filters_arg(st)?;
             check_hint(st)?;
-            let spec = update_spec(u, af.as_deref())?;
+            let spec = update_spec(u, af.as_deref(), &lets)?;
             let multi = bool_arg(st, "multi")?.unwrap_or(false);
             let upsert = bool_arg(st, "upsert")?.unwrap_or(false);
             let want_fast = match bool_arg(st, "fastUpdate")? {
