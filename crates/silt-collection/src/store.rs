@@ -281,13 +281,9 @@ impl Store {
         if !colls.get(from).is_some_and(|x| Arc::ptr_eq(x, &c)) {
             return Err(CollError::NamespaceNotFound(from.to_string()));
         }
-        if let Some(t) = colls.get(to).cloned() {
-            if !drop_target {
-                return Err(CollError::NamespaceExists(to.to_string()));
-            }
-            colls.remove(to);
-            self.catalog.delete(to.as_bytes())?;
-            self.drop_dicts_of(&t)?;
+        let target = colls.get(to).cloned();
+        if target.is_some() && !drop_target {
+            return Err(CollError::NamespaceExists(to.to_string()));
         }
         c.live.store(false, Ordering::Release);
         let options = c.options.read().clone();
@@ -301,8 +297,21 @@ impl Store {
         ));
         nc.count_uncertain
             .store(c.count_uncertain.load(Ordering::Acquire), Ordering::Release);
-        nc.persist_meta()?;
-        self.catalog.delete(from.as_bytes())?;
+        // One log record: after a crash the catalog names the collection under `from` or
+        // under `to` (replacing the target), never both. The target's dictionaries are dropped
+        // after; if that is cut short they are orphans, dropped at the next open.
+        let mut batch = silt_storage::WriteBatch::new();
+        batch.put(
+            &self.catalog,
+            to.as_bytes(),
+            &crate::encode_doc(&nc.meta_doc()),
+        )?;
+        batch.delete(&self.catalog, from.as_bytes())?;
+        batch.commit()?;
+        if let Some(t) = target {
+            colls.remove(to);
+            self.drop_dicts_of(&t)?;
+        }
         colls.remove(from);
         colls.insert(to.to_string(), nc);
         Ok(())

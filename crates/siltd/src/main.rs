@@ -126,6 +126,7 @@ fn run(cfg: config::Config) -> Result<(), String> {
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
     let server = Arc::new(state::Server::new(cfg, store, fast));
+    commands::drop_out_leftovers(&server);
     // Connections have their own threads (see `server`); the runtime only waits for signals
     // and runs the cursor reaper.
     let rt = tokio::runtime::Builder::new_current_thread()

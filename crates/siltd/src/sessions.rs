@@ -99,6 +99,41 @@ impl Sessions {
         SessionGuard::new(sess)
     }
 
+    /// Note a use of session `lsid` outside a transaction or retryable write (created on first
+    /// use, as MongoDB's session cache does), so `$listLocalSessions` shows it.
+    pub fn touch(&self, lsid: &Document) {
+        let key = lsid_key(lsid);
+        let sess = self.map.lock().get(&key).cloned();
+        match sess {
+            Some(sess) => {
+                if let Some(mut st) = sess.try_lock() {
+                    st.last_use = Instant::now();
+                }
+            }
+            None => drop(self.checkout(lsid)),
+        }
+    }
+
+    /// Every session's `lsid` and when it was last used (a session in use now: now), for
+    /// `$listLocalSessions`.
+    pub fn list(&self) -> Vec<(Document, std::time::SystemTime)> {
+        let sessions: Vec<(Vec<u8>, Arc<Session>)> = self
+            .map
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let now = std::time::SystemTime::now();
+        sessions
+            .into_iter()
+            .filter_map(|(k, sess)| {
+                let lsid = Document::from_reader(&mut k.as_slice()).ok()?;
+                let idle = sess.try_lock().map(|st| st.last_use.elapsed());
+                Some((lsid, now - idle.unwrap_or_default()))
+            })
+            .collect()
+    }
+
     /// End the sessions `lsids` (`endSessions`, `killSessions`): abort their transactions.
     pub fn end(&self, lsids: &[Document]) {
         for l in lsids {

@@ -280,6 +280,9 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
                 "{name} must be run within a transaction"
             )));
         }
+        if let Some(lsid) = args.lsid {
+            s.sessions.touch(lsid);
+        }
         return plain(s, db, name, cmd, conn, args.read_concern);
     };
     let mut sess = s.sessions.checkout(lsid);

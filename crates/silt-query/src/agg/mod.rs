@@ -66,7 +66,7 @@ impl AggContext for NoCollections {
 pub type DocStream<'a> = Box<dyn Iterator<Item = QResult<Document>> + 'a>;
 
 /// Stages that only the server can produce, as the first stage.
-const SERVER_STAGES: &[&str] = &["$collStats", "$indexStats"];
+const SERVER_STAGES: &[&str] = &["$collStats", "$indexStats", "$listLocalSessions"];
 
 /// Stages MongoDB has that SiltDB does not implement.
 const UNSUPPORTED_STAGES: &[&str] = &[
@@ -83,12 +83,10 @@ const UNSUPPORTED_STAGES: &[&str] = &[
     "$vectorSearch",
     "$currentOp",
     "$listSessions",
-    "$listLocalSessions",
     "$listSearchIndexes",
     "$planCacheStats",
     "$changeStream",
     "$changeStreamSplitLargeEvent",
-    "$documents",
     "$shardedDataDistribution",
 ];
 
@@ -126,6 +124,8 @@ enum Stage {
         pipeline: Pipeline,
     },
     Redact(Expr),
+    /// `$documents`: the documents of an expression instead of the input (first stage only).
+    Documents(Expr),
     /// `$collStats` / `$indexStats`: produced by the server.
     Server(Bson),
 }
@@ -246,6 +246,15 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
             Stage::UnionWith { coll, pipeline }
         }
         "$redact" => Stage::Redact(Expr::parse(spec)?),
+        "$documents" => {
+            if !first {
+                return Err(QueryError::located(
+                    40602,
+                    "$documents is only valid as the first stage in a pipeline",
+                ));
+            }
+            Stage::Documents(Expr::parse(spec)?)
+        }
         _ if SERVER_STAGES.contains(&name) => {
             if !first {
                 return Err(QueryError::located(
@@ -519,6 +528,10 @@ impl Stage {
                 Box::new(input.chain(extra))
             }
             Stage::Server(_) => input,
+            Stage::Documents(e) => {
+                drop(input);
+                from_vec(stages::documents(e, vars)?)
+            }
             Stage::Group(g) => from_vec(g.run(input, vars)?),
             Stage::Sort { spec, limit } => from_vec(sort_limited(spec, *limit, input)?),
             Stage::Count(field) => {

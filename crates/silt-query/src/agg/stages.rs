@@ -282,12 +282,18 @@ impl Lookup {
         }
         let as_ = as_
             .ok_or_else(|| QueryError::failed_to_parse("must specify 'as' field for a $lookup"))?;
-        let from = from.ok_or_else(|| {
-            QueryError::failed_to_parse(format!(
-                "missing 'from' option to $lookup stage specification: {}",
-                fmt_doc(d)
-            ))
-        })?;
+        let documents_first = raw
+            .as_ref()
+            .and_then(|p: &Vec<Document>| p.first())
+            .is_some_and(|st| st.contains_key("$documents"));
+        let from = from
+            .or_else(|| documents_first.then(String::new))
+            .ok_or_else(|| {
+                QueryError::failed_to_parse(format!(
+                    "missing 'from' option to $lookup stage specification: {}",
+                    fmt_doc(d)
+                ))
+            })?;
         let fields =
             match (local, foreign) {
                 (Some(l), Some(f)) => Some((l, f)),
@@ -609,9 +615,16 @@ pub(crate) fn parse_union_with(spec: &Bson) -> QResult<(String, Pipeline)> {
                     }
                 }
             }
-            let coll = coll.ok_or_else(|| {
-                QueryError::failed_to_parse("$unionWith requires a 'coll' argument")
-            })?;
+            // Without `coll`, the sub-pipeline makes its own documents (`$documents`).
+            let coll = match coll {
+                Some(c) => c,
+                None if pipeline.first_stage_name() == "$documents" => String::new(),
+                None => {
+                    return Err(QueryError::failed_to_parse(
+                        "$unionWith requires a 'coll' argument",
+                    ))
+                }
+            };
             Ok((coll, pipeline))
         }
         other => Err(QueryError::failed_to_parse(format!(
@@ -694,6 +707,34 @@ fn redact_level(
                 "$redact's expression should not return anything aside from the variables \
                  $$KEEP, $$DESCEND, and $$PRUNE, but returned {}",
                 v.as_ref().map_or_else(|| "MISSING".to_owned(), fmt_value)
+            ),
+        )),
+    }
+}
+
+/// `$documents`: the array its expression evaluates to (each element an object).
+pub(crate) fn documents(e: &Expr, vars: &Vars<'_>) -> QResult<Vec<Document>> {
+    match e.evaluate(&Document::new(), vars)? {
+        Some(Bson::Array(items)) => items
+            .into_iter()
+            .map(|x| match x {
+                Bson::Document(d) => Ok(d),
+                other => Err(QueryError::located(
+                    40228,
+                    format!(
+                        "'replacement document' must evaluate to an object, but resulting value \
+                         was: {}. Type of resulting value: '{}'.",
+                        fmt_value(&other),
+                        type_name(Some(&other))
+                    ),
+                )),
+            })
+            .collect(),
+        other => Err(QueryError::located(
+            5858203,
+            format!(
+                "error during $documents: an array is expected, got {}",
+                type_name(other.as_ref())
             ),
         )),
     }

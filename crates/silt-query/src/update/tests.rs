@@ -1208,7 +1208,9 @@ fn pipeline_updates_replace_and_keep_id() {
     let spec =
         UpdateSpec::parse_pipeline(&[Bson::Document(doc! { "$replaceWith": { "z": 1 } })], None)
             .unwrap();
-    let (new, _) = spec.apply(&doc! { "_id": 7 }, &UpdateCtx::default()).unwrap();
+    let (new, _) = spec
+        .apply(&doc! { "_id": 7 }, &UpdateCtx::default())
+        .unwrap();
     assert_eq!(new, doc! { "_id": 7, "z": 1 });
     let bad = UpdateSpec::parse_pipeline(&[Bson::Document(doc! { "$sort": { "a": 1 } })], None);
     assert_eq!(bad.unwrap_err().code, 72);
@@ -1221,7 +1223,9 @@ fn pipeline_updates_replace_and_keep_id() {
 #[test]
 fn let_variables_are_bound_as_literals() {
     let lets = crate::agg::LetVars::parse(
-        Some(&Bson::Document(doc! { "a": 2, "b": { "$add": ["$$a", 1] } })),
+        Some(&Bson::Document(
+            doc! { "a": 2, "b": { "$add": ["$$a", 1] } },
+        )),
         "find",
         bson::DateTime::now(),
     )

@@ -47,7 +47,8 @@ impl silt_query::agg::AggContext for DbContext<'_> {
 
 pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let lets = LetVars::parse(cmd.get("let"), "aggregate", bson::DateTime::now())?;
-    let stages = lets.stages(&pipeline_arg(cmd)?);
+    let mut stages = lets.stages(&pipeline_arg(cmd)?);
+    let writer = super::agg_write::split(&mut stages, db)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
     for first_only in ["$currentOp", "$indexStats", "$collStats"] {
         if stages.iter().skip(1).any(|st| st.contains_key(first_only)) {
@@ -71,19 +72,14 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     }
     let coll = match cmd.get("aggregate") {
         Some(Bson::String(_)) => coll_arg(db, cmd, "aggregate")?,
-        _ if collectionless => {
-            return Err(QueryError::not_implemented(
-                "collection-less aggregations other than $currentOp ($documents, \
-                 $listLocalSessions) are not supported",
-            ))
-        }
+        _ if collectionless => return db_aggregate(s, db, cmd, &stages, op, writer),
         _ => {
             return Err(QueryError::type_mismatch(
                 "The 'aggregate' field must be a string or 1",
             ))
         }
     };
-    aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages, op)
+    aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages, op, writer)
 }
 
 /// The `pipeline` argument.
@@ -181,6 +177,92 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
     reply(s, "admin.$cmd.aggregate", &cursor_opts, out)
 }
 
+/// The sha256 of the empty user name: the `uid` of every session on a server without users.
+const NO_USER_UID: [u8; 32] = [
+    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
+];
+
+/// `{aggregate: 1}` beginning with `$documents` or `$listLocalSessions`.
+fn db_aggregate(
+    s: &Server,
+    db: &str,
+    cmd: &Document,
+    stages: &[Document],
+    op: &Ctx,
+    writer: Option<super::agg_write::WriteStage>,
+) -> CmdResult {
+    let cursor_opts = cursor_arg(cmd)?;
+    let first = stages.first().and_then(|d| d.keys().next().cloned());
+    let input = match first.as_deref() {
+        Some("$documents") => Vec::new(),
+        Some("$listLocalSessions") => {
+            let spec = match stages[0].get("$listLocalSessions") {
+                Some(Bson::Document(d)) => d.clone(),
+                _ => {
+                    return Err(QueryError::type_mismatch(
+                        "$listLocalSessions options must be specified in an object",
+                    ))
+                }
+            };
+            for (k, v) in &spec {
+                match (k.as_str(), v) {
+                    ("allUsers", Bson::Boolean(_)) | ("users", Bson::Array(_)) => {}
+                    _ => {
+                        return Err(QueryError::located(
+                            40415,
+                            format!("BSON field '$listLocalSessions.{k}' is an unknown field."),
+                        ))
+                    }
+                }
+            }
+            // Without users every session belongs to the empty user; naming users selects
+            // none of them.
+            let named = matches!(spec.get("users"), Some(Bson::Array(a)) if !a.is_empty());
+            if named {
+                Vec::new()
+            } else {
+                s.sessions
+                    .list()
+                    .into_iter()
+                    .map(|(lsid, used)| {
+                        let mut id = lsid;
+                        id.insert(
+                            "uid",
+                            bson::Binary {
+                                subtype: bson::spec::BinarySubtype::Generic,
+                                bytes: NO_USER_UID.to_vec(),
+                            },
+                        );
+                        doc! { "_id": id, "lastUse": bson::DateTime::from_system_time(used) }
+                    })
+                    .collect()
+            }
+        }
+        _ => {
+            return Err(QueryError::invalid_namespace(format!(
+                "{{aggregate: 1}} is not valid for '{}'; a collection-less aggregate must begin \
+                 with $documents, $currentOp or $listLocalSessions",
+                first.as_deref().unwrap_or("an empty pipeline")
+            )))
+        }
+    };
+    let pipeline = silt_query::agg::parse_pipeline(stages)?;
+    let ctx = DbContext {
+        s,
+        db,
+        deadline: deadline(cmd)?,
+        snap: op.snap.clone(),
+    };
+    let out = pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?;
+    let ns = format!("{db}.$cmd.aggregate");
+    if let Some(w) = writer {
+        w.write(s, op, out)?;
+        return reply(s, &ns, &cursor_opts, Vec::new());
+    }
+    reply(s, &ns, &cursor_opts, out)
+}
+
 fn aggregate_collection(
     s: &Server,
     db: &str,
@@ -188,19 +270,20 @@ fn aggregate_collection(
     cmd: &Document,
     stages: Vec<Document>,
     op: &Ctx,
+    writer: Option<super::agg_write::WriteStage>,
 ) -> CmdResult {
     if bool_arg(cmd, "explain")?.unwrap_or(false) {
         return Err(QueryError::not_implemented("explain is not supported yet"));
     }
     let cursor_opts = cursor_arg(cmd)?;
-    for st in &stages {
-        if let Some(name) = st.keys().next() {
-            if name == "$out" || name == "$merge" {
-                return Err(QueryError::not_implemented(format!(
-                    "{name} is not supported yet"
-                )));
-            }
-        }
+    if let Some(name) = stages
+        .first()
+        .and_then(|d| d.keys().next())
+        .filter(|n| matches!(n.as_str(), "$documents" | "$listLocalSessions"))
+    {
+        return Err(QueryError::invalid_namespace(format!(
+            "{name} must be run against a database with {{aggregate: 1}}, not a collection"
+        )));
     }
     let dl = deadline(cmd)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
@@ -290,6 +373,10 @@ fn aggregate_collection(
             None => pipeline.run(Box::new(std::iter::empty()), &ctx)?,
         }
     };
+    if let Some(w) = writer {
+        w.write(s, op, out)?;
+        return reply(s, &ns, &cursor_opts, Vec::new());
+    }
     reply(s, &ns, &cursor_opts, out)
 }
 

@@ -10,7 +10,10 @@
 //! (a find's query), `write.rs` (write results and errors), `modify.rs` (updating and
 //! deleting what a filter selects), `index_stats.rs` (the `$indexStats` stage).
 
+pub use agg_write::drop_leftovers as drop_out_leftovers;
+
 mod add_partition;
+mod agg_write;
 mod aggregate;
 mod args;
 mod build_info;
