@@ -4,11 +4,14 @@
 use std::fmt;
 
 /// A MongoDB-style error: code, code name and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueryError {
     pub code: i32,
     pub code_name: &'static str,
     pub msg: String,
+    /// Fields the error reply carries besides `errmsg`, `code` and `codeName` (a duplicate
+    /// key's `keyPattern` and `keyValue`, a validation failure's `errInfo`).
+    pub info: Option<Box<bson::Document>>,
 }
 
 impl fmt::Display for QueryError {
@@ -27,7 +30,7 @@ macro_rules! codes {
             $(
                 #[doc = concat!("`", $name, "` (", stringify!($code), ")")]
                 pub fn $fn(msg: impl Into<String>) -> QueryError {
-                    QueryError { code: $code, code_name: $name, msg: msg.into() }
+                    QueryError { code: $code, code_name: $name, msg: msg.into(), info: None }
                 }
             )*
         }
@@ -90,6 +93,22 @@ codes! {
 }
 
 impl QueryError {
+    /// This error with the extra reply fields `info`.
+    pub fn with_info(mut self, info: bson::Document) -> QueryError {
+        self.info = Some(Box::new(info));
+        self
+    }
+
+    /// An error with an explicit code and name.
+    pub fn coded(code: i32, code_name: &'static str, msg: impl Into<String>) -> QueryError {
+        QueryError {
+            code,
+            code_name,
+            msg: msg.into(),
+            info: None,
+        }
+    }
+
     /// The code name a reply carries: the table's name, or `Location<N>` for an error
     /// MongoDB raises by location number.
     pub fn name(&self) -> std::borrow::Cow<'static, str> {
@@ -106,6 +125,7 @@ impl QueryError {
             code,
             code_name: "Location",
             msg: msg.into(),
+            info: None,
         }
     }
 }

@@ -9,8 +9,7 @@ pub enum Compressor {
     Noop,
     /// Id 1: the raw snappy block format (`snap::raw`).
     Snappy,
-    /// Id 2: zlib. Recognised but not supported: (de)compressing fails with
-    /// [`WireError::UnsupportedCompressor`], so servers should not advertise it.
+    /// Id 2: zlib (`flate2`, the zlib format at the default level, as MongoDB's).
     Zlib,
     /// Id 3: zstd.
     Zstd,
@@ -19,7 +18,7 @@ pub enum Compressor {
 impl Compressor {
     /// The compressors this crate can both compress and decompress, in the
     /// order a server would advertise them in `hello`'s `compression` field.
-    pub const SUPPORTED: [Compressor; 2] = [Compressor::Snappy, Compressor::Zstd];
+    pub const SUPPORTED: [Compressor; 3] = [Compressor::Snappy, Compressor::Zstd, Compressor::Zlib];
 
     /// The wire id (`compressorId`).
     pub fn id(self) -> u8 {
@@ -61,7 +60,7 @@ impl Compressor {
 
     /// Whether this crate can compress and decompress with it.
     pub fn is_supported(self) -> bool {
-        self != Self::Zlib
+        true
     }
 
     /// Compresses `data`.
@@ -73,7 +72,16 @@ impl Compressor {
                 .map_err(|e| WireError::Compression(format!("snappy compression: {e}"))),
             Self::Zstd => zstd::bulk::compress(data, zstd::DEFAULT_COMPRESSION_LEVEL)
                 .map_err(|e| WireError::Compression(format!("zstd compression: {e}"))),
-            Self::Zlib => Err(WireError::UnsupportedCompressor(self.id())),
+            Self::Zlib => {
+                use std::io::Write;
+                let mut e = flate2::write::ZlibEncoder::new(
+                    Vec::with_capacity(data.len() / 2 + 16),
+                    flate2::Compression::default(),
+                );
+                e.write_all(data)
+                    .and_then(|()| e.finish())
+                    .map_err(|e| WireError::Compression(format!("zlib compression: {e}")))
+            }
         }
     }
 
@@ -97,7 +105,16 @@ impl Compressor {
             }
             Self::Zstd => zstd::bulk::decompress(data, expected_len)
                 .map_err(|e| WireError::Compression(format!("zstd: {e}")))?,
-            Self::Zlib => return Err(WireError::UnsupportedCompressor(self.id())),
+            Self::Zlib => {
+                use std::io::Read;
+                // Never more than `expected_len` + 1 bytes: a longer stream is a mismatch.
+                let mut out = Vec::with_capacity(expected_len);
+                flate2::read::ZlibDecoder::new(data)
+                    .take(expected_len as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| WireError::Compression(format!("zlib: {e}")))?;
+                out
+            }
         };
         if out.len() != expected_len {
             return Err(length_mismatch(out.len(), expected_len));

@@ -246,13 +246,24 @@ impl Server {
 
 /// MongoDB's error reply shape.
 pub fn error_reply(e: &QueryError) -> Document {
-    doc! { "ok": 0.0, "errmsg": e.msg.clone(), "code": e.code, "codeName": e.name().into_owned() }
+    let mut d = doc! { "ok": 0.0, "errmsg": e.msg.clone(), "code": e.code, "codeName": e.name().into_owned() };
+    if let Some(info) = &e.info {
+        d.extend((**info).clone());
+    }
+    d
 }
 
 /// Map a document-layer error to MongoDB's vocabulary.
 pub fn coll_err(e: CollError) -> QueryError {
     match e {
-        CollError::DuplicateKey { .. } => QueryError::duplicate_key(e.to_string()),
+        CollError::DuplicateKey {
+            ref key_pattern,
+            ref key_value,
+            ..
+        } => QueryError::duplicate_key(e.to_string()).with_info(doc! {
+            "keyPattern": (**key_pattern).clone(),
+            "keyValue": (**key_value).clone(),
+        }),
         CollError::NamespaceExists(_) => QueryError::namespace_exists(e.to_string()),
         CollError::NamespaceNotFound(_) => QueryError::namespace_not_found(e.to_string()),
         CollError::ParallelArrays(..) => QueryError::cannot_index_parallel_arrays(e.to_string()),
@@ -260,11 +271,7 @@ pub fn coll_err(e: CollError) -> QueryError {
         CollError::IndexConflict { msg, .. } => QueryError::index_options_conflict(msg),
         CollError::IndexNotFound(m) => QueryError::index_not_found(m),
         CollError::Partition { code: 2, msg } => QueryError::bad_value(msg),
-        CollError::Partition { code, msg } => QueryError {
-            code,
-            code_name: location_name(code),
-            msg,
-        },
+        CollError::Partition { code, msg } => QueryError::coded(code, location_name(code), msg),
         CollError::Interrupted => QueryError::interrupted(e.to_string()),
         CollError::TimeLimit => QueryError::max_time_ms_expired(e.to_string()),
         CollError::WriteConflict(_) => QueryError::write_conflict(e.to_string()),

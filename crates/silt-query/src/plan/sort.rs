@@ -133,7 +133,6 @@ pub fn sort_value(doc: &Document, path: &str, asc: bool) -> Bson {
         vals.into_iter().max_by(cmp_values)
     };
     match pick {
-        Some(Bson::Undefined) => Bson::MinKey,
         Some(v) => v,
         None => Bson::Null,
     }

@@ -323,11 +323,11 @@ impl WriteStage {
                 WriteStage::Out { .. } => "$out",
                 WriteStage::Merge(_) => "$merge",
             };
-            return Err(QueryError {
-                code: 263,
-                code_name: "OperationNotSupportedInTransaction",
-                msg: format!("{name} cannot be used in a transaction"),
-            });
+            return Err(QueryError::coded(
+                263,
+                "OperationNotSupportedInTransaction",
+                format!("{name} cannot be used in a transaction"),
+            ));
         }
         match self {
             WriteStage::Out { db, coll } => out(s, op, db, coll, docs),

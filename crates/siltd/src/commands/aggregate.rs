@@ -46,6 +46,9 @@ impl silt_query::agg::AggContext for DbContext<'_> {
 }
 
 pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+    if bool_arg(cmd, "explain")?.unwrap_or(false) {
+        return super::explain::explain_command(s, db, cmd, "queryPlanner");
+    }
     let lets = LetVars::parse(cmd.get("let"), "aggregate", bson::DateTime::now())?;
     let mut stages = lets.stages(&pipeline_arg(cmd)?);
     let writer = super::agg_write::split(&mut stages, db)?;
@@ -272,9 +275,6 @@ fn aggregate_collection(
     op: &Ctx,
     writer: Option<super::agg_write::WriteStage>,
 ) -> CmdResult {
-    if bool_arg(cmd, "explain")?.unwrap_or(false) {
-        return Err(QueryError::not_implemented("explain is not supported yet"));
-    }
     let cursor_opts = cursor_arg(cmd)?;
     if let Some(name) = stages
         .first()

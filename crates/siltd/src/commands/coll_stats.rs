@@ -44,7 +44,12 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
 }
 
 pub fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
-    let coll = coll_arg(db, cmd, "collStats")?;
+    let name = if cmd.contains_key("collStats") {
+        "collStats"
+    } else {
+        "collstats"
+    };
+    let coll = coll_arg(db, cmd, name)?;
     let scale = scale_arg(cmd)?;
     storage_stats(s, &format!("{db}.{coll}"), scale)
 }

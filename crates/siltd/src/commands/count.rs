@@ -59,5 +59,6 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if limit > 0 {
         n = n.min(limit);
     }
-    Ok(doc! { "n": n as i64 })
+    // An int32 while it fits, as MongoDB replies.
+    Ok(doc! { "n": i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32) })
 }

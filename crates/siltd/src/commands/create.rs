@@ -21,11 +21,11 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
     };
     if partitioned && cmd.get("capped").is_some_and(|c| c == &Bson::Boolean(true)) {
-        return Err(QueryError {
-            code: 17266,
-            code_name: "Location17266",
-            msg: "cannot create a capped partitioned collection".into(),
-        });
+        return Err(QueryError::coded(
+            17266,
+            "Location17266",
+            "cannot create a capped partitioned collection",
+        ));
     }
     if let Some(pk) = cmd.get("primaryKey") {
         // The key documents are stored, ordered and partitioned by: ascending fields ending
@@ -76,12 +76,64 @@ pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             return Err(super::args::not_implemented("create.idIndex"));
         }
     }
-    let ns = format!("{db}.{coll}");
-    s.store.create(&ns, options).map_err(|e| match e {
-        silt_collection::CollError::NamespaceExists(_) => {
-            QueryError::namespace_exists(format!("Collection {ns} already exists."))
+    match cmd.get("clusteredIndex") {
+        None | Some(Bson::Null) => {}
+        Some(Bson::Document(ci)) => {
+            // Every siltd collection is clustered on `_id`: the option only says so.
+            let on_id = ci.get_document("key").ok() == Some(&bson::doc! {"_id": 1});
+            let unique = ci.get("unique") == Some(&Bson::Boolean(true));
+            if !on_id || !unique {
+                return Err(QueryError::invalid_options(
+                    "The clusteredIndex option is only supported for key: {_id: 1} with \
+                     unique: true",
+                ));
+            }
+            if let Some(k) = ci
+                .keys()
+                .find(|k| !matches!(k.as_str(), "key" | "unique" | "name" | "v"))
+            {
+                return Err(super::args::unknown_field(&format!(
+                    "create.clusteredIndex.{k}"
+                )));
+            }
+            options.insert("clusteredIndex", ci.clone());
         }
-        other => coll_err(other),
-    })?;
-    Ok(Document::new())
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'create.clusteredIndex' is the wrong type '{}', expected type \
+                 'object'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    }
+    let ns = format!("{db}.{coll}");
+    match s.store.create(&ns, options.clone()) {
+        Ok(_) => Ok(Document::new()),
+        // MongoDB 7.0: creating an existing collection with the same options succeeds.
+        Err(silt_collection::CollError::NamespaceExists(_))
+            if s.store
+                .get(&ns)
+                .is_some_and(|c| same_options(&c.options(), &options)) =>
+        {
+            Ok(Document::new())
+        }
+        Err(silt_collection::CollError::NamespaceExists(_)) => Err(QueryError::namespace_exists(
+            format!("Collection {ns} already exists."),
+        )),
+        Err(other) => Err(coll_err(other)),
+    }
+}
+
+/// Whether two collections' options are the same (field order and `capped: false` aside).
+fn same_options(a: &Document, b: &Document) -> bool {
+    let norm = |d: &Document| -> Vec<(String, Bson)> {
+        let mut v: Vec<(String, Bson)> = d
+            .iter()
+            .filter(|(k, v)| !(k.as_str() == "capped" && **v == Bson::Boolean(false)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        v.sort_by(|x, y| x.0.cmp(&y.0));
+        v
+    };
+    norm(a) == norm(b)
 }

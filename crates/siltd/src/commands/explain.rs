@@ -1,34 +1,149 @@
-//! `explain` of a `find`.
+//! `explain` of `find`, `count`, `distinct`, `aggregate` (its leading `$match`), `update`,
+//! `delete` and `findAndModify` (their first statement's filter): the plan the command's
+//! filter gets and, unless `verbosity` is `queryPlanner`, the figures of running that plan. A
+//! write is never performed by its explain.
 
 use std::time::Instant;
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use silt_collection::{MatchSource, Planned};
-use silt_query::QueryError;
+use silt_query::{QResult, QueryError};
 
 use super::args;
 use super::common::{coll_arg, doc_arg};
-use super::query::parse_query;
+use super::query::{parse_query, Query};
 use crate::ops::read_stop;
 use crate::state::{coll_err, CmdResult, Server};
 
-/// `explain` of a `find`: the chosen plan and, unless `verbosity` is `queryPlanner`, the
+/// The commands `explain` accepts.
+const EXPLAINABLE: &[&str] = &[
+    "find",
+    "count",
+    "distinct",
+    "aggregate",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+];
+
+/// The query an explained command runs: its filter and what shapes the result.
+fn query_of(name: &str, inner: &Document) -> QResult<Query> {
+    let first = |field: &str| -> QResult<Document> {
+        match inner.get(field) {
+            Some(Bson::Array(a)) => match a.first() {
+                Some(Bson::Document(d)) => Ok(d.clone()),
+                _ => Err(QueryError::failed_to_parse(format!(
+                    "explain of {name} needs one statement in '{field}'"
+                ))),
+            },
+            _ => Err(QueryError::failed_to_parse(format!(
+                "BSON field '{name}.{field}' is missing but a required field"
+            ))),
+        }
+    };
+    Ok(match name {
+        "find" => parse_query(inner, "filter")?,
+        "count" | "distinct" => {
+            let mut d = doc! {};
+            if let Some(q) = inner.get("query") {
+                d.insert("query", q.clone());
+            }
+            for k in ["hint", "skip", "limit"] {
+                if let Some(v) = inner.get(k).filter(|_| name == "count") {
+                    d.insert(k, v.clone());
+                }
+            }
+            let mut q = parse_query(&d, "query")?;
+            q.limit = q.limit.map(|l| l.max(1));
+            q
+        }
+        "aggregate" => {
+            let stages = match inner.get("pipeline") {
+                Some(Bson::Array(a)) => a.clone(),
+                _ => Vec::new(),
+            };
+            let mut d = doc! {};
+            if let Some(Bson::Document(m)) = stages.first().and_then(|s| match s {
+                Bson::Document(sd) => sd.get("$match"),
+                _ => None,
+            }) {
+                d.insert("filter", m.clone());
+            }
+            if let Some(h) = inner.get("hint") {
+                d.insert("hint", h.clone());
+            }
+            parse_query(&d, "filter")?
+        }
+        "delete" => parse_query(&first("deletes")?, "q")?,
+        "update" => {
+            let st = first("updates")?;
+            let mut q = parse_query(
+                &doc! { "q": st.get("q").cloned().unwrap_or(Bson::Null), "hint": st.get("hint").cloned().unwrap_or(Bson::Null), "sort": st.get("sort").cloned().unwrap_or(Bson::Null) },
+                "q",
+            )?;
+            if st.get("multi") != Some(&Bson::Boolean(true)) {
+                q.limit = Some(1);
+            }
+            q
+        }
+        _ => {
+            let mut q = parse_query(
+                &doc! {
+                    "query": inner.get("query").cloned().unwrap_or(Bson::Null),
+                    "sort": inner.get("sort").cloned().unwrap_or(Bson::Null),
+                    "hint": inner.get("hint").cloned().unwrap_or(Bson::Null),
+                },
+                "query",
+            )?;
+            q.limit = Some(1);
+            q
+        }
+    })
+}
+
+/// `explain` of a command: the chosen plan and, unless `verbosity` is `queryPlanner`, the
 /// figures of running it.
 pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let inner = doc_arg(cmd, "explain")?
         .ok_or_else(|| QueryError::failed_to_parse("explain needs a command document"))?;
-    let verbosity = cmd.get_str("verbosity").unwrap_or("allPlansExecution");
-    if !inner.contains_key("find") {
-        return Err(QueryError::not_implemented(
-            "siltd explains find commands only",
-        ));
+    let verbosity = match cmd.get("verbosity") {
+        None => "allPlansExecution",
+        Some(Bson::String(v))
+            if matches!(
+                v.as_str(),
+                "queryPlanner" | "executionStats" | "allPlansExecution"
+            ) =>
+        {
+            v.as_str()
+        }
+        Some(other) => {
+            return Err(QueryError::bad_value(format!(
+                "verbosity must be one of queryPlanner, executionStats, allPlansExecution, not \
+                 {other}"
+            )))
+        }
+    };
+    explain_command(s, db, inner, verbosity)
+}
+
+/// Explain `inner` (a command document) at `verbosity`.
+pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) -> CmdResult {
+    let name = inner.keys().next().map(String::as_str).unwrap_or("");
+    if !EXPLAINABLE.contains(&name) {
+        return Err(QueryError::not_implemented(format!(
+            "explain of '{name}' is not supported by siltd (it explains find, count, distinct, \
+             aggregate, update, delete and findAndModify)"
+        )));
     }
-    if let Some(find) = super::lookup("find") {
-        args::check("find", find.fields, inner)?;
+    if let Some(c) = super::lookup(name) {
+        let mut checked = inner.clone();
+        checked.remove("explain");
+        args::check(name, c.fields, &checked)?;
     }
-    let coll = coll_arg(db, inner, "find")?;
+    let coll = coll_arg(db, inner, name)?;
     let ns = format!("{db}.{coll}");
-    let q = parse_query(inner, "filter")?;
+    let q = query_of(name, inner)?;
     let started = Instant::now();
     let c = s.store.get(&ns);
     let planned = match &c {
@@ -36,17 +151,32 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         None => Planned::full_scan(),
     };
     let winning = planned.explain(&q.filter, q.sort.as_ref(), q.projection_spec.as_ref());
-    let mut r = doc! {
-        "explainVersion": "1",
-        "queryPlanner": {
-            "namespace": &ns,
-            "indexFilterSet": false,
-            "parsedQuery": q.filter.clone(),
-            "winningPlan": winning.clone(),
-            "rejectedPlans": [],
-        },
+    let planner = doc! {
+        "namespace": &ns,
+        "indexFilterSet": false,
+        "parsedQuery": q.filter.clone(),
+        "winningPlan": winning.clone(),
+        "rejectedPlans": [],
     };
-    if verbosity != "queryPlanner" {
+    let mut r = doc! { "explainVersion": "1" };
+    let stages = match (name, inner.get("pipeline")) {
+        ("aggregate", Some(Bson::Array(p))) if !p.is_empty() => Some(p.clone()),
+        _ => None,
+    };
+    match &stages {
+        // An aggregation: the cursor stage carries the plan, the other stages follow.
+        Some(p) => {
+            let mut out = vec![Bson::Document(
+                doc! { "$cursor": { "queryPlanner": planner } },
+            )];
+            out.extend(p.iter().cloned());
+            r.insert("stages", out);
+        }
+        None => {
+            r.insert("queryPlanner", planner);
+        }
+    }
+    if verbosity != "queryPlanner" && stages.is_none() {
         let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
         if let Some(c) = c {
             let mut src =

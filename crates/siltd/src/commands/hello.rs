@@ -30,14 +30,20 @@ pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResu
     d.insert("maxWriteBatchSize", silt_wire::MAX_WRITE_BATCH as i32);
     d.insert("localTime", bson::DateTime::now());
     d.insert("logicalSessionTimeoutMinutes", 30);
-    d.insert("connectionId", conn.id as i64);
+    d.insert(
+        "connectionId",
+        i32::try_from(conn.id).map_or(Bson::Int64(conn.id as i64), Bson::Int32),
+    );
     d.insert("minWireVersion", 0);
     d.insert("maxWireVersion", MAX_WIRE_VERSION);
     d.insert("readOnly", false);
     if let Some(Bson::Array(wanted)) = cmd.get("compression") {
         let agreed: Vec<Bson> = wanted
             .iter()
-            .filter(|c| matches!(c, Bson::String(n) if n == "zstd" || n == "snappy"))
+            .filter(|c| {
+                matches!(c, Bson::String(n) if silt_wire::Compressor::from_name(n)
+                    .is_some_and(|c| c != silt_wire::Compressor::Noop && c.is_supported()))
+            })
             .cloned()
             .collect();
         d.insert("compression", agreed);

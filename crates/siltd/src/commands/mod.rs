@@ -15,6 +15,7 @@ pub use agg_write::drop_leftovers as drop_out_leftovers;
 mod add_partition;
 mod agg_write;
 mod aggregate;
+mod api;
 mod args;
 mod build_info;
 mod coll_stats;
@@ -88,6 +89,7 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> C
             "no such command: '{name}'"
         )));
     };
+    api::check(c.name, cmd)?;
     args::check(name, c.fields, cmd)?;
     (c.run)(s, db, cmd, op)
 }

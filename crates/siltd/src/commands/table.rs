@@ -90,7 +90,7 @@ pub const TABLE: &[Command] = &[
     },
     Command {
         name: "collStats",
-        aliases: &[],
+        aliases: &["collstats"],
         fields: Fields::Any,
         help: "collection statistics",
         admin_only: false,
@@ -155,6 +155,7 @@ pub const TABLE: &[Command] = &[
                 "partitioned",
                 "primaryKey",
                 "partitionRetention",
+                "clusteredIndex",
             ],
             &[
                 "autoIndexId",
@@ -171,7 +172,6 @@ pub const TABLE: &[Command] = &[
                 "recordPreImages",
                 "changeStreamPreAndPostImages",
                 "timeseries",
-                "clusteredIndex",
                 "expireAfterSeconds",
                 "encryptedFields",
                 "temp",
@@ -209,7 +209,7 @@ pub const TABLE: &[Command] = &[
     },
     Command {
         name: "dbStats",
-        aliases: &[],
+        aliases: &["dbstats"],
         fields: Fields::Any,
         help: "database statistics",
         admin_only: false,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bson::{doc, Bson, Document};
 use silt_collection::{Collection, Index};
 use silt_query::agg::LetVars;
+use silt_query::plan::SortSpec;
 use silt_query::update::UpdateSpec;
 use silt_query::QueryError;
 
@@ -25,6 +26,7 @@ const UPDATE_STATEMENT: &[&str] = &[
     "hint",
     "fastUpdate",
     "c",
+    "sort",
 ];
 
 /// MongoDB's update statement fields siltd does not implement.
@@ -32,7 +34,6 @@ const UPDATE_REFUSED: &[&str] = &[
     "collation",
     "upsertSupplied",
     "sampleId",
-    "sort",
     "$_allowShardKeyUpdatesWithoutFullShardKeyInQuery",
 ];
 
@@ -152,6 +153,18 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             check_hint(st)?;
             let spec = update_spec(u, af.as_deref(), &lets)?;
             let multi = bool_arg(st, "multi")?.unwrap_or(false);
+            // `sort` picks which document a single update changes (MongoDB 8.0).
+            let sort = match doc_arg(st, "sort")? {
+                Some(sd) if !sd.is_empty() => {
+                    if multi {
+                        return Err(WriteFail::Other(QueryError::failed_to_parse(
+                            "Cannot specify sort with multi=true",
+                        )));
+                    }
+                    Some(SortSpec::parse(sd)?)
+                }
+                _ => None,
+            };
             let upsert = bool_arg(st, "upsert")?.unwrap_or(false);
             let want_fast = match bool_arg(st, "fastUpdate")? {
                 Some(b) => b,
@@ -204,7 +217,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             }
             // Not in a multi-document transaction: the index is read as of now, not at its
             // snapshot. (A retryable write's own transaction takes this path.)
-            if want_fast && !upsert && !q.is_empty() && !op.multi {
+            if want_fast && !upsert && !q.is_empty() && !op.multi && sort.is_none() {
                 if let (Some(c), Bson::Document(u)) = (s.store.get(&ns), u) {
                     if let Some(n) = fast_by_index(s, op, &c, &q, u, &spec, af.as_deref(), multi)? {
                         return Ok(UpdateResult {
@@ -216,7 +229,17 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                     }
                 }
             }
-            update_docs(s, op, &ns, &q, None, &spec, multi, upsert, st.get("hint"))
+            update_docs(
+                s,
+                op,
+                &ns,
+                &q,
+                sort.as_ref(),
+                &spec,
+                multi,
+                upsert,
+                st.get("hint"),
+            )
         })();
         match r {
             Ok(r) => {

@@ -14,7 +14,11 @@ use crate::state::coll_err;
 pub(super) const MAX_DOC: usize = 16 * 1024 * 1024;
 
 pub(super) fn write_error(index: usize, e: &QueryError) -> Document {
-    doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() }
+    let mut w = doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() };
+    if let Some(info) = &e.info {
+        w.extend((**info).clone());
+    }
+    w
 }
 
 /// A duplicate key: the index, its key pattern and the duplicate values.
@@ -123,7 +127,8 @@ impl WriteFail {
     }
     pub(super) fn into_error(self) -> QueryError {
         match self {
-            WriteFail::Dup(d) => QueryError::duplicate_key(d.msg),
+            WriteFail::Dup(d) => QueryError::duplicate_key(d.msg)
+                .with_info(doc! { "keyPattern": d.key_pattern, "keyValue": d.key_value }),
             WriteFail::Other(e) => e,
         }
     }
