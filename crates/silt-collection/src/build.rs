@@ -228,6 +228,51 @@ impl Store {
 
     /// Drop the named indexes of `ns` (all must exist; `_id_` is refused by the caller).
     /// Returns how many indexes there were (with `_id_`).
+    /// Change the options of index `name` of `ns` that `collMod` may change (`hidden`,
+    /// `expireAfterSeconds`): `change` edits a copy of its spec, which replaces the old one
+    /// (same dictionaries, same multikey flag) and is persisted. Returns the old and new spec.
+    pub fn modify_index(
+        &self,
+        ns: &str,
+        name: &str,
+        change: impl FnOnce(&mut IndexSpec) -> std::result::Result<(), String>,
+    ) -> Result<(IndexSpec, IndexSpec)> {
+        let c = self
+            .get(ns)
+            .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
+        let _w = c.build.write();
+        let _g = self.ddl.lock();
+        let mut list = c.indexes.write();
+        let Some(pos) = list.iter().position(|i| i.name() == name) else {
+            return Err(CollError::IndexNotFound(format!(
+                "cannot find index {name} for ns {ns}"
+            )));
+        };
+        let old = list[pos].clone();
+        let mut spec = old.spec.clone();
+        change(&mut spec).map_err(|m| CollError::Partition { code: 2, msg: m })?;
+        let new = Arc::new(Index::new(
+            spec.clone(),
+            (*old.parts()).clone(),
+            old.is_multikey(),
+            old.coverable,
+        ));
+        list[pos] = new;
+        drop(list);
+        c.persist_meta()?;
+        Ok((old.spec.clone(), spec))
+    }
+
+    /// Replace the options of collection `ns` (`collMod`), persisted in its catalog entry.
+    pub fn set_options(&self, ns: &str, options: Document) -> Result<()> {
+        let c = self
+            .get(ns)
+            .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
+        let _g = self.ddl.lock();
+        *c.options.write() = options;
+        c.persist_meta()
+    }
+
     pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<usize> {
         let c = self
             .get(ns)

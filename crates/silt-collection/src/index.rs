@@ -49,6 +49,34 @@ pub struct IndexSpec {
     pub partial: Option<(Document, Matcher)>,
     /// Entries carry the whole document (TokuMX's clustering indexes).
     pub clustering: bool,
+    /// A TTL index: documents whose indexed date is older than this many seconds are deleted
+    /// by the server's TTL monitor.
+    pub expire_after_secs: Option<i64>,
+    /// Maintained but not used by the planner (MongoDB's hidden indexes).
+    pub hidden: bool,
+}
+
+/// Parse `expireAfterSeconds` (MongoDB 7.0: a number in [0, 2^31 - 1]).
+pub fn parse_expire_after(v: &Bson) -> Result<i64, SpecError> {
+    let n = match v {
+        Bson::Int32(i) => f64::from(*i),
+        Bson::Int64(i) => *i as f64,
+        Bson::Double(d) => *d,
+        other => {
+            return Err(SpecError(format!(
+                "TTL index 'expireAfterSeconds' option must be numeric, but received a type of \
+                 '{}'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    };
+    if n.is_nan() || !(0.0..=f64::from(i32::MAX)).contains(&n) {
+        return Err(SpecError(format!(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a \
+             lower number. Value: {n}"
+        )));
+    }
+    Ok(n as i64)
 }
 
 /// Why an index spec is refused.
@@ -117,6 +145,30 @@ impl IndexSpec {
                 "cannot mix \"partialFilterExpression\" and \"sparse\" options".into(),
             ));
         }
+        let expire_after_secs = match spec.get("expireAfterSeconds") {
+            None | Some(Bson::Null) => None,
+            Some(v) => {
+                if fields.len() != 1 {
+                    return Err(SpecError(
+                        "TTL indexes are single-field indexes, compound indexes do not support \
+                         TTL"
+                        .into(),
+                    ));
+                }
+                if fields[0].0 == "_id" {
+                    return Err(SpecError(
+                        "The field 'expireAfterSeconds' is not valid for an _id index \
+                         specification"
+                            .into(),
+                    ));
+                }
+                Some(parse_expire_after(v)?)
+            }
+        };
+        let hidden = truthy(spec.get("hidden"));
+        if hidden && name == "_id_" {
+            return Err(SpecError("cannot hide _id index".into()));
+        }
         Ok(IndexSpec {
             name,
             fields,
@@ -125,6 +177,8 @@ impl IndexSpec {
             sparse,
             partial,
             clustering: truthy(spec.get("clustering")),
+            expire_after_secs,
+            hidden,
         })
     }
 
@@ -143,6 +197,15 @@ impl IndexSpec {
         if self.clustering {
             d.insert("clustering", true);
         }
+        if let Some(s) = self.expire_after_secs {
+            d.insert(
+                "expireAfterSeconds",
+                i32::try_from(s).map_or(Bson::Int64(s), Bson::Int32),
+            );
+        }
+        if self.hidden {
+            d.insert("hidden", true);
+        }
         d
     }
 
@@ -152,6 +215,8 @@ impl IndexSpec {
             && self.unique == other.unique
             && self.sparse == other.sparse
             && self.clustering == other.clustering
+            && self.expire_after_secs == other.expire_after_secs
+            && self.hidden == other.hidden
             && self.partial.as_ref().map(|p| &p.0) == other.partial.as_ref().map(|p| &p.0)
     }
 
@@ -488,7 +553,7 @@ pub struct Index {
     parts: RwLock<Arc<Parts>>,
     multikey: AtomicBool,
     /// Entries carry shapes (every index built since shapes exist).
-    coverable: bool,
+    pub(crate) coverable: bool,
     desc: Vec<bool>,
 }
 

@@ -50,7 +50,7 @@ pub use silt_storage::{
 
 pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING, BUILD_SCANNING};
 pub use collection::{sum_stats, CollStats, Collection, DocCursor, PartInfo};
-pub use index::{Accesses, Index, IndexSpec, KeyError, SpecError};
+pub use index::{parse_expire_after, Accesses, Index, IndexSpec, KeyError, SpecError};
 pub use keyrange::{KeyRange, KeyScan};
 pub use partition::{
     max_doc, CrashPoints, DropPartitions, Every, PartitionStats, Retention, Rotation,

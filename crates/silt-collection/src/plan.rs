@@ -59,6 +59,13 @@ impl Planned {
 }
 
 impl Collection {
+    /// The indexes the planner may use: all but hidden ones.
+    fn visible_indexes(&self) -> Vec<Arc<crate::Index>> {
+        let mut v = self.indexes();
+        v.retain(|i| !i.spec.hidden);
+        v
+    }
+
     /// Choose how to read this collection for a query (`silt_query::plan::choose` over its
     /// indexes as they are now), and count the choice in the indexes' access statistics.
     pub fn plan(
@@ -69,7 +76,7 @@ impl Collection {
         hint: Option<&Bson>,
         needs: Option<&[String]>,
     ) -> QResult<Planned> {
-        let indexes = self.indexes();
+        let indexes = self.visible_indexes();
         let infos: Vec<IndexInfo<'_>> = indexes.iter().map(|i| i.info()).collect();
         let choice =
             plan::choose_over(&infos, self.pk.is_id(), filter, matcher, sort, hint, needs)?;
@@ -88,7 +95,7 @@ impl Collection {
     /// its ranges are exactly the documents matching `matcher`, if there is one
     /// (`silt_query::plan::exact_scan`); counted in the index's access statistics.
     pub fn exact_scan(&self, matcher: &Matcher) -> Option<KeyScan> {
-        let indexes = self.indexes();
+        let indexes = self.visible_indexes();
         let infos: Vec<IndexInfo<'_>> = indexes.iter().map(|i| i.info()).collect();
         let scan = plan::exact_scan(&infos, matcher)?;
         let ix = indexes[scan.index].clone();

@@ -81,6 +81,7 @@ codes! {
     exceeded_memory_limit => 146, "ExceededMemoryLimit";
     cannot_index_parallel_arrays => 171, "CannotIndexParallelArrays";
     conversion_failure => 241, "ConversionFailure";
+    ambiguous_index_key_pattern => 35, "AmbiguousIndexKeyPattern";
     already_initialized => 23, "AlreadyInitialized";
     no_replication_enabled => 76, "NoReplicationEnabled";
     unsatisfiable_write_concern => 100, "UnsatisfiableWriteConcern";

@@ -64,6 +64,14 @@ pub struct Flags {
     /// `transactionLifetimeLimitSeconds`) [default: 60].
     #[arg(long)]
     pub transaction_lifetime_limit_s: Option<u64>,
+    /// A server parameter at start-up, `NAME=VALUE` (MongoDB's `--setParameter`), e.g.
+    /// `ttlMonitorSleepSecs=1`; repeatable. The names are those `setParameter` accepts.
+    #[arg(
+        long = "setParameter",
+        alias = "set-parameter",
+        value_name = "NAME=VALUE"
+    )]
+    pub set_parameter: Vec<String>,
 }
 
 /// The resolved settings.
@@ -88,6 +96,8 @@ pub struct Config {
     pub txn_lifetime: Duration,
     /// The arguments as given, for `getCmdLineOpts`.
     pub argv: Vec<String>,
+    /// `--setParameter` pairs, applied once the server is up.
+    pub set_parameters: Vec<(String, String)>,
 }
 
 impl Flags {
@@ -161,6 +171,7 @@ impl Flags {
                     let x = num(&v)?;
                     self.transaction_lifetime_limit_s.get_or_insert(x);
                 }
+                "setParameter" | "set-parameter" => self.set_parameter.push(v),
                 _ => return Err(format!("line {}: unknown setting `{k}`", n + 1)),
             }
         }
@@ -202,6 +213,15 @@ impl Flags {
                 self.transaction_lifetime_limit_s.unwrap_or(60).max(1),
             ),
             argv,
+            set_parameters: self
+                .set_parameter
+                .iter()
+                .map(|p| {
+                    p.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| format!("--setParameter: expected NAME=VALUE, got `{p}`"))
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 }

@@ -21,6 +21,7 @@ mod server;
 mod sessions;
 mod state;
 mod transactions;
+mod ttl;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,7 +127,12 @@ fn run(cfg: config::Config) -> Result<(), String> {
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
     let server = Arc::new(state::Server::new(cfg, store, fast));
+    for (name, value) in &server.cfg.set_parameters {
+        commands::startup_parameter(&server, name, value)
+            .map_err(|e| format!("--setParameter {name}={value}: {}", e.msg))?;
+    }
     commands::drop_out_leftovers(&server);
+    ttl::spawn(&server);
     // Connections have their own threads (see `server`); the runtime only waits for signals
     // and runs the cursor reaper.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -135,6 +141,9 @@ fn run(cfg: config::Config) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let s2 = server.clone();
     rt.block_on(async move { server::serve(s2, &addr).await })?;
+    server
+        .stopping
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     rt.shutdown_timeout(Duration::from_secs(5));
     // Open transactions end with their sessions: aborted, as a restart would.
     server.sessions.abort_all();

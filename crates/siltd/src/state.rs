@@ -131,6 +131,10 @@ pub struct Server {
     pub txn_lock_wait_ms: AtomicU64,
     /// `transactionLifetimeLimitSeconds` (`--transaction-lifetime-limit-s`, default 60).
     pub txn_lifetime_s: AtomicU64,
+    /// The TTL monitor's settings and counters.
+    pub ttl: crate::ttl::TtlState,
+    /// Set once the server stops accepting work; background threads end.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Server {
@@ -156,7 +160,14 @@ impl Server {
             ops: OpCounters::default(),
             recent_log: Mutex::new(VecDeque::new()),
             inprog: Ops::default(),
+            ttl: crate::ttl::TtlState::default(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether the server is shutting down.
+    pub fn shutting_down(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// How long a transaction's write waits for a document lock.

@@ -15,6 +15,8 @@ const INDEX_HONOURED: &[&str] = &[
     "sparse",
     "partialFilterExpression",
     "clustering",
+    "expireAfterSeconds",
+    "hidden",
     "background",
     "v",
     "ns",
@@ -22,8 +24,6 @@ const INDEX_HONOURED: &[&str] = &[
 
 /// Index options MongoDB knows and siltd does not implement: refused unless default.
 const INDEX_REFUSED: &[&str] = &[
-    "hidden",
-    "expireAfterSeconds",
     "storageEngine",
     "weights",
     "default_language",

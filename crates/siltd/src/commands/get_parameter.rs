@@ -25,6 +25,10 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             "maxTransactionLockRequestTimeoutMillis" => {
                 Some(Bson::Int32(s.txn_lock_wait().as_millis() as i32))
             }
+            "ttlMonitorSleepSecs" => {
+                Some(Bson::Int32(s.ttl.sleep_secs.load(Ordering::Relaxed) as i32))
+            }
+            "ttlMonitorEnabled" => Some(Bson::Boolean(s.ttl.enabled.load(Ordering::Relaxed))),
             _ => None,
         }
     };
@@ -37,6 +41,8 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "fastUpdates",
         "transactionLifetimeLimitSeconds",
         "maxTransactionLockRequestTimeoutMillis",
+        "ttlMonitorSleepSecs",
+        "ttlMonitorEnabled",
     ];
     let mut out = Document::new();
     if all {

@@ -18,6 +18,7 @@ mod aggregate;
 mod api;
 mod args;
 mod build_info;
+mod coll_mod;
 mod coll_stats;
 mod common;
 mod compact;
@@ -74,6 +75,37 @@ use crate::state::{CmdResult, Ctx, Server};
 
 pub use common::type_name;
 pub use table::{Command, TABLE};
+
+/// Delete at most `cap` documents of `ns` matching `filter`, outside any transaction (the
+/// TTL monitor's batches): how many were deleted.
+pub fn delete_batch(
+    s: &Server,
+    ns: &str,
+    filter: &Document,
+    cap: usize,
+) -> Result<usize, QueryError> {
+    let conn = crate::state::ConnInfo {
+        id: 0,
+        peer: "TTLMonitor".into(),
+    };
+    let op = Ctx::new(&conn);
+    modify::delete_some(s, &op, ns, filter, None, true, None, cap).map(|d| d.len())
+}
+
+/// Apply a `--setParameter NAME=VALUE` given at start-up, as the `setParameter` command would.
+pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), QueryError> {
+    let v = match value {
+        "true" => bson::Bson::Boolean(true),
+        "false" => bson::Bson::Boolean(false),
+        v => match v.parse::<i64>() {
+            Ok(n) => i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32),
+            Err(_) => bson::Bson::String(v.to_string()),
+        },
+    };
+    let mut cmd = bson::doc! { "setParameter": 1 };
+    cmd.insert(name, v);
+    set_parameter::set_parameter(s, &cmd).map(|_| ())
+}
 
 /// The table entry for a command name or alias.
 pub fn lookup(name: &str) -> Option<&'static Command> {

@@ -74,8 +74,9 @@ pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
 }
 
 /// The keys of the documents a write selects: every match when `multi`, else the first match
-/// (the first in `sort` order when one is given). They are chosen before anything is written
-/// so that written documents are not met again.
+/// (the first in `sort` order when one is given); at most `cap` of them. They are chosen
+/// before anything is written so that written documents are not met again.
+#[allow(clippy::too_many_arguments)]
 fn select_keys(
     op: &Ctx,
     coll: &Arc<Collection>,
@@ -84,6 +85,7 @@ fn select_keys(
     sort: Option<&SortSpec>,
     multi: bool,
     hint: Option<&Bson>,
+    cap: usize,
 ) -> QResult<Vec<Vec<u8>>> {
     let planned = coll.plan(filter, matcher, None, hint, None)?;
     let src = &mut MatchSource::uncovered_at(
@@ -108,7 +110,7 @@ fn select_keys(
     let mut keys = Vec::new();
     while let Some((k, _)) = src.next_match().map_err(coll_err)? {
         keys.push(k);
-        if !multi {
+        if !multi || keys.len() >= cap {
             break;
         }
     }
@@ -194,7 +196,7 @@ pub(super) fn update_docs(
     let now = bson::DateTime::now();
     if let Some(coll) = s.store.get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
-        let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint)?;
+        let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint, usize::MAX)?;
         for key in keys {
             let lock = op.lock_doc(&coll, key).map_err(WriteFail::from)?;
             update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
@@ -281,11 +283,26 @@ pub(super) fn delete_docs(
     multi: bool,
     hint: Option<&Bson>,
 ) -> QResult<Vec<Document>> {
+    delete_some(s, op, ns, filter, sort, multi, hint, usize::MAX)
+}
+
+/// [`delete_docs`] of at most `cap` documents (the TTL monitor's batches).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn delete_some(
+    s: &Server,
+    op: &Ctx,
+    ns: &str,
+    filter: &Document,
+    sort: Option<&SortSpec>,
+    multi: bool,
+    hint: Option<&Bson>,
+    cap: usize,
+) -> QResult<Vec<Document>> {
     let Some(coll) = s.store.get(ns) else {
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);
-    let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint)?;
+    let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint, cap)?;
     let mut out = Vec::new();
     for key in keys {
         let lock = op.lock_doc(&coll, key).map_err(coll_err)?;

@@ -53,6 +53,7 @@ pub fn server_status(s: &Server) -> CmdResult {
         "metrics": {
             "cursor": { "open": { "total": s.cursors.len() as i64 } },
             "fastUpdates": s.fast.metrics(),
+            "ttl": s.ttl.metrics(),
         },
         "storageEngine": {
             "name": "silt",

@@ -22,6 +22,21 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
             ("fastUpdates", _) => {
                 return Err(QueryError::bad_value("fastUpdates must be a boolean"))
             }
+            ("ttlMonitorSleepSecs", _) => {
+                let n = match int_arg(cmd, k)? {
+                    Some(n) if n >= 1 => n as u64,
+                    _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
+                };
+                let was = s.ttl.sleep_secs.swap(n, Ordering::Relaxed);
+                out.insert("was", was as i32);
+            }
+            ("ttlMonitorEnabled", Bson::Boolean(b)) => {
+                let was = s.ttl.enabled.swap(*b, Ordering::Relaxed);
+                out.insert("was", was);
+            }
+            ("ttlMonitorEnabled", _) => {
+                return Err(QueryError::bad_value("ttlMonitorEnabled must be a boolean"))
+            }
             ("transactionLifetimeLimitSeconds", _) => {
                 let n = match int_arg(cmd, k)? {
                     Some(n) if n >= 1 => n as u64,

@@ -1,0 +1,125 @@
+//! The `collMod` command: change an index's `expireAfterSeconds` or `hidden`.
+
+use bson::{Bson, Document};
+use silt_query::QueryError;
+
+use super::common::coll_arg;
+use crate::state::{coll_err, CmdResult, Server};
+
+pub fn coll_mod(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let coll = coll_arg(db, cmd, "collMod")?;
+    let ns = format!("{db}.{coll}");
+    let Some(c) = s.store.get(&ns) else {
+        return Err(QueryError::namespace_not_found(format!(
+            "ns does not exist: {ns}"
+        )));
+    };
+    let mut reply = Document::new();
+    if let Some(ix) = cmd.get("index") {
+        let Bson::Document(ix) = ix else {
+            return Err(QueryError::type_mismatch(
+                "BSON field 'collMod.index' is the wrong type, expected type 'object'",
+            ));
+        };
+        let mut name = None;
+        let mut expire = None;
+        let mut hidden = None;
+        for (k, v) in ix {
+            match (k.as_str(), v) {
+                ("name", Bson::String(n)) => name = Some(n.clone()),
+                ("keyPattern", Bson::Document(kp)) => {
+                    let found: Vec<String> = c
+                        .indexes()
+                        .iter()
+                        .filter(|i| &i.spec.key_pattern == kp)
+                        .map(|i| i.name().to_string())
+                        .collect();
+                    match found.as_slice() {
+                        [one] => name = Some(one.clone()),
+                        [] => {
+                            return Err(QueryError::index_not_found(format!(
+                                "cannot find index {} for ns {ns}",
+                                silt_query::expr::fmt_doc(kp)
+                            )))
+                        }
+                        _ => {
+                            return Err(QueryError::ambiguous_index_key_pattern(format!(
+                                "{} indexes found for key: {}, identify by name instead.",
+                                found.len(),
+                                silt_query::expr::fmt_doc(kp)
+                            )))
+                        }
+                    }
+                }
+                ("expireAfterSeconds", v) => {
+                    expire = Some(
+                        silt_collection::parse_expire_after(v)
+                            .map_err(|e| QueryError::invalid_options(e.0))?,
+                    )
+                }
+                ("hidden", Bson::Boolean(b)) => hidden = Some(*b),
+                ("unique" | "prepareUnique" | "forceNonUnique", _) => {
+                    return Err(super::args::not_implemented(&format!("collMod.index.{k}")))
+                }
+                _ => {
+                    return Err(QueryError::located(
+                        40415,
+                        format!("BSON field 'collMod.index.{k}' is an unknown field."),
+                    ))
+                }
+            }
+        }
+        let name = name.ok_or_else(|| {
+            QueryError::invalid_options("must specify either index name or key pattern")
+        })?;
+        if name == "_id_" && !c.indexes().iter().any(|i| i.name() == "_id_") {
+            return Err(QueryError::invalid_options(
+                "cannot modify hidden field or expireAfterSeconds of the _id_ index",
+            ));
+        }
+        if expire.is_none() && hidden.is_none() {
+            return Err(QueryError::invalid_options(
+                "no expireAfterSeconds or hidden field",
+            ));
+        }
+        let (old, new) = s
+            .store
+            .modify_index(&ns, &name, |spec| {
+                if let Some(e) = expire {
+                    if spec.fields.len() != 1 || spec.fields[0].0 == "_id" {
+                        return Err("TTL indexes are single-field indexes, compound indexes \
+                                    do not support TTL"
+                            .into());
+                    }
+                    spec.expire_after_secs = Some(e);
+                }
+                if let Some(h) = hidden {
+                    if spec.name == "_id_" {
+                        return Err("cannot modify hidden field of the _id_ index".into());
+                    }
+                    spec.hidden = h;
+                }
+                Ok(())
+            })
+            .map_err(|e| match e {
+                silt_collection::CollError::Partition { msg, .. } => {
+                    QueryError::invalid_options(msg)
+                }
+                other => coll_err(other),
+            })?;
+        let secs = |v: Option<i64>| v.map(|n| i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32));
+        if expire.is_some() {
+            if let Some(o) = secs(old.expire_after_secs) {
+                reply.insert("expireAfterSeconds_old", o);
+            }
+            if let Some(n) = secs(new.expire_after_secs) {
+                reply.insert("expireAfterSeconds_new", n);
+            }
+        }
+        if hidden.is_some() {
+            reply.insert("hidden_old", old.hidden);
+            reply.insert("hidden_new", new.hidden);
+        }
+    }
+    Ok(reply)
+}
