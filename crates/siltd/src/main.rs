@@ -22,6 +22,7 @@ mod sessions;
 mod state;
 mod transactions;
 mod ttl;
+mod views;
 
 use std::sync::Arc;
 use std::time::Duration;

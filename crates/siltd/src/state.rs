@@ -131,6 +131,8 @@ pub struct Server {
     pub txn_lock_wait_ms: AtomicU64,
     /// `transactionLifetimeLimitSeconds` (`--transaction-lifetime-limit-s`, default 60).
     pub txn_lifetime_s: AtomicU64,
+    /// Every view, as `system.views` records them.
+    pub views: crate::views::Views,
     /// The TTL monitor's settings and counters.
     pub ttl: crate::ttl::TtlState,
     /// Set once the server stops accepting work; background threads end.
@@ -140,6 +142,7 @@ pub struct Server {
 impl Server {
     pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
+        let views = crate::views::Views::load(&store);
         let repl = cfg
             .repl_set
             .as_ref()
@@ -161,6 +164,7 @@ impl Server {
             recent_log: Mutex::new(VecDeque::new()),
             inprog: Ops::default(),
             ttl: crate::ttl::TtlState::default(),
+            views,
             stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }

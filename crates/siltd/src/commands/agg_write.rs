@@ -329,6 +329,11 @@ impl WriteStage {
                 format!("{name} cannot be used in a transaction"),
             ));
         }
+        let target = match self {
+            WriteStage::Out { db, coll } => format!("{db}.{coll}"),
+            WriteStage::Merge(m) => format!("{}.{}", m.db, m.coll),
+        };
+        s.views.refuse_write(&target)?;
         match self {
             WriteStage::Out { db, coll } => out(s, op, db, coll, docs),
             WriteStage::Merge(m) => m.write(s, op, docs),

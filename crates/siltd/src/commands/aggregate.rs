@@ -276,6 +276,54 @@ fn aggregate_collection(
     writer: Option<super::agg_write::WriteStage>,
 ) -> CmdResult {
     let cursor_opts = cursor_arg(cmd)?;
+    // A view: its pipeline over its source, the cursor under the view's name.
+    let (coll, reply_ns) = match ns.split_once('.') {
+        Some((_, c)) => (c.to_string(), ns.clone()),
+        None => (ns.clone(), ns.clone()),
+    };
+    let (ns, stages) = match s.views.resolve(db, &coll)? {
+        Some((source, mut pre)) => {
+            pre.extend(stages);
+            (format!("{db}.{source}"), pre)
+        }
+        None => (ns, stages),
+    };
+    let out = pipeline_docs(s, db, &ns, cmd, stages, op)?;
+    if let Some(w) = writer {
+        w.write(s, op, out)?;
+        return reply(s, &reply_ns, &cursor_opts, Vec::new());
+    }
+    reply(s, &reply_ns, &cursor_opts, out)
+}
+
+/// The documents of a read of view `db.coll` through `stages` (after the view's own
+/// pipeline): what `count` and `distinct` on a view read.
+pub(super) fn view_docs(
+    s: &Server,
+    db: &str,
+    coll: &str,
+    cmd: &Document,
+    stages: Vec<Document>,
+    op: &Ctx,
+) -> QResult<Vec<Document>> {
+    let (source, mut all) = s
+        .views
+        .resolve(db, coll)?
+        .ok_or_else(|| QueryError::internal(format!("{db}.{coll} is not a view")))?;
+    all.extend(stages);
+    pipeline_docs(s, db, &format!("{db}.{source}"), cmd, all, op)
+}
+
+/// Run `stages` over collection `ns` (`hint` and `maxTimeMS` come from `cmd`).
+fn pipeline_docs(
+    s: &Server,
+    db: &str,
+    ns: &str,
+    cmd: &Document,
+    stages: Vec<Document>,
+    op: &Ctx,
+) -> QResult<Vec<Document>> {
+    let ns = ns.to_string();
     if let Some(name) = stages
         .first()
         .and_then(|d| d.keys().next())
@@ -373,11 +421,7 @@ fn aggregate_collection(
             None => pipeline.run(Box::new(std::iter::empty()), &ctx)?,
         }
     };
-    if let Some(w) = writer {
-        w.write(s, op, out)?;
-        return reply(s, &ns, &cursor_opts, Vec::new());
-    }
-    reply(s, &ns, &cursor_opts, out)
+    Ok(out)
 }
 
 /// `[{$match: F}?, {$group: {_id: <constant>, n: {$sum: 1}}}]`, the pipeline drivers send for

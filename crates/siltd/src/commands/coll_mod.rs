@@ -4,11 +4,20 @@ use bson::{Bson, Document};
 use silt_query::QueryError;
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::views::{View, SYSTEM_VIEWS};
 
-pub fn coll_mod(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "collMod")?;
     let ns = format!("{db}.{coll}");
+    if s.views.is_view(&ns) {
+        return modify_view(s, db, &ns, cmd, op);
+    }
+    if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
+        return Err(QueryError::invalid_options(format!(
+            "{ns} is a collection, not a view: 'viewOn' and 'pipeline' only apply to views"
+        )));
+    }
     let Some(c) = s.store.get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns does not exist: {ns}"
@@ -122,4 +131,50 @@ pub fn coll_mod(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
     }
     Ok(reply)
+}
+
+/// `collMod` of a view: a new `viewOn` and `pipeline` (both must be given).
+fn modify_view(s: &Server, db: &str, ns: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+    if let Some(k) = cmd.keys().skip(1).find(|k| {
+        matches!(
+            k.as_str(),
+            "index" | "validator" | "validationLevel" | "validationAction"
+        )
+    }) {
+        return Err(QueryError::invalid_options(format!(
+            "option '{k}' is not supported on a view"
+        )));
+    }
+    let (Some(Bson::String(view_on)), Some(p)) = (cmd.get("viewOn"), cmd.get("pipeline")) else {
+        return Err(QueryError::invalid_options(
+            "must specify both 'viewOn' and 'pipeline' when modifying a view",
+        ));
+    };
+    let pipeline = super::create::view_pipeline(Some(p))?;
+    if s.views.would_cycle(db, ns, view_on) {
+        return Err(QueryError::coded(
+            5,
+            "GraphContainsCycle",
+            format!("View cycle detected: {ns} would be defined on itself"),
+        ));
+    }
+    let view = View {
+        view_on: view_on.clone(),
+        pipeline,
+    };
+    let spec = silt_query::update::UpdateSpec::Replacement(view.to_doc(ns));
+    super::modify::update_docs(
+        s,
+        op,
+        &format!("{db}.{SYSTEM_VIEWS}"),
+        &bson::doc! { "_id": ns },
+        None,
+        &spec,
+        false,
+        true,
+        None,
+    )
+    .map_err(|f| f.into_error())?;
+    s.views.put(ns, view);
+    Ok(Document::new())
 }

@@ -11,9 +11,9 @@ use silt_query::QueryError;
 
 use super::common::{check_hint, coll_arg, deadline, doc_arg, int_arg, new_matcher};
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::state::{coll_err, CmdResult, Ctx, Server};
 
-pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "count")?;
     let ns = format!("{db}.{coll}");
     s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
@@ -26,6 +26,18 @@ pub fn count(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     let limit = int_arg(cmd, "limit")?.unwrap_or(0).unsigned_abs();
     check_hint(cmd)?;
+    if s.views.is_view(&ns) {
+        // On a view: count what its pipeline and the filter yield.
+        let mut stages = vec![doc! { "$match": filter }];
+        if skip > 0 {
+            stages.push(doc! { "$skip": skip });
+        }
+        if limit > 0 {
+            stages.push(doc! { "$limit": limit as i64 });
+        }
+        let n = super::aggregate::view_docs(s, db, &coll, cmd, stages, op)?.len();
+        return Ok(doc! { "n": i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32) });
+    }
     let Some(c) = s.store.get(&ns) else {
         return Ok(doc! { "n": 0 });
     };

@@ -1,13 +1,22 @@
 //! The `create` command.
 
 use bson::{Bson, Document};
-use silt_query::QueryError;
+use silt_query::{QResult, QueryError};
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::views::{View, SYSTEM_VIEWS};
 
-pub fn create(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "create")?;
+    if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
+        return create_view(s, db, &coll, cmd, op);
+    }
+    if s.views.is_view(&format!("{db}.{coll}")) {
+        return Err(QueryError::namespace_exists(format!(
+            "Namespace {db}.{coll} already exists as a view"
+        )));
+    }
     // The command table checked every field: what is left to decide is the values.
     let mut options = Document::new();
     let partitioned = match cmd.get("partitioned") {
@@ -136,4 +145,114 @@ fn same_options(a: &Document, b: &Document) -> bool {
         v
     };
     norm(a) == norm(b)
+}
+
+/// `create` with `viewOn` and `pipeline`: a document in `system.views`.
+fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+    let ns = format!("{db}.{name}");
+    if let Some(k) = cmd.keys().skip(1).find(|k| {
+        !matches!(k.as_str(), "viewOn" | "pipeline")
+            && !k.starts_with('$')
+            && !GENERIC.contains(&k.as_str())
+    }) {
+        return Err(QueryError::invalid_options(format!(
+            "option '{k}' is not supported when creating a view"
+        )));
+    }
+    let view_on = match cmd.get("viewOn") {
+        Some(Bson::String(v)) if !v.is_empty() => v.clone(),
+        Some(Bson::String(_)) => {
+            return Err(QueryError::bad_value("'viewOn' cannot be empty"));
+        }
+        None => {
+            return Err(QueryError::bad_value(
+                "'pipeline' requires 'viewOn' to also be specified",
+            ))
+        }
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'create.viewOn' is the wrong type '{}', expected type 'string'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    };
+    let pipeline = view_pipeline(cmd.get("pipeline"))?;
+    if s.store.get(&ns).is_some() || s.views.is_view(&ns) {
+        // The same definition again is fine, as for collections.
+        if let Some(v) = s.views.get(&ns) {
+            if v.view_on == view_on && v.pipeline == pipeline {
+                return Ok(Document::new());
+            }
+        }
+        return Err(QueryError::namespace_exists(format!(
+            "Namespace {ns} already exists"
+        )));
+    }
+    if s.views.would_cycle(db, &ns, &view_on) {
+        return Err(QueryError::coded(
+            5,
+            "GraphContainsCycle",
+            format!("View cycle detected: {ns} is defined on itself"),
+        ));
+    }
+    let view = View { view_on, pipeline };
+    let sys = s
+        .store
+        .get_or_create(&format!("{db}.{SYSTEM_VIEWS}"))
+        .map_err(coll_err)?;
+    op.insert(&sys, &view.to_doc(&ns)).map_err(coll_err)?;
+    s.views.put(&ns, view);
+    Ok(Document::new())
+}
+
+/// Generic command arguments (the session, write concern, ...) a view's `create` may carry.
+const GENERIC: &[&str] = &[
+    "lsid",
+    "txnNumber",
+    "autocommit",
+    "startTransaction",
+    "writeConcern",
+    "readConcern",
+    "comment",
+    "maxTimeMS",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+];
+
+/// A view's pipeline: stages that may define a view (no `$out`, `$merge`).
+pub(super) fn view_pipeline(v: Option<&Bson>) -> QResult<Vec<Document>> {
+    let stages: Vec<Document> = match v {
+        None | Some(Bson::Null) => Vec::new(),
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Bson::Document(d) => Ok(d.clone()),
+                _ => Err(QueryError::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                )),
+            })
+            .collect::<QResult<_>>()?,
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'pipeline' is the wrong type '{}', expected type 'array'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    };
+    for st in &stages {
+        if let Some(name) = st
+            .keys()
+            .next()
+            .filter(|n| matches!(n.as_str(), "$out" | "$merge"))
+        {
+            return Err(QueryError::coded(
+                167,
+                "OptionNotSupportedOnView",
+                format!("{name} cannot be used in a view definition"),
+            ));
+        }
+    }
+    silt_query::agg::parse_pipeline(&stages)?;
+    Ok(stages)
 }

@@ -57,6 +57,7 @@ fn lower_cpu_priority() {
 pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
+    s.views.refuse_write(&ns)?;
     let specs = cmd
         .get_array("indexes")
         .map_err(|_| QueryError::type_mismatch("'indexes' must be an array"))?;

@@ -26,6 +26,7 @@ pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
+    s.views.refuse_write(&ns)?;
     let lets = LetVars::parse(cmd.get("let"), "delete", bson::DateTime::now())?;
     let mut n = 0i64;
     let mut errors = Vec::new();

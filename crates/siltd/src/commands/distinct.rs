@@ -26,7 +26,29 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     };
     let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
     let mut values: Vec<Bson> = Vec::new();
-    if let Some(c) = s.store.get(&ns) {
+    let add = |d: Document, values: &mut Vec<Bson>| {
+        let mut found = Vec::new();
+        distinct_values(
+            &Bson::Document(d),
+            &key.split('.').collect::<Vec<_>>(),
+            &mut found,
+        );
+        for v in found {
+            if !values
+                .iter()
+                .any(|x| values_equal(x, &v) && silt_bson::type_rank(x) == silt_bson::type_rank(&v))
+            {
+                values.push(v);
+            }
+        }
+    };
+    if s.views.is_view(&ns) {
+        let docs =
+            super::aggregate::view_docs(s, db, &coll, cmd, vec![doc! { "$match": filter }], op)?;
+        for d in docs {
+            add(d, &mut values);
+        }
+    } else if let Some(c) = s.store.get(&ns) {
         let matcher = Arc::new(new_matcher(&filter)?);
         // Read from index entries alone when an index holds the key and the filter's fields.
         let needs = plan::needed_paths(&matcher, None, Some(vec![key.clone()]));
@@ -35,19 +57,7 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         let mut src =
             MatchSource::new_at(c, &planned, Some(matcher), read_stop(deadline(cmd)?), snap);
         while let Some(d) = src.next_doc()? {
-            let mut found = Vec::new();
-            distinct_values(
-                &Bson::Document(d),
-                &key.split('.').collect::<Vec<_>>(),
-                &mut found,
-            );
-            for v in found {
-                if !values.iter().any(|x| {
-                    values_equal(x, &v) && silt_bson::type_rank(x) == silt_bson::type_rank(&v)
-                }) {
-                    values.push(v);
-                }
-            }
+            add(d, &mut values);
         }
     }
     values.sort_by(silt_bson::cmp_values);

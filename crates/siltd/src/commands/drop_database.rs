@@ -6,5 +6,6 @@ use crate::state::{coll_err, CmdResult, Server};
 
 pub fn drop_database(s: &Server, db: &str) -> CmdResult {
     s.store.drop_database(db).map_err(coll_err)?;
+    s.views.remove_db(db);
     Ok(doc! { "dropped": db })
 }

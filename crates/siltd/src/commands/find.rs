@@ -4,11 +4,11 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Arc;
 
-use bson::Document;
+use bson::{doc, Bson, Document};
 use silt_collection::{Collection, MatchSource};
 use silt_query::{QResult, QueryError};
 
-use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply};
+use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply, doc_arg, non_negative};
 use super::query::{parse_query, Query};
 use crate::cursors::{DocSource, Shaped, VecSource};
 use crate::ops::read_stop;
@@ -57,6 +57,9 @@ pub fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             "tailable cursors need a capped collection, which siltd does not support",
         ));
     }
+    if s.views.is_view(&ns) {
+        return find_on_view(s, db, &coll, cmd, op);
+    }
     let q = parse_query(cmd, "filter")?;
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let batch = batch_size_arg(cmd)?;
@@ -66,4 +69,43 @@ pub fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         s.cursors.keep_alive(id);
     }
     Ok(cursor_reply(&ns, docs, id, true))
+}
+
+/// A find on a view runs as an aggregation of the view: `$match`, `$sort`, `$skip`,
+/// `$limit`, `$project`, after the view's own pipeline.
+fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+    for refused in ["tailable", "awaitData", "noCursorTimeout"] {
+        if bool_arg(cmd, refused)?.unwrap_or(false) {
+            return Err(QueryError::invalid_pipeline_operator(format!(
+                "{refused} is not supported on a view"
+            )));
+        }
+    }
+    let mut stages = Vec::new();
+    if let Some(f) = doc_arg(cmd, "filter")?.filter(|f| !f.is_empty()) {
+        stages.push(Bson::Document(doc! { "$match": f.clone() }));
+    }
+    if let Some(sort) = doc_arg(cmd, "sort")?.filter(|d| !d.is_empty()) {
+        stages.push(Bson::Document(doc! { "$sort": sort.clone() }));
+    }
+    if let Some(n) = non_negative(cmd, "skip")?.filter(|n| *n > 0) {
+        stages.push(Bson::Document(doc! { "$skip": n as i64 }));
+    }
+    if let Some(n) = non_negative(cmd, "limit")?.filter(|n| *n > 0) {
+        stages.push(Bson::Document(doc! { "$limit": n as i64 }));
+    }
+    if let Some(p) = doc_arg(cmd, "projection")?.filter(|p| !p.is_empty()) {
+        stages.push(Bson::Document(doc! { "$project": p.clone() }));
+    }
+    let mut cursor = Document::new();
+    if let Some(b) = batch_size_arg(cmd)? {
+        cursor.insert("batchSize", b as i64);
+    }
+    let mut agg = doc! { "aggregate": coll, "pipeline": stages, "cursor": cursor };
+    for k in ["hint", "let", "maxTimeMS", "allowDiskUse"] {
+        if let Some(v) = cmd.get(k) {
+            agg.insert(k, v.clone());
+        }
+    }
+    super::aggregate::aggregate(s, db, &agg, op)
 }

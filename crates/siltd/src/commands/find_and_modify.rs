@@ -20,6 +20,7 @@ pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     };
     let coll = coll_arg(db, cmd, name)?;
     let ns = format!("{db}.{coll}");
+    s.views.refuse_write(&ns)?;
     let lets = LetVars::parse(cmd.get("let"), name, bson::DateTime::now())?;
     let query = lets.filter(&doc_arg(cmd, "query")?.cloned().unwrap_or_default());
     let sort = match doc_arg(cmd, "sort")? {

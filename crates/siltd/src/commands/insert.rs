@@ -15,6 +15,7 @@ pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     // Insert-or-ignore: documents whose `_id` exists are skipped without an error.
     let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
+    s.views.refuse_write(&ns)?;
     let c = s.store.get_or_create(&ns).map_err(coll_err)?;
     // Not in a transaction: its writes must be provisional, and messages are not.
     if ignore_dups && op.txn.is_none() {

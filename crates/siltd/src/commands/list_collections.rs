@@ -28,6 +28,23 @@ pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             full
         });
     }
+    for (name, v) in s.views.of_db(db) {
+        let pipeline: Vec<bson::Bson> = v.pipeline.into_iter().map(bson::Bson::Document).collect();
+        let full = doc! {
+            "name": &name,
+            "type": "view",
+            "options": { "viewOn": v.view_on, "pipeline": pipeline },
+            "info": { "readOnly": true },
+        };
+        if !matcher.matches(&full) {
+            continue;
+        }
+        out.push(if name_only {
+            doc! { "name": name, "type": "view" }
+        } else {
+            full
+        });
+    }
     Ok(cursor_reply(
         &format!("{db}.$cmd.listCollections"),
         out,

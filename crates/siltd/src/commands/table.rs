@@ -92,13 +92,11 @@ pub const TABLE: &[Command] = &[
         name: "collMod",
         aliases: &[],
         fields: only(
-            &["index"],
+            &["index", "viewOn", "pipeline"],
             &[
                 "validator",
                 "validationLevel",
                 "validationAction",
-                "viewOn",
-                "pipeline",
                 "expireAfterSeconds",
                 "changeStreamPreAndPostImages",
                 "timeseries",
@@ -112,7 +110,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "change options of a collection or of one of its indexes",
         admin_only: false,
-        run: |s, db, c, _| super::coll_mod::coll_mod(s, db, c),
+        run: |s, db, c, op| super::coll_mod::coll_mod(s, db, c, op),
     },
     Command {
         name: "collStats",
@@ -169,7 +167,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "count matching documents",
         admin_only: false,
-        run: |s, db, c, _| super::count::count(s, db, c),
+        run: |s, db, c, op| super::count::count(s, db, c, op),
     },
     Command {
         name: "create",
@@ -182,6 +180,8 @@ pub const TABLE: &[Command] = &[
                 "primaryKey",
                 "partitionRetention",
                 "clusteredIndex",
+                "viewOn",
+                "pipeline",
             ],
             &[
                 "autoIndexId",
@@ -192,8 +192,6 @@ pub const TABLE: &[Command] = &[
                 "validationLevel",
                 "validationAction",
                 "indexOptionDefaults",
-                "viewOn",
-                "pipeline",
                 "collation",
                 "recordPreImages",
                 "changeStreamPreAndPostImages",
@@ -206,7 +204,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "create a collection",
         admin_only: false,
-        run: |s, db, c, _| super::create::create(s, db, c),
+        run: |s, db, c, op| super::create::create(s, db, c, op),
     },
     Command {
         name: "createIndexes",
@@ -281,7 +279,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&[], &["collectionUUID"]),
         help: "drop a collection",
         admin_only: false,
-        run: |s, db, c, _| super::drop::drop(s, db, c),
+        run: |s, db, c, op| super::drop::drop(s, db, c, op),
     },
     Command {
         name: "dropDatabase",

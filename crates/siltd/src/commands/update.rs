@@ -135,6 +135,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
+    s.views.refuse_write(&ns)?;
     let now = bson::DateTime::now();
     let lets = LetVars::parse(cmd.get("let"), "update", now)?;
     let (mut n, mut modified, mut fast) = (0i64, 0i64, 0i64);
