@@ -150,7 +150,7 @@ def test_index_and_collection_options(db):
     # Defaults are fine.
     db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1", "hidden": False}])
     assert [i["name"] for i in db.c.list_indexes()] == ["_id_", "a_1"]
-    for opt in ({"validator": {"a": {"$gt": 1}}}, {"timeseries": {"timeField": "t"}},
+    for opt in ({"storageEngine": {"x": {}}}, {"timeseries": {"timeField": "t"}},
                 {"collation": {"locale": "fr"}}, {"expireAfterSeconds": 5}):
         with pytest.raises(OperationFailure) as e:
             db.command(dict({"create": "d"}, **opt))

@@ -269,6 +269,7 @@ impl Store {
             .get(ns)
             .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
         let _g = self.ddl.lock();
+        *c.validator.write() = crate::collection::compile_validator(ns, &options);
         *c.options.write() = options;
         c.persist_meta()
     }

@@ -105,6 +105,23 @@ pub struct Collection {
     pub(crate) id_accesses: Accesses,
     /// What the documents are keyed by (`primaryKey`, fixed at creation).
     pub(crate) pk: PrimaryKey,
+    /// The compiled `validator` option (with its level and action), if any.
+    pub(crate) validator: RwLock<Option<Arc<silt_query::validator::Validator>>>,
+}
+
+/// The validator of a collection with `options` (checked by `create`/`collMod`; one that
+/// no longer parses is logged and ignored rather than refusing every write).
+pub(crate) fn compile_validator(
+    ns: &str,
+    options: &Document,
+) -> Option<Arc<silt_query::validator::Validator>> {
+    match silt_query::validator::Validator::from_options(options) {
+        Ok(v) => v.map(Arc::new),
+        Err(e) => {
+            tracing::error!(ns, error = %e, "cannot compile the collection's validator");
+            None
+        }
+    }
 }
 
 impl std::fmt::Debug for Collection {
@@ -126,8 +143,10 @@ impl Collection {
     ) -> Collection {
         // Validated by `create`; an unreadable one in the catalog falls back to `_id`.
         let pk = PrimaryKey::of_options(&options).unwrap_or_default();
+        let validator = compile_validator(&ns, &options);
         Collection {
             pk,
+            validator: RwLock::new(validator),
             ns,
             layout: RwLock::new(Arc::new(layout)),
             options: RwLock::new(options),
@@ -217,6 +236,11 @@ impl Collection {
     /// `db.coll`.
     pub fn ns(&self) -> &str {
         &self.ns
+    }
+
+    /// The collection's validator, if it has one.
+    pub fn validator(&self) -> Option<Arc<silt_query::validator::Validator>> {
+        self.validator.read().clone()
     }
 
     /// Options given at creation.

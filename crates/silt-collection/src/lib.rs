@@ -107,6 +107,9 @@ pub enum CollError {
         code: i32,
         msg: String,
     },
+    /// A document the collection's validator refuses; the box holds MongoDB's `errInfo`.
+    #[error("Document failed validation")]
+    Validation(Box<Document>),
     /// The namespace exists already.
     #[error("Collection {0} already exists.")]
     NamespaceExists(String),

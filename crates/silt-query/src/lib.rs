@@ -13,5 +13,6 @@ pub mod matcher;
 pub mod plan;
 pub mod projection;
 pub mod update;
+pub mod validator;
 
 pub use error::{QResult, QueryError};

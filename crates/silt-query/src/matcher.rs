@@ -25,6 +25,7 @@ use crate::error::{QResult, QueryError};
 
 mod eval;
 mod parse;
+pub mod schema;
 
 use eval::Eval;
 pub(crate) use parse::FIELD_OPS;
@@ -45,6 +46,8 @@ pub enum MatchExpr {
     AlwaysFalse,
     /// `$expr`: the raw aggregation expression, true when it evaluates truthy.
     Expr(Bson),
+    /// `$jsonSchema`: the document satisfies the schema.
+    Schema(std::sync::Arc<schema::JsonSchema>),
     /// A predicate on the values at a path. Inside `$elemMatch` (value form) the path is empty
     /// and the op is applied to each array element directly.
     Leaf {

@@ -46,6 +46,8 @@ pub struct Ctx<'a> {
     /// transaction): what it reads must come from its snapshot, so shortcuts that read the
     /// latest state (index-only fast updates) are off.
     pub multi: bool,
+    /// The command's `bypassDocumentValidation` (set by the dispatcher).
+    pub bypass_validation: std::cell::Cell<bool>,
 }
 
 impl<'a> Ctx<'a> {
@@ -57,6 +59,36 @@ impl<'a> Ctx<'a> {
             snap: None,
             lock_wait: Duration::ZERO,
             multi: false,
+            bypass_validation: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Check `new` (replacing `old`, if any) against `coll`'s validator, unless this command
+    /// bypasses validation: refused under action `error`, logged under `warn`.
+    pub fn validate(
+        &self,
+        coll: &Collection,
+        old: Option<&Document>,
+        new: &Document,
+    ) -> Result<(), CollError> {
+        if self.bypass_validation.get() {
+            return Ok(());
+        }
+        let Some(v) = coll.validator() else {
+            return Ok(());
+        };
+        match v.check(old, new) {
+            Ok(None) => Ok(()),
+            Ok(Some(info)) => {
+                tracing::warn!(
+                    ns = coll.ns(),
+                    id = %new.get("_id").cloned().unwrap_or(bson::Bson::Null),
+                    details = %info,
+                    "Document would fail validation"
+                );
+                Ok(())
+            }
+            Err(info) => Err(CollError::Validation(Box::new(info))),
         }
     }
 
@@ -82,6 +114,7 @@ impl<'a> Ctx<'a> {
 
     /// Insert `d` into `coll` in this operation.
     pub fn insert(&self, coll: &Collection, d: &Document) -> Result<(), CollError> {
+        self.validate(coll, None, d)?;
         match self.txn {
             Some(t) => coll.insert_in(d, t, self.lock_wait),
             None => coll.insert(d),
@@ -280,6 +313,10 @@ pub fn coll_err(e: CollError) -> QueryError {
             "keyValue": (**key_value).clone(),
         }),
         CollError::NamespaceExists(_) => QueryError::namespace_exists(e.to_string()),
+        CollError::Validation(info) => {
+            QueryError::document_validation_failure("Document failed validation")
+                .with_info(doc! { "errInfo": *info })
+        }
         CollError::NamespaceNotFound(_) => QueryError::namespace_not_found(e.to_string()),
         CollError::ParallelArrays(..) => QueryError::cannot_index_parallel_arrays(e.to_string()),
         CollError::IndexConflict { code: 86, msg } => QueryError::index_key_specs_conflict(msg),

@@ -30,6 +30,7 @@ impl Eval {
             MatchExpr::Not(k) => !self.expr(k, doc, None),
             MatchExpr::AlwaysTrue => true,
             MatchExpr::AlwaysFalse => false,
+            MatchExpr::Schema(s) => s.matches(doc),
             MatchExpr::Expr(x) => match self.expr_eval.map(|f| f(x, doc)) {
                 Some(Ok(v)) => is_truthy(&v),
                 Some(Err(err)) => {
@@ -60,7 +61,7 @@ impl Eval {
             MatchExpr::Nor(kids) => !kids.iter().any(|k| self.single_expr(k, v)),
             MatchExpr::Not(k) => !self.single_expr(k, v),
             MatchExpr::AlwaysTrue => true,
-            MatchExpr::AlwaysFalse | MatchExpr::Expr(_) => false,
+            MatchExpr::AlwaysFalse | MatchExpr::Expr(_) | MatchExpr::Schema(_) => false,
         }
     }
 

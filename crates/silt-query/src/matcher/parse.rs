@@ -212,7 +212,18 @@ impl Parser {
                 }
             }
             "id" | "ref" | "db" => cmp_leaf(&FieldPath::new(key), CmpOp::Eq, v)?,
-            "where" | "text" | "jsonSchema" | "sampleRate" => {
+            "jsonSchema" => match v {
+                Bson::Document(d) => {
+                    if level == Level::Sub {
+                        return Err(QueryError::bad_value(
+                            "$jsonSchema can only be applied to the top-level document",
+                        ));
+                    }
+                    MatchExpr::Schema(std::sync::Arc::new(super::schema::JsonSchema::parse(d)?))
+                }
+                _ => return Err(QueryError::type_mismatch("$jsonSchema must be an object")),
+            },
+            "where" | "text" | "sampleRate" => {
                 return Err(QueryError::not_implemented(format!(
                     "{key} is not supported"
                 )))

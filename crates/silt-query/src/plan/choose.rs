@@ -85,7 +85,7 @@ pub fn needed_paths(
             }
             MatchExpr::Not(k) => filter_paths(k, out),
             MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse => true,
-            MatchExpr::Expr(_) => false,
+            MatchExpr::Expr(_) | MatchExpr::Schema(_) => false,
             // `$elemMatch` reads below its path, which the path's value holds.
             MatchExpr::Leaf { path, .. } => {
                 out.push(path.as_str().to_string());

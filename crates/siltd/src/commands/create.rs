@@ -85,6 +85,7 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             return Err(super::args::not_implemented("create.idIndex"));
         }
     }
+    add_validation_options(cmd, &mut options)?;
     match cmd.get("clusteredIndex") {
         None | Some(Bson::Null) => {}
         Some(Bson::Document(ci)) => {
@@ -255,4 +256,27 @@ pub(super) fn view_pipeline(v: Option<&Bson>) -> QResult<Vec<Document>> {
     }
     silt_query::agg::parse_pipeline(&stages)?;
     Ok(stages)
+}
+
+/// `validator`, `validationLevel` and `validationAction` of `cmd`, checked, into `options`.
+pub(super) fn add_validation_options(cmd: &Document, options: &mut Document) -> QResult<()> {
+    use silt_query::validator::{parse_filter, Action, Level};
+    if let Some(v) = cmd.get("validator").filter(|v| !matches!(v, Bson::Null)) {
+        options.insert("validator", parse_filter(v)?);
+    }
+    if let Some(v) = cmd
+        .get("validationLevel")
+        .filter(|v| !matches!(v, Bson::Null))
+    {
+        Level::parse(Some(v))?;
+        options.insert("validationLevel", v.clone());
+    }
+    if let Some(v) = cmd
+        .get("validationAction")
+        .filter(|v| !matches!(v, Bson::Null))
+    {
+        Action::parse(Some(v))?;
+        options.insert("validationAction", v.clone());
+    }
+    Ok(())
 }

@@ -18,7 +18,7 @@ pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     s.views.refuse_write(&ns)?;
     let c = s.store.get_or_create(&ns).map_err(coll_err)?;
     // Not in a transaction: its writes must be provisional, and messages are not.
-    if ignore_dups && op.txn.is_none() {
+    if ignore_dups && op.txn.is_none() && c.validator().is_none() {
         // The fast path: one insert-if-absent message per document, no read. Taken only when
         // every document is valid and the collection has no secondary index; otherwise (or
         // if the engine refuses the batch, which then wrote nothing) each document is

@@ -123,5 +123,9 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> C
     };
     api::check(c.name, cmd)?;
     args::check(name, c.fields, cmd)?;
+    op.bypass_validation.set(matches!(
+        cmd.get("bypassDocumentValidation"),
+        Some(bson::Bson::Boolean(true))
+    ));
     (c.run)(s, db, cmd, op)
 }

@@ -133,6 +133,7 @@ pub(super) struct UpdateResult {
 /// The normal read-modify-write of the document `lock` holds: re-read it under the lock
 /// (another writer may have changed or removed it), re-check the filter, apply, write.
 pub(super) fn update_locked(
+    op: &Ctx,
     coll: &Collection,
     lock: &DocLock<'_>,
     matcher: &Matcher,
@@ -165,6 +166,8 @@ pub(super) fn update_locked(
                 "Resulting document after update is larger than 16777216",
             )));
         }
+        op.validate(coll, Some(&old), &new)
+            .map_err(WriteFail::from)?;
         coll.replace(lock, &old, &new).map_err(WriteFail::from)?;
         res.modified += 1;
     }
@@ -199,7 +202,7 @@ pub(super) fn update_docs(
         let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint, usize::MAX)?;
         for key in keys {
             let lock = op.lock_doc(&coll, key).map_err(WriteFail::from)?;
-            update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
+            update_locked(op, &coll, &lock, &matcher, spec, now, &mut res)?;
         }
     }
     if res.matched == 0 && upsert {

@@ -92,11 +92,15 @@ pub const TABLE: &[Command] = &[
         name: "collMod",
         aliases: &[],
         fields: only(
-            &["index", "viewOn", "pipeline"],
             &[
                 "validator",
                 "validationLevel",
                 "validationAction",
+                "index",
+                "viewOn",
+                "pipeline",
+            ],
+            &[
                 "expireAfterSeconds",
                 "changeStreamPreAndPostImages",
                 "timeseries",
@@ -174,6 +178,9 @@ pub const TABLE: &[Command] = &[
         aliases: &[],
         fields: only(
             &[
+                "validator",
+                "validationLevel",
+                "validationAction",
                 "capped",
                 "idIndex",
                 "partitioned",
@@ -188,9 +195,6 @@ pub const TABLE: &[Command] = &[
                 "size",
                 "max",
                 "storageEngine",
-                "validator",
-                "validationLevel",
-                "validationAction",
                 "indexOptionDefaults",
                 "collation",
                 "recordPreImages",

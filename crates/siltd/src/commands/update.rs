@@ -121,7 +121,7 @@ fn fast_by_index(
                 .performed_secondary
                 .fetch_add(1, AtomicOrdering::Relaxed);
         } else {
-            update_locked(c, &lock, &matcher, spec, now, &mut normal)?;
+            update_locked(op, c, &lock, &matcher, spec, now, &mut normal)?;
         }
     }
     Ok(Some(keys.len() as u64))
@@ -182,7 +182,9 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                         .is_some_and(|p| crate::fast::update_is_eligible(&spec, &p))
                 };
                 let existing = s.store.get(&ns);
-                if want_fast && (existing.is_some() || eligible(&[])) {
+                // A validator must see the new document, which a blind message never reads.
+                let validated = existing.as_ref().is_some_and(|c| c.validator().is_some());
+                if want_fast && !validated && (existing.is_some() || eligible(&[])) {
                     let coll = match existing {
                         Some(c) => c,
                         None => s
@@ -219,7 +221,9 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             // Not in a multi-document transaction: the index is read as of now, not at its
             // snapshot. (A retryable write's own transaction takes this path.)
             if want_fast && !upsert && !q.is_empty() && !op.multi && sort.is_none() {
-                if let (Some(c), Bson::Document(u)) = (s.store.get(&ns), u) {
+                if let (Some(c), Bson::Document(u)) =
+                    (s.store.get(&ns).filter(|c| c.validator().is_none()), u)
+                {
                     if let Some(n) = fast_by_index(s, op, &c, &q, u, &spec, af.as_deref(), multi)? {
                         return Ok(UpdateResult {
                             matched: n,
