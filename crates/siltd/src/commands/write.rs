@@ -42,15 +42,9 @@ pub(super) fn doc_size(d: &Document) -> usize {
     v.len()
 }
 
-/// Check a document for storage and give it an `_id` (first) if it has none.
+/// Check a document for storage and give it an `_id` (first) if it has none. Field names
+/// with dots and `$`-prefixed names are stored as given (MongoDB 5.0+), except inside `_id`.
 pub fn prepare_insert(mut d: Document) -> QResult<Document> {
-    for k in d.keys() {
-        if k.starts_with('$') {
-            return Err(QueryError::dollar_prefixed_field_name(format!(
-                "Document can't have $ prefixed field names: {k}"
-            )));
-        }
-    }
     match d.get("_id") {
         None => {
             let mut nd = Document::new();
