@@ -165,7 +165,7 @@ def test_insert_ignoring_duplicates(db):
     assert r["n"] == 1 and "writeErrors" not in r and "fastInserts" not in r
     assert sorted(d["u"] for d in db.h.find({"u": {"$gte": 0}}).hint("u_1")) == [1, 2, 4]
     # Documents that are invalid still fail.
-    r = db.command("insert", "g", documents=[{"$bad": 1}], ignoreDuplicates=True)
+    r = db.command("insert", "g", documents=[{"_id": {"$bad": 1}}], ignoreDuplicates=True)
     assert r["n"] == 0 and r["writeErrors"][0]["code"] == 52
 
 
