@@ -26,6 +26,8 @@ enum AccOp {
     StdDevPop,
     StdDevSamp,
     MergeObjects,
+    /// `$firstN`, `$topN`, `$median`, ... (`super::nacc`).
+    N,
 }
 
 const ACCUMULATORS: &[(&str, AccOp)] = &[
@@ -44,21 +46,7 @@ const ACCUMULATORS: &[(&str, AccOp)] = &[
 ];
 
 /// Accumulators MongoDB has that SiltDB does not implement.
-const UNSUPPORTED_ACCUMULATORS: &[&str] = &[
-    "$top",
-    "$bottom",
-    "$topN",
-    "$bottomN",
-    "$firstN",
-    "$lastN",
-    "$maxN",
-    "$minN",
-    "$median",
-    "$percentile",
-    "$accumulator",
-    "$concatArrays",
-    "$setUnion",
-];
+const UNSUPPORTED_ACCUMULATORS: &[&str] = &["$accumulator", "$concatArrays", "$setUnion"];
 
 /// One output field of a group: its accumulator and argument.
 #[derive(Clone, Debug)]
@@ -66,11 +54,13 @@ pub(crate) struct Accumulator {
     name: String,
     op: AccOp,
     arg: Expr,
+    /// The accumulator when `op` is [`AccOp::N`].
+    n: Option<Box<super::nacc::NAcc>>,
 }
 
 /// The running state of one accumulator in one group.
 #[derive(Clone, Debug)]
-enum State {
+pub(crate) enum State {
     Sum(crate::expr::Sum),
     Extreme(Option<Bson>),
     First(Option<Bson>),
@@ -79,6 +69,7 @@ enum State {
     Set(Vec<Bson>, BTreeSet<ValueKey>),
     StdDev(crate::expr::StdDev),
     Merge(Document),
+    N(super::nacc::NState),
 }
 
 impl Accumulator {
@@ -117,6 +108,14 @@ impl Accumulator {
                 format!("The field '{name}' must be an accumulator object"),
             ));
         };
+        if let Some((_, kind)) = super::nacc::NAMES.iter().find(|(n, _)| n == acc) {
+            return Ok(Accumulator {
+                name: name.to_string(),
+                op: AccOp::N,
+                arg: Expr::Literal(Bson::Null),
+                n: Some(Box::new(super::nacc::NAcc::parse(acc, *kind, arg)?)),
+            });
+        }
         let Some(op) = ACCUMULATORS
             .iter()
             .find(|(n, _)| n == acc)
@@ -152,6 +151,7 @@ impl Accumulator {
             name: name.to_string(),
             op,
             arg,
+            n: None,
         })
     }
 
@@ -161,10 +161,11 @@ impl Accumulator {
             name: name.to_string(),
             op: AccOp::Sum,
             arg: Expr::Literal(Bson::Int32(1)),
+            n: None,
         }
     }
 
-    fn init(&self) -> State {
+    pub(crate) fn init(&self) -> State {
         match self.op {
             AccOp::Sum | AccOp::Avg | AccOp::Count => State::Sum(Default::default()),
             AccOp::Min | AccOp::Max => State::Extreme(None),
@@ -174,10 +175,14 @@ impl Accumulator {
             AccOp::AddToSet => State::Set(Vec::new(), BTreeSet::new()),
             AccOp::StdDevPop | AccOp::StdDevSamp => State::StdDev(Default::default()),
             AccOp::MergeObjects => State::Merge(Document::new()),
+            AccOp::N => State::N(Default::default()),
         }
     }
 
-    fn update(&self, state: &mut State, doc: &Document, vars: &Vars<'_>) -> QResult<()> {
+    pub(crate) fn update(&self, state: &mut State, doc: &Document, vars: &Vars<'_>) -> QResult<()> {
+        if let (State::N(st), Some(n)) = (&mut *state, &self.n) {
+            return n.update(st, doc, vars);
+        }
         let v = self.arg.evaluate(doc, vars)?;
         match state {
             State::Sum(s) => {
@@ -228,6 +233,7 @@ impl Accumulator {
                     s.push(v);
                 }
             }
+            State::N(_) => {}
             State::Merge(out) => match v {
                 None | Some(Bson::Null | Bson::Undefined) => {}
                 Some(Bson::Document(d)) => {
@@ -250,7 +256,7 @@ impl Accumulator {
         Ok(())
     }
 
-    fn finish(&self, state: State) -> Bson {
+    pub(crate) fn finish(&self, state: State) -> Bson {
         match state {
             State::Sum(s) => match self.op {
                 AccOp::Avg => s.avg(),
@@ -262,6 +268,10 @@ impl Accumulator {
             State::Push(items) | State::Set(items, _) => Bson::Array(items),
             State::StdDev(s) => s.result(self.op == AccOp::StdDevSamp),
             State::Merge(d) => Bson::Document(d),
+            State::N(st) => match &self.n {
+                Some(n) => n.finish(st),
+                None => Bson::Null,
+            },
         }
     }
 }

@@ -18,11 +18,13 @@
 
 mod bind;
 mod group;
+mod nacc;
 mod project;
 mod sort;
 mod stages;
 #[cfg(test)]
 mod tests;
+mod window;
 
 use std::collections::HashMap;
 
@@ -38,6 +40,7 @@ use sort::SortSpec;
 use stages::{Facet, Lookup, Unwind};
 
 pub use bind::LetVars;
+pub(crate) use nacc::eval_n;
 
 /// What a pipeline may read besides its input: the other collections of the database.
 pub trait AggContext {
@@ -74,7 +77,6 @@ const UNSUPPORTED_STAGES: &[&str] = &[
     "$merge",
     "$graphLookup",
     "$bucketAuto",
-    "$setWindowFields",
     "$densify",
     "$fill",
     "$geoNear",
@@ -126,6 +128,7 @@ enum Stage {
     Redact(Expr),
     /// `$documents`: the documents of an expression instead of the input (first stage only).
     Documents(Expr),
+    SetWindowFields(window::SetWindowFields),
     /// `$collStats` / `$indexStats`: produced by the server.
     Server(Bson),
 }
@@ -246,6 +249,7 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
             Stage::UnionWith { coll, pipeline }
         }
         "$redact" => Stage::Redact(Expr::parse(spec)?),
+        "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(spec)?),
         "$documents" => {
             if !first {
                 return Err(QueryError::located(
@@ -558,6 +562,7 @@ impl Stage {
             Stage::Facet(f) => from_vec(vec![f.run(gather(input)?, ctx, vars)?]),
             Stage::Sample(n) => from_vec(stages::sample(gather(input)?, *n)),
             Stage::Bucket(b) => from_vec(b.run(input, vars)?),
+            Stage::SetWindowFields(w) => from_vec(w.run(gather(input)?, vars)?),
         })
     }
 }

@@ -63,6 +63,11 @@ impl SortSpec {
     }
 
     /// The sort key of `doc`: one value per sort field.
+    /// The number of sort fields.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
     pub(crate) fn key(&self, doc: &Document) -> Vec<Bson> {
         self.keys
             .iter()

@@ -22,6 +22,7 @@ mod arith;
 mod array;
 mod convert;
 mod date;
+mod narray;
 mod op;
 mod ops;
 mod parse;
@@ -177,6 +178,17 @@ pub enum Expr {
         format: Option<Box<Expr>>,
         tz: Option<Box<Expr>>,
         on_null: Option<Box<Expr>>,
+    },
+    /// `$firstN`, `$lastN`, `$maxN`, `$minN` over an array (`narray.rs`).
+    NArray {
+        name: &'static str,
+        n: Box<Expr>,
+        input: Box<Expr>,
+    },
+    /// `$sortArray`: `sort_by` is a sort document or `1`/`-1` for the whole values.
+    SortArray {
+        input: Box<Expr>,
+        sort_by: Bson,
     },
 }
 
@@ -448,6 +460,8 @@ impl Eval<'_, '_> {
                 value,
             } => self.set_field(field, input, value.as_deref()),
             Expr::DatePart { op, date, tz } => self.date_part(*op, date, tz.as_deref()),
+            Expr::NArray { name, n, input } => self.n_array(name, n, input),
+            Expr::SortArray { input, sort_by } => self.sort_array(input, sort_by),
             Expr::DateToString {
                 date,
                 format,

@@ -270,6 +270,8 @@ impl Parser {
             "$getField" => return self.get_field(arg),
             "$setField" | "$unsetField" => return self.set_field(name, arg),
             "$dateToString" => return self.date_to_string(arg),
+            "$firstN" | "$lastN" | "$maxN" | "$minN" => return self.n_array(name, arg),
+            "$sortArray" => return self.sort_array(arg),
             "$rand" => {
                 return match arg {
                     Bson::Document(d) if d.is_empty() => Ok(Expr::Op(Op::Rand, Vec::new())),
@@ -711,6 +713,78 @@ impl Parser {
                 ),
             )),
         }
+    }
+
+    fn n_array(&mut self, name: &str, arg: &Bson) -> QResult<Expr> {
+        let name: &'static str = match name {
+            "$firstN" => "$firstN",
+            "$lastN" => "$lastN",
+            "$maxN" => "$maxN",
+            _ => "$minN",
+        };
+        let Bson::Document(d) = arg else {
+            return Err(QueryError::located(
+                5787801,
+                format!(
+                    "specification must be an object; found {name}: {}",
+                    super::type_name(Some(arg))
+                ),
+            ));
+        };
+        let a = named(d, &["n", "input"], |k| {
+            QueryError::located(5787901, format!("Unknown argument for '{name}': {k}"))
+        })?;
+        let n = required(a[0], || {
+            QueryError::located(5787906, format!("{name} requires 'n'"))
+        })?;
+        let input = required(a[1], || {
+            QueryError::located(5787907, format!("{name} requires 'input'"))
+        })?;
+        Ok(Expr::NArray {
+            name,
+            n: self.boxed(n)?,
+            input: self.boxed(input)?,
+        })
+    }
+
+    fn sort_array(&mut self, arg: &Bson) -> QResult<Expr> {
+        let Bson::Document(d) = arg else {
+            return Err(QueryError::located(
+                2942500,
+                "$sortArray requires an object as its argument",
+            ));
+        };
+        let a = named(d, &["input", "sortBy"], |k| {
+            QueryError::located(
+                2942501,
+                format!("$sortArray found an unknown argument: {k}"),
+            )
+        })?;
+        let input = required(a[0], || {
+            QueryError::located(2942502, "$sortArray requires 'input' to be specified")
+        })?;
+        let sort_by = required(a[1], || {
+            QueryError::located(2942503, "$sortArray requires 'sortBy' to be specified")
+        })?;
+        match sort_by {
+            Bson::Int32(1 | -1) | Bson::Int64(1 | -1) => {}
+            Bson::Double(f) if *f == 1.0 || *f == -1.0 => {}
+            Bson::Document(_) => {
+                crate::plan::SortSpec::parse(d.get_document("sortBy").map_err(|_| {
+                    QueryError::located(2942504, "$sortArray requires sortBy to be an object")
+                })?)?;
+            }
+            _ => {
+                return Err(QueryError::located(
+                    2942504,
+                    "$sortArray requires sortBy to be either 1, -1, or an object",
+                ))
+            }
+        }
+        Ok(Expr::SortArray {
+            input: self.boxed(input)?,
+            sort_by: sort_by.clone(),
+        })
     }
 
     fn get_field(&mut self, arg: &Bson) -> QResult<Expr> {

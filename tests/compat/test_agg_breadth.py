@@ -1,0 +1,92 @@
+"""Aggregation breadth: $setWindowFields, the N accumulators ($topN, $firstN, ...), $median and
+$percentile, and the array expressions $firstN/$lastN/$maxN/$minN/$sortArray. Expected
+documents follow MongoDB 7.0's documented results."""
+import datetime
+
+import pytest
+from pymongo.errors import OperationFailure
+
+
+def code_of(fn):
+    with pytest.raises(OperationFailure) as e:
+        fn()
+    return e.value.code
+
+
+def seed(db):
+    db.s.insert_many([{"_id": i, "st": "CA" if i % 2 else "WA", "q": i * 10,
+                       "d": datetime.datetime(2024, 1, 1 + i)} for i in range(6)])
+
+
+def test_set_window_fields(db):
+    seed(db)
+    out = list(db.s.aggregate([
+        {"$setWindowFields": {"partitionBy": "$st", "sortBy": {"q": 1}, "output": {
+            "cum": {"$sum": "$q", "window": {"documents": ["unbounded", "current"]}},
+            "tot": {"$sum": "$q"},
+            "avg3": {"$avg": "$q", "window": {"documents": [-1, 1]}},
+            "rk": {"$rank": {}},
+            "dn": {"$documentNumber": {}},
+            "prev": {"$shift": {"output": "$q", "by": -1, "default": "none"}},
+            "r": {"$push": "$q", "window": {"range": [-20, 0]}},
+        }}},
+        {"$project": {"d": 0, "st": 0}},
+        {"$sort": {"_id": 1}},
+    ]))
+    assert out == [
+        {"_id": 0, "q": 0, "cum": 0, "tot": 60, "avg3": 10.0, "rk": 1, "dn": 1, "prev": "none", "r": [0]},
+        {"_id": 1, "q": 10, "cum": 10, "tot": 90, "avg3": 20.0, "rk": 1, "dn": 1, "prev": "none", "r": [10]},
+        {"_id": 2, "q": 20, "cum": 20, "tot": 60, "avg3": 20.0, "rk": 2, "dn": 2, "prev": 0, "r": [0, 20]},
+        {"_id": 3, "q": 30, "cum": 40, "tot": 90, "avg3": 30.0, "rk": 2, "dn": 2, "prev": 10, "r": [10, 30]},
+        {"_id": 4, "q": 40, "cum": 60, "tot": 60, "avg3": 30.0, "rk": 3, "dn": 3, "prev": 20, "r": [20, 40]},
+        {"_id": 5, "q": 50, "cum": 90, "tot": 90, "avg3": 40.0, "rk": 3, "dn": 3, "prev": 30, "r": [30, 50]},
+    ]
+    # A date range with a unit.
+    out = list(db.s.aggregate([{"$setWindowFields": {"sortBy": {"d": 1}, "output": {
+        "n": {"$count": {}, "window": {"range": [-2, 0], "unit": "day"}}}}}, {"$project": {"n": 1}}]))
+    assert [d["n"] for d in out] == [1, 2, 3, 3, 3, 3]
+    # Ties share a rank; $denseRank leaves no gaps; $locf carries the last value forward.
+    db.t.insert_many([{"_id": 1, "v": 5, "x": 1}, {"_id": 2, "v": 5}, {"_id": 3, "v": 7, "x": None}, {"_id": 4, "v": 9, "x": 4}])
+    out = list(db.t.aggregate([{"$setWindowFields": {"sortBy": {"v": 1}, "output": {
+        "r": {"$rank": {}}, "dr": {"$denseRank": {}}, "lx": {"$locf": "$x"}}}}]))
+    assert [(d["r"], d["dr"], d["lx"]) for d in out] == [(1, 1, 1), (1, 1, 1), (3, 2, 1), (4, 3, 4)]
+    assert code_of(lambda: list(db.t.aggregate([{"$setWindowFields": {"output": {"r": {"$rank": {}}}}}]))) == 9
+    assert code_of(lambda: list(db.t.aggregate([{"$setWindowFields": {"sortBy": {"v": 1}, "output": {
+        "e": {"$expMovingAvg": {"input": "$v", "N": 2}}}}}]))) == 238
+
+
+def test_n_accumulators(db):
+    seed(db)
+    out = list(db.s.aggregate([{"$group": {
+        "_id": "$st",
+        "top2": {"$topN": {"n": 2, "sortBy": {"q": -1}, "output": "$q"}},
+        "bottom": {"$bottom": {"sortBy": {"q": 1}, "output": "$_id"}},
+        "top": {"$top": {"sortBy": {"q": 1}, "output": ["$_id", "$q"]}},
+        "first2": {"$firstN": {"n": 2, "input": "$q"}},
+        "last2": {"$lastN": {"n": 2, "input": "$q"}},
+        "max2": {"$maxN": {"n": 2, "input": "$q"}},
+        "min2": {"$minN": {"n": 2, "input": "$q"}},
+        "med": {"$median": {"input": "$q", "method": "approximate"}},
+        "pct": {"$percentile": {"input": "$q", "p": [0.5, 0.9], "method": "approximate"}},
+    }}, {"$sort": {"_id": 1}}]))
+    assert out == [
+        {"_id": "CA", "top2": [50, 30], "bottom": 5, "top": [1, 10], "first2": [10, 30], "last2": [30, 50],
+         "max2": [50, 30], "min2": [10, 30], "med": 30.0, "pct": [30.0, 50.0]},
+        {"_id": "WA", "top2": [40, 20], "bottom": 4, "top": [0, 0], "first2": [0, 20], "last2": [20, 40],
+         "max2": [40, 20], "min2": [0, 20], "med": 20.0, "pct": [20.0, 40.0]},
+    ]
+    assert code_of(lambda: list(db.s.aggregate([{"$group": {"_id": 1, "x": {"$firstN": {"n": 0, "input": "$q"}}}}]))) == 5787908
+    assert code_of(lambda: list(db.s.aggregate([{"$group": {"_id": 1, "x": {"$topN": {"n": 1, "output": "$q"}}}}]))) == 5788005
+
+
+def test_array_n_expressions(db):
+    db.c.insert_one({"_id": 1})
+    out = list(db.c.aggregate([{"$project": {"_id": 0,
+        "a": {"$firstN": {"n": 2, "input": [3, 1, 2]}},
+        "b": {"$lastN": {"n": 2, "input": [3, 1, 2]}},
+        "c": {"$maxN": {"n": 2, "input": [3, 1, None, 2]}},
+        "d": {"$minN": {"n": 2, "input": [3, 1, None, 2]}},
+        "e": {"$sortArray": {"input": [{"x": 2}, {"x": 1}], "sortBy": {"x": 1}}},
+        "f": {"$sortArray": {"input": [3, 1, 2], "sortBy": -1}},
+    }}]))
+    assert out == [{"a": [3, 1], "b": [1, 2], "c": [3, 2], "d": [1, 2], "e": [{"x": 1}, {"x": 2}], "f": [3, 2, 1]}]
