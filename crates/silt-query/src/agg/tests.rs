@@ -282,10 +282,17 @@ fn group_errors() {
     );
     assert_eq!(
         err_code(
-            bson!([{"$group": {"_id": null, "n": {"$topN": {}}}}]),
+            bson!([{"$group": {"_id": null, "n": {"$accumulator": {}}}}]),
             vec![]
         ),
         238
+    );
+    assert_eq!(
+        err_code(
+            bson!([{"$group": {"_id": null, "n": {"$topN": {}}}}]),
+            vec![]
+        ),
+        5787907
     );
     let e = run(bson!([{"$group": {"n": {"$sum": 1}}}]), vec![]).unwrap_err();
     assert_eq!(e.msg, "a group specification must include an _id");
