@@ -15,6 +15,7 @@ mod commands;
 mod config;
 mod cursors;
 mod fast;
+mod monitor;
 mod ops;
 mod replset;
 mod server;

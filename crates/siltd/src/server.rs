@@ -120,6 +120,7 @@ pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
         _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = s.shutdown.notified() => tracing::info!("shutdown command received"),
     }
     *conns.stopping.lock() = true;
     conns.wake.notify_all();

@@ -170,6 +170,14 @@ pub struct Server {
     pub ttl: crate::ttl::TtlState,
     /// Set once the server stops accepting work; background threads end.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Notified by the `shutdown` command.
+    pub shutdown: tokio::sync::Notify,
+    /// `fsync` with `lock: true`.
+    pub fsync_lock: crate::monitor::FsyncLock,
+    /// Profiling levels (`profile`).
+    pub profiler: crate::monitor::Profiler,
+    /// `top` counters.
+    pub top: crate::monitor::Top,
 }
 
 impl Server {
@@ -199,6 +207,10 @@ impl Server {
             ttl: crate::ttl::TtlState::default(),
             views,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            shutdown: tokio::sync::Notify::new(),
+            fsync_lock: Default::default(),
+            profiler: Default::default(),
+            top: Default::default(),
         }
     }
 
@@ -226,6 +238,55 @@ impl Server {
         l.push_back(line);
     }
 
+    /// Record a profiled operation in `<db>.system.profile` when the database's level asks
+    /// for it (level 2: every operation; level 1: those slower than `slowms`).
+    #[allow(clippy::too_many_arguments)]
+    fn profile(
+        &self,
+        db: &str,
+        ns: &str,
+        name: &str,
+        cmd: &Document,
+        elapsed: Duration,
+        ok: bool,
+        conn: &ConnInfo,
+    ) {
+        let p = self.profiler.get(db, self.cfg.slow.as_millis() as i64);
+        let millis = elapsed.as_millis() as i64;
+        if p.level == 0 || (p.level == 1 && millis < p.slow_ms) || ns.ends_with(".system.profile") {
+            return;
+        }
+        let op = match name {
+            "find" | "aggregate" | "count" | "distinct" => "query",
+            "insert" => "insert",
+            "update" | "findAndModify" => "update",
+            "delete" => "remove",
+            "getMore" => "getmore",
+            _ => "command",
+        };
+        let mut command = cmd.clone();
+        command.remove("lsid");
+        command.remove("$clusterTime");
+        let entry = doc! {
+            "_id": bson::oid::ObjectId::new(),
+            "op": op,
+            "ns": ns,
+            "command": command,
+            "millis": millis,
+            "ok": if ok { 1.0 } else { 0.0 },
+            "ts": bson::DateTime::now(),
+            "client": conn.peer.clone(),
+            "user": "",
+        };
+        let stored = self
+            .store
+            .get_or_create(&format!("{db}.system.profile"))
+            .and_then(|c| c.insert(&entry));
+        if let Err(e) = stored {
+            tracing::warn!(db, error = %e, "cannot record a profiled operation");
+        }
+    }
+
     /// Run one command and build its reply (always a document; errors become `ok: 0`).
     pub fn run_command(&self, cmd: Document, conn: &ConnInfo) -> Document {
         self.ops.command.fetch_add(1, Ordering::Relaxed);
@@ -238,6 +299,7 @@ impl Server {
             }
             None => "admin".to_string(),
         };
+        let mut profiled = None;
         let out = if name.is_empty() {
             Outcome::of(
                 Err(QueryError::failed_to_parse("empty command document")),
@@ -249,9 +311,21 @@ impl Server {
             // In `currentOp` while it runs; the document is shared, not copied.
             let cmd = Arc::new(cmd);
             let _running = self.inprog.start(conn, &db, &name, cmd.clone());
-            transactions::run(self, &db, &name, &cmd, conn)
+            let out = transactions::run(self, &db, &name, &cmd, conn);
+            profiled = Some(cmd);
+            out
         };
         let elapsed = started.elapsed();
+        if let Some(cmd) = &profiled {
+            let ns = match cmd.get(&name) {
+                Some(Bson::String(c)) => format!("{db}.{c}"),
+                _ => format!("{db}.$cmd"),
+            };
+            self.top.record(&ns, &name, elapsed.as_micros() as u64);
+            if self.profiler.any() {
+                self.profile(&db, &ns, &name, cmd, elapsed, out.result.is_ok(), conn);
+            }
+        }
         if elapsed >= self.cfg.slow {
             let line = format!(
                 "slow operation: {name} on {db} took {} ms",

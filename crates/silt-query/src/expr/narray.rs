@@ -42,18 +42,19 @@ impl Eval<'_, '_> {
     }
 
     pub(super) fn sort_array(&self, input: &Expr, sort_by: &Bson) -> QResult<Val> {
-        let mut items =
-            match self.eval(input)? {
-                Some(Bson::Array(a)) => a,
-                Some(Bson::Null) | None => return Ok(Some(Bson::Null)),
-                Some(other) => return Err(QueryError::located(
+        let mut items = match self.eval(input)? {
+            Some(Bson::Array(a)) => a,
+            Some(Bson::Null) | None => return Ok(Some(Bson::Null)),
+            Some(other) => {
+                return Err(QueryError::located(
                     2942505,
                     format!(
                         "The input argument to $sortArray must be an array, but was of type: {}",
                         super::type_name(Some(&other))
                     ),
-                )),
-            };
+                ))
+            }
+        };
         match sort_by {
             Bson::Document(spec) => {
                 let sort = crate::plan::SortSpec::parse(spec)?;

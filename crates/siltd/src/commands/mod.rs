@@ -28,6 +28,8 @@ mod count;
 mod create;
 mod create_indexes;
 mod current_op;
+mod data_size;
+mod db_hash;
 mod db_stats;
 mod delete;
 mod distinct;
@@ -39,6 +41,7 @@ mod end_sessions;
 mod explain;
 mod find;
 mod find_and_modify;
+mod fsync;
 mod get_cmd_line_opts;
 mod get_log;
 mod get_more;
@@ -55,15 +58,19 @@ mod list_commands;
 mod list_databases;
 mod list_indexes;
 mod modify;
+mod profile;
 mod query;
+mod re_index;
 mod rename_collection;
 mod repl_set_get_config;
 mod repl_set_get_status;
 mod repl_set_initiate;
 mod server_status;
 mod set_parameter;
+mod shutdown;
 mod start_session;
 mod table;
+mod top;
 mod update;
 mod validate;
 mod write;
@@ -107,6 +114,26 @@ pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), Quer
     set_parameter::set_parameter(s, &cmd).map(|_| ())
 }
 
+/// Commands that write documents, indexes or the catalog: they wait while `fsync` holds its
+/// lock.
+const WRITES: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "create",
+    "createIndexes",
+    "drop",
+    "dropDatabase",
+    "dropIndexes",
+    "renameCollection",
+    "collMod",
+    "compact",
+    "reIndex",
+    "addPartition",
+    "dropPartition",
+];
+
 /// The table entry for a command name or alias.
 pub fn lookup(name: &str) -> Option<&'static Command> {
     TABLE
@@ -123,6 +150,10 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> C
     };
     api::check(c.name, cmd)?;
     args::check(name, c.fields, cmd)?;
+    if WRITES.contains(&c.name) && s.fsync_lock.is_locked() {
+        // `fsync` with `lock: true`: writes wait for `fsyncUnlock`.
+        s.fsync_lock.wait_for_writes(|| s.shutting_down());
+    }
     op.bypass_validation.set(matches!(
         cmd.get("bypassDocumentValidation"),
         Some(bson::Bson::Boolean(true))

@@ -1,0 +1,164 @@
+//! Server-wide operational state that commands read and the dispatcher feeds: the fsync write
+//! lock, the database profiler's levels, and the `top` counters per namespace.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use bson::{doc, Bson, Document};
+use parking_lot::{Condvar, Mutex};
+
+/// `fsync: 1, lock: true`: while held, write commands wait. Lock order: taken alone, never
+/// while holding another lock of the server or the store.
+#[derive(Debug, Default)]
+pub struct FsyncLock {
+    count: Mutex<u32>,
+    released: Condvar,
+}
+
+impl FsyncLock {
+    /// Take one more level of the lock: the new count.
+    pub fn lock_writes(&self) -> u32 {
+        let mut n = self.count.lock();
+        *n += 1;
+        *n
+    }
+
+    /// Release one level: the count left, `None` when it was not locked.
+    pub fn unlock_writes(&self) -> Option<u32> {
+        let mut n = self.count.lock();
+        if *n == 0 {
+            return None;
+        }
+        *n -= 1;
+        if *n == 0 {
+            self.released.notify_all();
+        }
+        Some(*n)
+    }
+
+    pub fn is_locked(&self) -> bool {
+        *self.count.lock() > 0
+    }
+
+    /// Wait until writes are allowed (or `stop` says to give up).
+    pub fn wait_for_writes(&self, stop: impl Fn() -> bool) {
+        let mut n = self.count.lock();
+        while *n > 0 && !stop() {
+            self.released.wait_for(&mut n, Duration::from_millis(200));
+        }
+    }
+}
+
+/// The profiler's settings of one database (`profile` command).
+#[derive(Clone, Copy, Debug)]
+pub struct ProfileLevel {
+    /// 0 off, 1 slow operations, 2 all.
+    pub level: i32,
+    pub slow_ms: i64,
+}
+
+/// Profiling levels by database.
+#[derive(Debug, Default)]
+pub struct Profiler {
+    levels: Mutex<HashMap<String, ProfileLevel>>,
+}
+
+impl Profiler {
+    pub fn get(&self, db: &str, default_slow_ms: i64) -> ProfileLevel {
+        self.levels.lock().get(db).copied().unwrap_or(ProfileLevel {
+            level: 0,
+            slow_ms: default_slow_ms,
+        })
+    }
+
+    pub fn set(&self, db: &str, p: ProfileLevel) {
+        self.levels.lock().insert(db.to_string(), p);
+    }
+
+    /// Whether any database profiles (a cheap check for every command).
+    pub fn any(&self) -> bool {
+        self.levels.lock().values().any(|p| p.level > 0)
+    }
+}
+
+/// One namespace's `top` counters: (microseconds, count) per kind.
+#[derive(Debug, Default, Clone)]
+struct TopEntry {
+    kinds: BTreeMap<&'static str, (u64, u64)>,
+}
+
+/// `top`: time and counts per namespace and kind of operation, since the server started.
+/// Striped by namespace so that commands on different collections do not meet on one mutex.
+#[derive(Debug)]
+pub struct Top {
+    stripes: Vec<Mutex<HashMap<String, TopEntry>>>,
+}
+
+impl Default for Top {
+    fn default() -> Self {
+        Top {
+            stripes: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+/// The `top` kind of a command, and whether it reads or writes.
+fn kind_of(command: &str) -> (&'static str, &'static str) {
+    match command {
+        "find" | "aggregate" | "count" | "distinct" => ("queries", "readLock"),
+        "getMore" => ("getmore", "readLock"),
+        "insert" => ("insert", "writeLock"),
+        "update" | "findAndModify" | "findandmodify" => ("update", "writeLock"),
+        "delete" => ("remove", "writeLock"),
+        _ => ("commands", "writeLock"),
+    }
+}
+
+impl Top {
+    pub fn record(&self, ns: &str, command: &str, micros: u64) {
+        let (kind, lock) = kind_of(command);
+        let stripe = ns
+            .bytes()
+            .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+        let mut m = self.stripes[stripe % self.stripes.len()].lock();
+        let e = match m.get_mut(ns) {
+            Some(e) => e,
+            None => m.entry(ns.to_string()).or_default(),
+        };
+        for k in ["total", kind, lock] {
+            let slot = e.kinds.entry(k).or_insert((0, 0));
+            slot.0 += micros;
+            slot.1 += 1;
+        }
+    }
+
+    /// The `top` reply's `totals`.
+    pub fn totals(&self) -> Document {
+        let mut m: BTreeMap<String, TopEntry> = BTreeMap::new();
+        for s in &self.stripes {
+            for (k, v) in s.lock().iter() {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        let mut out = doc! { "note": "all times in microseconds" };
+        for (ns, e) in &m {
+            let mut d = Document::new();
+            for k in [
+                "total",
+                "readLock",
+                "writeLock",
+                "queries",
+                "getmore",
+                "insert",
+                "update",
+                "remove",
+                "commands",
+            ] {
+                let (t, c) = e.kinds.get(k).copied().unwrap_or((0, 0));
+                d.insert(k, doc! { "time": t as i64, "count": c as i64 });
+            }
+            out.insert(ns.clone(), Bson::Document(d));
+        }
+        out
+    }
+}
