@@ -90,3 +90,16 @@ def test_array_n_expressions(db):
         "f": {"$sortArray": {"input": [3, 1, 2], "sortBy": -1}},
     }}]))
     assert out == [{"a": [3, 1], "b": [1, 2], "c": [3, 2], "d": [1, 2], "e": [{"x": 1}, {"x": 2}], "f": [3, 2, 1]}]
+
+
+def test_expressions_in_find_projections(db):
+    db.c.insert_one({"_id": 1, "a": 2, "b": [1, 2, 3], "n": {"x": 1, "y": 2}})
+    assert db.c.find_one({}, {"x": {"$add": ["$a", 1]}}) == {"_id": 1, "x": 3}
+    assert db.c.find_one({}, {"a": 1, "y": "$b"}) == {"_id": 1, "a": 2, "y": [1, 2, 3]}
+    assert db.c.find_one({}, {"_id": 0, "s": "abc", "z": {"$literal": "$b"}}) == {"s": "abc", "z": "$b"}
+    assert db.c.find_one({}, {"n": {"x": 1, "t": {"$size": "$b"}}}) == {"_id": 1, "n": {"x": 1, "t": 3}}
+    assert db.c.find_one_and_update({"_id": 1}, {"$inc": {"a": 1}}, projection={"v": {"$multiply": ["$a", 10]}},
+                                    return_document=True) == {"_id": 1, "v": 30}
+    with pytest.raises(OperationFailure) as e:
+        db.c.find_one({}, {"a": 0, "x": {"$add": [1, 1]}})
+    assert e.value.code == 31310

@@ -8,7 +8,9 @@
 //! in either mode; `$elemMatch` (top-level fields only) replaces an array by its first matching
 //! element and is appended after the other fields, as MongoDB 4.4+ does; `a.$` keeps the
 //! element of the first array along `a` that the query matched (MongoDB's "elemMatchKey").
-//! Projection expressions and literal values are not supported yet and are rejected.
+//! A projection with computed fields (aggregation expressions or literal values, MongoDB
+//! 4.4+) is run as `$project` (`agg`'s projection), with `$$NOW` fixed for the projection;
+//! mixing computed fields with `$slice`, `$elemMatch` or `.$` is refused.
 
 use bson::{Bson, Document};
 use silt_bson::compare::{as_num, Num};
@@ -44,6 +46,35 @@ pub struct Projection {
     root: Nodes,
     inclusion: bool,
     positional: Option<String>,
+    /// A projection with computed fields, run as `$project`.
+    computed: Option<Box<crate::agg::AggProjection>>,
+}
+
+/// Whether `spec` computes a field (an expression or a literal value), and whether it uses a
+/// find-only operator (`$slice`, `$elemMatch`, `$meta`, `.$`).
+fn scan_spec(spec: &Document) -> (bool, bool) {
+    let (mut computed, mut find_only) = (false, false);
+    for (k, v) in spec {
+        if k.ends_with(".$") || k == "$" {
+            find_only = true;
+        }
+        match v {
+            Bson::Document(d) => match d.keys().next() {
+                Some(op) if matches!(op.as_str(), "$slice" | "$elemMatch" | "$meta") => {
+                    find_only = true
+                }
+                Some(op) if op.starts_with('$') => computed = true,
+                _ => {
+                    let (c, f) = scan_spec(d);
+                    computed |= c;
+                    find_only |= f;
+                }
+            },
+            v if is_bool_or_number(v) => {}
+            _ => computed = true,
+        }
+    }
+    (computed, find_only)
 }
 
 #[derive(Default)]
@@ -157,6 +188,31 @@ fn child_dir<'n>(nodes: &'n mut Nodes, parts: &[&str], full: &str) -> QResult<&'
 
 impl Projection {
     pub fn new(spec: &Document) -> QResult<Projection> {
+        let (computed, find_only) = scan_spec(spec);
+        if computed {
+            if find_only {
+                return Err(QueryError::not_implemented(
+                    "a find projection mixing computed fields with $slice, $elemMatch, $meta or \
+                     a positional .$ is not supported",
+                ));
+            }
+            if let Some((k, v)) = spec
+                .iter()
+                .find(|(k, v)| k.as_str() != "_id" && is_bool_or_number(v) && !true_value(v))
+            {
+                return Err(QueryError::located(
+                    31310,
+                    format!("Cannot use an expression in an exclusion projection ({k}: {v})"),
+                ));
+            }
+            let p = crate::agg::AggProjection::project(&Bson::Document(spec.clone()))?;
+            return Ok(Projection {
+                root: Vec::new(),
+                inclusion: true,
+                positional: None,
+                computed: Some(Box::new(p)),
+            });
+        }
         let mut ctx = ParseCtx::default();
         let mut root = Vec::new();
         parse_level(&mut ctx, spec, None, &mut root)?;
@@ -176,6 +232,7 @@ impl Projection {
             root,
             inclusion,
             positional: ctx.positional,
+            computed: None,
         })
     }
 
@@ -216,7 +273,7 @@ impl Projection {
             }
             true
         }
-        if !self.inclusion {
+        if !self.inclusion || self.computed.is_some() {
             return None;
         }
         let mut out = Vec::new();
@@ -225,6 +282,11 @@ impl Projection {
 
     /// Project `doc`. `matcher` is the query's filter, needed by a positional projection.
     pub fn apply(&self, doc: &Document, matcher: Option<&Matcher>) -> QResult<Document> {
+        if let Some(p) = &self.computed {
+            let mut vars = crate::expr::Vars::new();
+            vars.bind("NOW", Bson::DateTime(bson::DateTime::now()));
+            return p.apply(doc, &vars);
+        }
         let mut ctx = ApplyCtx {
             doc,
             matcher,
@@ -751,9 +813,16 @@ mod tests {
         assert_eq!(err(doc! {"a": 1, "a.b": 1}).code, 31249);
         assert_eq!(err(doc! {"a.b": 1, "a": 1}).code, 31250);
         assert_eq!(err(doc! {"a": {}}).code, 51270);
-        assert_eq!(err(doc! {"a": "x"}).code, 238);
         assert_eq!(err(doc! {"a": 0, "b": "x"}).code, 31310);
-        assert_eq!(err(doc! {"a": {"$add": [1, 2]}}).code, 238);
+        assert_eq!(err(doc! {"a": {"$slice": 1}, "b": "x"}).code, 238);
+        // Computed fields (MongoDB 4.4+): expressions and literals.
+        let d = doc! {"_id": 1, "a": 2};
+        assert_eq!(apply(doc! {"a": "x"}, d.clone()), doc! {"_id": 1, "a": "x"});
+        assert_eq!(
+            apply(doc! {"b": {"$add": ["$a", 1]}, "_id": 0}, d.clone()),
+            doc! {"b": 3}
+        );
+        assert!(p(doc! {"b": "$a"}).included_paths().is_none());
         assert_eq!(err(doc! {"a.$": 1, "b.$": 1}).code, 31276);
         assert_eq!(err(doc! {"a.$": {"x": 1}}).code, 31271);
         assert_eq!(err(doc! {"a": {"$slice": "x"}}).code, 31273);

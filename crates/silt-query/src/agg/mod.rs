@@ -41,6 +41,7 @@ use stages::{Facet, Lookup, Unwind};
 
 pub use bind::LetVars;
 pub(crate) use nacc::eval_n;
+pub(crate) use project::Projection as AggProjection;
 
 /// What a pipeline may read besides its input: the other collections of the database.
 pub trait AggContext {
