@@ -103,3 +103,27 @@ def test_expressions_in_find_projections(db):
     with pytest.raises(OperationFailure) as e:
         db.c.find_one({}, {"a": 0, "x": {"$add": [1, 1]}})
     assert e.value.code == 31310
+
+
+def test_date_arithmetic(db):
+    db.c.insert_one({"_id": 1, "d": datetime.datetime(2024, 1, 31, 15, 30), "e": datetime.datetime(2024, 3, 2, 1, 0)})
+    out = list(db.c.aggregate([{"$project": {"_id": 0,
+        "add1m": {"$dateAdd": {"startDate": "$d", "unit": "month", "amount": 1}},
+        "add2h": {"$dateAdd": {"startDate": "$d", "unit": "hour", "amount": 2}},
+        "sub1y": {"$dateSubtract": {"startDate": "$d", "unit": "year", "amount": 1}},
+        "diffd": {"$dateDiff": {"startDate": "$d", "endDate": "$e", "unit": "day"}},
+        "diffm": {"$dateDiff": {"startDate": "$d", "endDate": "$e", "unit": "month"}},
+        "diffw": {"$dateDiff": {"startDate": "$d", "endDate": "$e", "unit": "week"}},
+        "tm": {"$dateTrunc": {"date": "$d", "unit": "month"}},
+        "th": {"$dateTrunc": {"date": "$d", "unit": "hour", "binSize": 2}},
+        "tw": {"$dateTrunc": {"date": "$d", "unit": "week", "startOfWeek": "monday"}},
+        "tz": {"$dateTrunc": {"date": "$d", "unit": "day", "timezone": "+10:00"}},
+        "nul": {"$dateAdd": {"startDate": None, "unit": "day", "amount": 1}},
+    }}]))
+    D = datetime.datetime
+    assert out == [{"add1m": D(2024, 2, 29, 15, 30), "add2h": D(2024, 1, 31, 17, 30), "sub1y": D(2023, 1, 31, 15, 30),
+                    "diffd": 31, "diffm": 2, "diffw": 4, "tm": D(2024, 1, 1), "th": D(2024, 1, 31, 14),
+                    "tw": D(2024, 1, 29), "tz": D(2024, 1, 31, 14), "nul": None}]
+    with pytest.raises(OperationFailure) as e:
+        list(db.c.aggregate([{"$project": {"x": {"$dateAdd": {"startDate": "$d", "unit": "fortnight", "amount": 1}}}}]))
+    assert e.value.code == 5439014

@@ -22,6 +22,7 @@ mod arith;
 mod array;
 mod convert;
 mod date;
+mod datemath;
 mod narray;
 mod op;
 mod ops;
@@ -184,6 +185,12 @@ pub enum Expr {
         name: &'static str,
         n: Box<Expr>,
         input: Box<Expr>,
+    },
+    /// `$dateAdd`, `$dateSubtract`, `$dateDiff`, `$dateTrunc`: arguments in
+    /// `DateOp::args` order.
+    DateMath {
+        op: datemath::DateOp,
+        args: Vec<Option<Box<Expr>>>,
     },
     /// `$sortArray`: `sort_by` is a sort document or `1`/`-1` for the whole values.
     SortArray {
@@ -462,6 +469,7 @@ impl Eval<'_, '_> {
             Expr::DatePart { op, date, tz } => self.date_part(*op, date, tz.as_deref()),
             Expr::NArray { name, n, input } => self.n_array(name, n, input),
             Expr::SortArray { input, sort_by } => self.sort_array(input, sort_by),
+            Expr::DateMath { op, args } => self.date_math(*op, args),
             Expr::DateToString {
                 date,
                 format,

@@ -190,10 +190,6 @@ const OPS: &[(&str, Op, usize, usize)] = &[
 pub(super) const UNSUPPORTED: &[&str] = &[
     "$regexFind",
     "$regexFindAll",
-    "$dateAdd",
-    "$dateSubtract",
-    "$dateDiff",
-    "$dateTrunc",
     "$dateFromParts",
     "$dateToParts",
     "$dateFromString",

@@ -272,6 +272,10 @@ impl Parser {
             "$dateToString" => return self.date_to_string(arg),
             "$firstN" | "$lastN" | "$maxN" | "$minN" => return self.n_array(name, arg),
             "$sortArray" => return self.sort_array(arg),
+            "$dateAdd" => return self.date_math(super::datemath::DateOp::Add, arg),
+            "$dateSubtract" => return self.date_math(super::datemath::DateOp::Subtract, arg),
+            "$dateDiff" => return self.date_math(super::datemath::DateOp::Diff, arg),
+            "$dateTrunc" => return self.date_math(super::datemath::DateOp::Trunc, arg),
             "$rand" => {
                 return match arg {
                     Bson::Document(d) if d.is_empty() => Ok(Expr::Op(Op::Rand, Vec::new())),
@@ -745,6 +749,33 @@ impl Parser {
             n: self.boxed(n)?,
             input: self.boxed(input)?,
         })
+    }
+
+    fn date_math(&mut self, op: super::datemath::DateOp, arg: &Bson) -> QResult<Expr> {
+        let name = op.name();
+        let Bson::Document(d) = arg else {
+            return Err(QueryError::located(
+                5166400,
+                format!("{name} expects an object as its argument"),
+            ));
+        };
+        let (names, required_n) = op.args();
+        let a = named(d, names, |k| {
+            QueryError::located(5166401, format!("Unrecognized argument to {name}: {k}"))
+        })?;
+        for (i, n) in names.iter().enumerate().take(required_n) {
+            if a[i].is_none() {
+                return Err(QueryError::located(
+                    5166402,
+                    format!("{name} requires '{n}' to be present"),
+                ));
+            }
+        }
+        let args = a
+            .into_iter()
+            .map(|v| self.opt(v))
+            .collect::<QResult<Vec<_>>>()?;
+        Ok(Expr::DateMath { op, args })
     }
 
     fn sort_array(&mut self, arg: &Bson) -> QResult<Expr> {

@@ -1,0 +1,327 @@
+//! Date arithmetic of MongoDB 5.0+: `$dateAdd`, `$dateSubtract`, `$dateDiff` and
+//! `$dateTrunc`, with units from millisecond to year (month, quarter and year in calendar
+//! terms: adding a month to January 31 gives the last day of February), an optional fixed
+//! timezone, and `startOfWeek` for weeks.
+
+use bson::Bson;
+
+use super::date::{civil, date_millis, days_from_civil, parse_tz};
+use super::{nullish, type_name, Eval, Expr, Val};
+use crate::error::{QResult, QueryError};
+
+/// Which operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DateOp {
+    Add,
+    Subtract,
+    Diff,
+    Trunc,
+}
+
+impl DateOp {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            DateOp::Add => "$dateAdd",
+            DateOp::Subtract => "$dateSubtract",
+            DateOp::Diff => "$dateDiff",
+            DateOp::Trunc => "$dateTrunc",
+        }
+    }
+
+    /// The named arguments, required ones first.
+    pub(super) fn args(self) -> (&'static [&'static str], usize) {
+        match self {
+            DateOp::Add | DateOp::Subtract => (&["startDate", "unit", "amount", "timezone"], 3),
+            DateOp::Diff => (
+                &["startDate", "endDate", "unit", "timezone", "startOfWeek"],
+                3,
+            ),
+            DateOp::Trunc => (&["date", "unit", "binSize", "timezone", "startOfWeek"], 2),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Millisecond,
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Quarter,
+    Year,
+}
+
+fn unit_of(op: DateOp, v: Val) -> QResult<Option<Unit>> {
+    Ok(Some(match v {
+        None | Some(Bson::Null | Bson::Undefined) => return Ok(None),
+        Some(Bson::String(s)) => {
+            match s.as_str() {
+                "millisecond" => Unit::Millisecond,
+                "second" => Unit::Second,
+                "minute" => Unit::Minute,
+                "hour" => Unit::Hour,
+                "day" => Unit::Day,
+                "week" => Unit::Week,
+                "month" => Unit::Month,
+                "quarter" => Unit::Quarter,
+                "year" => Unit::Year,
+                other => return Err(QueryError::located(
+                    5439014,
+                    format!(
+                        "{} parameter 'unit' value cannot be recognized as a time unit: {other}",
+                        op.name()
+                    ),
+                )),
+            }
+        }
+        Some(other) => {
+            return Err(QueryError::located(
+                5439013,
+                format!(
+                    "{} requires 'unit' to be a string, but got {}",
+                    op.name(),
+                    type_name(Some(&other))
+                ),
+            ))
+        }
+    }))
+}
+
+fn fixed_ms(u: Unit) -> Option<i64> {
+    Some(match u {
+        Unit::Millisecond => 1,
+        Unit::Second => 1_000,
+        Unit::Minute => 60_000,
+        Unit::Hour => 3_600_000,
+        Unit::Day => 86_400_000,
+        Unit::Week => 604_800_000,
+        _ => return None,
+    })
+}
+
+fn months_of(u: Unit) -> i64 {
+    match u {
+        Unit::Quarter => 3,
+        Unit::Year => 12,
+        _ => 1,
+    }
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    let next = if m == 12 {
+        days_from_civil(y + 1, 1, 1)
+    } else {
+        days_from_civil(y, m + 1, 1)
+    };
+    (next - days_from_civil(y, m, 1)) as u32
+}
+
+/// Local milliseconds plus `months` calendar months (the day clamped to the month's end).
+fn add_months(local: i64, months: i64) -> i64 {
+    let c = civil(local);
+    let total = c.year * 12 + i64::from(c.month - 1) + months;
+    let (y, m) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
+    let d = c.day.min(days_in_month(y, m));
+    let in_day = local.rem_euclid(86_400_000);
+    days_from_civil(y, m, d) * 86_400_000 + in_day
+}
+
+fn week_start(v: Val) -> QResult<u32> {
+    // 0 = Sunday .. 6 = Saturday, as `Civil::weekday`.
+    Ok(match v {
+        None | Some(Bson::Null) => 0,
+        Some(Bson::String(s)) => match s.to_ascii_lowercase().as_str() {
+            "sunday" | "sun" => 0,
+            "monday" | "mon" => 1,
+            "tuesday" | "tue" => 2,
+            "wednesday" | "wed" => 3,
+            "thursday" | "thu" => 4,
+            "friday" | "fri" => 5,
+            "saturday" | "sat" => 6,
+            other => return Err(QueryError::located(
+                5439016,
+                format!(
+                    "startOfWeek parameter value cannot be recognized as a day of a week: {other}"
+                ),
+            )),
+        },
+        Some(other) => {
+            return Err(QueryError::located(
+                5439015,
+                format!(
+                    "startOfWeek must be a string, found {}",
+                    type_name(Some(&other))
+                ),
+            ))
+        }
+    })
+}
+
+/// The start of the bin (of `bin` units) holding local instant `local`.
+fn trunc(local: i64, unit: Unit, bin: i64, sow: u32) -> i64 {
+    match unit {
+        Unit::Month | Unit::Quarter | Unit::Year => {
+            let c = civil(local);
+            let months = c.year * 12 + i64::from(c.month - 1);
+            // Bins count from 2000-01-01, as MongoDB's reference point.
+            let span = months_of(unit) * bin;
+            let from = 2000 * 12;
+            let start = from + (months - from).div_euclid(span) * span;
+            days_from_civil(start.div_euclid(12), (start.rem_euclid(12) + 1) as u32, 1) * 86_400_000
+        }
+        Unit::Week => {
+            // Reference: the first `sow` day on or after 2000-01-01 (a Saturday).
+            let ref_day = days_from_civil(2000, 1, 1) + i64::from((sow + 7 - 6) % 7);
+            let day = local.div_euclid(86_400_000);
+            let start = ref_day + (day - ref_day).div_euclid(7 * bin) * 7 * bin;
+            start * 86_400_000
+        }
+        _ => {
+            let span = fixed_ms(unit).unwrap_or(1) * bin;
+            let origin = days_from_civil(2000, 1, 1) * 86_400_000;
+            origin + (local - origin).div_euclid(span) * span
+        }
+    }
+}
+
+impl Eval<'_, '_> {
+    pub(super) fn date_math(&self, op: DateOp, args: &[Option<Box<Expr>>]) -> QResult<Val> {
+        let get = |i: usize| -> QResult<Val> {
+            match args.get(i).and_then(|a| a.as_deref()) {
+                Some(e) => self.eval(e),
+                None => Ok(None),
+            }
+        };
+        let date_arg = |v: Val, what: &str| -> QResult<Option<i64>> {
+            if nullish(v.as_ref()) {
+                return Ok(None);
+            }
+            match v.as_ref().and_then(date_millis) {
+                Some(ms) => Ok(Some(ms)),
+                None => Err(QueryError::located(
+                    5166403,
+                    format!("{} requires {what} to be convertible to a date", op.name()),
+                )),
+            }
+        };
+        // Every operator's `timezone` is its fourth named argument.
+        let tz_index = 3;
+        let offset = match get(tz_index)? {
+            v if nullish(v.as_ref()) && args.get(tz_index).is_some_and(|a| a.is_some()) => {
+                return Ok(Some(Bson::Null))
+            }
+            None => 0,
+            Some(Bson::String(s)) => parse_tz(&s)?,
+            Some(other) => {
+                return Err(QueryError::located(
+                    40517,
+                    format!(
+                        "timezone must evaluate to a string, found {}",
+                        type_name(Some(&other))
+                    ),
+                ))
+            }
+        };
+        match op {
+            DateOp::Add | DateOp::Subtract => {
+                let Some(start) = date_arg(get(0)?, "startDate")? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let Some(unit) = unit_of(op, get(1)?)? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let amount = match get(2)? {
+                    None => return Ok(Some(Bson::Null)),
+                    v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                    Some(Bson::Int32(i)) => i64::from(i),
+                    Some(Bson::Int64(i)) => i,
+                    Some(Bson::Double(f)) if f.fract() == 0.0 => f as i64,
+                    Some(other) => {
+                        return Err(QueryError::located(
+                            5166405,
+                            format!(
+                                "{} expects integer amount of time units, found {}",
+                                op.name(),
+                                super::fmt_value(&other)
+                            ),
+                        ))
+                    }
+                };
+                let amount = if op == DateOp::Subtract {
+                    -amount
+                } else {
+                    amount
+                };
+                let out = match fixed_ms(unit) {
+                    Some(ms) => start.checked_add(amount.saturating_mul(ms)),
+                    None => {
+                        let local = start + offset;
+                        Some(add_months(local, amount * months_of(unit)) - offset)
+                    }
+                };
+                let out = out.ok_or_else(|| {
+                    QueryError::located(5166406, format!("{} overflowed", op.name()))
+                })?;
+                Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+            }
+            DateOp::Diff => {
+                let Some(a) = date_arg(get(0)?, "startDate")? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let Some(b) = date_arg(get(1)?, "endDate")? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let Some(unit) = unit_of(op, get(2)?)? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let sow = week_start(get(4)?)?;
+                let (la, lb) = (a + offset, b + offset);
+                let n = match unit {
+                    Unit::Month | Unit::Quarter | Unit::Year => {
+                        let (ca, cb) = (civil(la), civil(lb));
+                        let months = (cb.year * 12 + i64::from(cb.month))
+                            - (ca.year * 12 + i64::from(ca.month));
+                        months.div_euclid(months_of(unit))
+                    }
+                    Unit::Week => {
+                        trunc(lb, Unit::Week, 1, sow).div_euclid(604_800_000)
+                            - trunc(la, Unit::Week, 1, sow).div_euclid(604_800_000)
+                    }
+                    Unit::Millisecond => lb - la,
+                    u => {
+                        let ms = fixed_ms(u).unwrap_or(1);
+                        lb.div_euclid(ms) - la.div_euclid(ms)
+                    }
+                };
+                Ok(Some(Bson::Int64(n)))
+            }
+            DateOp::Trunc => {
+                let Some(d) = date_arg(get(0)?, "date")? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let Some(unit) = unit_of(op, get(1)?)? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let bin = match get(2)? {
+                    None => 1,
+                    v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                    Some(Bson::Int32(i)) if i > 0 => i64::from(i),
+                    Some(Bson::Int64(i)) if i > 0 => i,
+                    Some(Bson::Double(f)) if f > 0.0 && f.fract() == 0.0 => f as i64,
+                    Some(other) => {
+                        return Err(QueryError::located(
+                            5439017,
+                            format!("$dateTrunc requires 'binSize' to be a positive 64-bit integer, but got value '{}'", super::fmt_value(&other)),
+                        ))
+                    }
+                };
+                let sow = week_start(get(4)?)?;
+                let out = trunc(d + offset, unit, bin, sow) - offset;
+                Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
+            }
+        }
+    }
+}
