@@ -127,3 +127,41 @@ def test_date_arithmetic(db):
     with pytest.raises(OperationFailure) as e:
         list(db.c.aggregate([{"$project": {"x": {"$dateAdd": {"startDate": "$d", "unit": "fortnight", "amount": 1}}}}]))
     assert e.value.code == 5439014
+
+
+def test_graph_lookup_and_bucket_auto(db):
+    db.emp.insert_many([
+        {"_id": 1, "name": "Dev"}, {"_id": 2, "name": "Eliot", "reportsTo": "Dev"},
+        {"_id": 3, "name": "Ron", "reportsTo": "Eliot"}, {"_id": 4, "name": "Andrew", "reportsTo": "Eliot"},
+        {"_id": 5, "name": "Asya", "reportsTo": "Ron"}, {"_id": 6, "name": "Dan", "reportsTo": "Andrew"},
+    ])
+    out = list(db.emp.aggregate([
+        {"$graphLookup": {"from": "emp", "startWith": "$reportsTo", "connectFromField": "reportsTo",
+                          "connectToField": "name", "as": "chain", "depthField": "lvl"}},
+        {"$project": {"chain": {"$map": {"input": "$chain", "in": ["$$this.name", "$$this.lvl"]}}}},
+    ]))
+    assert out == [
+        {"_id": 1, "chain": []},
+        {"_id": 2, "chain": [["Dev", 0]]},
+        {"_id": 3, "chain": [["Eliot", 0], ["Dev", 1]]},
+        {"_id": 4, "chain": [["Eliot", 0], ["Dev", 1]]},
+        {"_id": 5, "chain": [["Ron", 0], ["Eliot", 1], ["Dev", 2]]},
+        {"_id": 6, "chain": [["Andrew", 0], ["Eliot", 1], ["Dev", 2]]},
+    ]
+    out = list(db.emp.aggregate([
+        {"$graphLookup": {"from": "emp", "startWith": "$name", "connectFromField": "name",
+                          "connectToField": "reportsTo", "as": "r", "maxDepth": 0,
+                          "restrictSearchWithMatch": {"name": {"$ne": "Andrew"}}}},
+        {"$project": {"n": {"$size": "$r"}}},
+    ]))
+    assert [d["n"] for d in out] == [1, 1, 1, 1, 0, 0]
+    db.b.insert_many([{"_id": i, "p": p} for i, p in enumerate([5, 1, 9, 3, 3, 7, 2, 8, 6, 4])])
+    out = list(db.b.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": 3, "output": {"n": {"$sum": 1}, "ps": {"$push": "$p"}}}}]))
+    assert out == [
+        {"_id": {"min": 1, "max": 4}, "n": 4, "ps": [1, 2, 3, 3]},
+        {"_id": {"min": 4, "max": 7}, "n": 3, "ps": [4, 5, 6]},
+        {"_id": {"min": 7, "max": 9}, "n": 3, "ps": [7, 8, 9]},
+    ]
+    with pytest.raises(OperationFailure) as e:
+        list(db.b.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": 2, "granularity": "R5"}}]))
+    assert e.value.code == 238

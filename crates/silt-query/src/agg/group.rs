@@ -155,6 +155,11 @@ impl Accumulator {
         })
     }
 
+    /// The output field's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A `{name: {$sum: 1}}` counter.
     pub(crate) fn count(name: &str) -> Accumulator {
         Accumulator {

@@ -17,6 +17,7 @@
 //! Expressions in stages follow [`crate::expr`]; `$$NOW` is fixed for a whole run.
 
 mod bind;
+mod graph;
 mod group;
 mod nacc;
 mod project;
@@ -76,8 +77,6 @@ const SERVER_STAGES: &[&str] = &["$collStats", "$indexStats", "$listLocalSession
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out",
     "$merge",
-    "$graphLookup",
-    "$bucketAuto",
     "$densify",
     "$fill",
     "$geoNear",
@@ -130,6 +129,8 @@ enum Stage {
     /// `$documents`: the documents of an expression instead of the input (first stage only).
     Documents(Expr),
     SetWindowFields(window::SetWindowFields),
+    GraphLookup(Box<graph::GraphLookup>),
+    BucketAuto(graph::BucketAuto),
     /// `$collStats` / `$indexStats`: produced by the server.
     Server(Bson),
 }
@@ -251,6 +252,8 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
         }
         "$redact" => Stage::Redact(Expr::parse(spec)?),
         "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(spec)?),
+        "$graphLookup" => Stage::GraphLookup(Box::new(graph::GraphLookup::parse(spec)?)),
+        "$bucketAuto" => Stage::BucketAuto(graph::BucketAuto::parse(spec)?),
         "$documents" => {
             if !first {
                 return Err(QueryError::located(
@@ -564,6 +567,8 @@ impl Stage {
             Stage::Sample(n) => from_vec(stages::sample(gather(input)?, *n)),
             Stage::Bucket(b) => from_vec(b.run(input, vars)?),
             Stage::SetWindowFields(w) => from_vec(w.run(gather(input)?, vars)?),
+            Stage::GraphLookup(g) => g.apply(input, ctx, vars)?,
+            Stage::BucketAuto(b) => from_vec(b.run(input, vars)?),
         })
     }
 }

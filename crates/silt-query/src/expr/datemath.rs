@@ -57,26 +57,26 @@ enum Unit {
 fn unit_of(op: DateOp, v: Val) -> QResult<Option<Unit>> {
     Ok(Some(match v {
         None | Some(Bson::Null | Bson::Undefined) => return Ok(None),
-        Some(Bson::String(s)) => {
-            match s.as_str() {
-                "millisecond" => Unit::Millisecond,
-                "second" => Unit::Second,
-                "minute" => Unit::Minute,
-                "hour" => Unit::Hour,
-                "day" => Unit::Day,
-                "week" => Unit::Week,
-                "month" => Unit::Month,
-                "quarter" => Unit::Quarter,
-                "year" => Unit::Year,
-                other => return Err(QueryError::located(
+        Some(Bson::String(s)) => match s.as_str() {
+            "millisecond" => Unit::Millisecond,
+            "second" => Unit::Second,
+            "minute" => Unit::Minute,
+            "hour" => Unit::Hour,
+            "day" => Unit::Day,
+            "week" => Unit::Week,
+            "month" => Unit::Month,
+            "quarter" => Unit::Quarter,
+            "year" => Unit::Year,
+            other => {
+                return Err(QueryError::located(
                     5439014,
                     format!(
                         "{} parameter 'unit' value cannot be recognized as a time unit: {other}",
                         op.name()
                     ),
-                )),
+                ))
             }
-        }
+        },
         Some(other) => {
             return Err(QueryError::located(
                 5439013,
@@ -141,12 +141,14 @@ fn week_start(v: Val) -> QResult<u32> {
             "thursday" | "thu" => 4,
             "friday" | "fri" => 5,
             "saturday" | "sat" => 6,
-            other => return Err(QueryError::located(
-                5439016,
-                format!(
+            other => {
+                return Err(QueryError::located(
+                    5439016,
+                    format!(
                     "startOfWeek parameter value cannot be recognized as a day of a week: {other}"
                 ),
-            )),
+                ))
+            }
         },
         Some(other) => {
             return Err(QueryError::located(
