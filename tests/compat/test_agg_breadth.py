@@ -165,3 +165,28 @@ def test_graph_lookup_and_bucket_auto(db):
     with pytest.raises(OperationFailure) as e:
         list(db.b.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": 2, "granularity": "R5"}}]))
     assert e.value.code == 238
+
+
+def test_fill_and_densify(db):
+    db.s.insert_many([{"_id": 1, "t": 1, "v": 10, "g": "a"}, {"_id": 2, "t": 2, "g": "a"},
+                      {"_id": 3, "t": 3, "v": None, "g": "a"}, {"_id": 4, "t": 4, "v": 40, "g": "a"},
+                      {"_id": 5, "t": 1, "g": "b"}])
+    out = list(db.s.aggregate([{"$fill": {"sortBy": {"t": 1}, "partitionByFields": ["g"], "output": {"v": {"method": "linear"}}}},
+                               {"$project": {"v": 1}}]))
+    assert out == [{"_id": 1, "v": 10}, {"_id": 2, "v": 20.0}, {"_id": 3, "v": 30.0}, {"_id": 4, "v": 40}, {"_id": 5}]
+    out = list(db.s.aggregate([{"$fill": {"sortBy": {"t": 1}, "partitionBy": "$g", "output": {"v": {"method": "locf"}}}},
+                               {"$project": {"v": 1}}]))
+    assert out == [{"_id": 1, "v": 10}, {"_id": 2, "v": 10}, {"_id": 3, "v": 10}, {"_id": 4, "v": 40}, {"_id": 5}]
+    out = list(db.s.aggregate([{"$fill": {"output": {"v": {"value": 0}}}}, {"$project": {"v": 1}}]))
+    assert [d["v"] for d in out] == [10, 0, 0, 40, 0]
+    db.d.insert_many([{"_id": 1, "x": 1, "k": "a"}, {"_id": 2, "x": 5, "k": "a"}, {"_id": 3, "x": 3, "k": "b"}])
+    out = list(db.d.aggregate([{"$densify": {"field": "x", "range": {"step": 1, "bounds": "full"}}}, {"$project": {"_id": 0}}]))
+    assert out == [{"x": 1, "k": "a"}, {"x": 2}, {"x": 3, "k": "b"}, {"x": 4}, {"x": 5, "k": "a"}]
+    out = list(db.d.aggregate([{"$densify": {"field": "x", "partitionByFields": ["k"], "range": {"step": 2, "bounds": "partition"}}},
+                               {"$project": {"_id": 0}}]))
+    assert out == [{"x": 1, "k": "a"}, {"k": "a", "x": 3}, {"x": 5, "k": "a"}, {"x": 3, "k": "b"}]
+    out = list(db.d.aggregate([{"$densify": {"field": "x", "range": {"step": 2, "bounds": [0, 4]}}}, {"$project": {"_id": 0}}]))
+    assert out == [{"x": 0}, {"x": 1, "k": "a"}, {"x": 2}, {"x": 3, "k": "b"}, {"x": 5, "k": "a"}]
+    with pytest.raises(OperationFailure) as e:
+        list(db.d.aggregate([{"$densify": {"field": "x", "range": {"step": 0, "bounds": "full"}}}]))
+    assert e.value.code == 5733401

@@ -17,6 +17,7 @@
 //! Expressions in stages follow [`crate::expr`]; `$$NOW` is fixed for a whole run.
 
 mod bind;
+mod fill;
 mod graph;
 mod group;
 mod nacc;
@@ -77,8 +78,6 @@ const SERVER_STAGES: &[&str] = &["$collStats", "$indexStats", "$listLocalSession
 const UNSUPPORTED_STAGES: &[&str] = &[
     "$out",
     "$merge",
-    "$densify",
-    "$fill",
     "$geoNear",
     "$search",
     "$searchMeta",
@@ -131,6 +130,8 @@ enum Stage {
     SetWindowFields(window::SetWindowFields),
     GraphLookup(Box<graph::GraphLookup>),
     BucketAuto(graph::BucketAuto),
+    Fill(Box<fill::Fill>),
+    Densify(fill::Densify),
     /// `$collStats` / `$indexStats`: produced by the server.
     Server(Bson),
 }
@@ -254,6 +255,8 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
         "$setWindowFields" => Stage::SetWindowFields(window::SetWindowFields::parse(spec)?),
         "$graphLookup" => Stage::GraphLookup(Box::new(graph::GraphLookup::parse(spec)?)),
         "$bucketAuto" => Stage::BucketAuto(graph::BucketAuto::parse(spec)?),
+        "$fill" => Stage::Fill(Box::new(fill::Fill::parse(spec)?)),
+        "$densify" => Stage::Densify(fill::Densify::parse(spec)?),
         "$documents" => {
             if !first {
                 return Err(QueryError::located(
@@ -569,6 +572,8 @@ impl Stage {
             Stage::SetWindowFields(w) => from_vec(w.run(gather(input)?, vars)?),
             Stage::GraphLookup(g) => g.apply(input, ctx, vars)?,
             Stage::BucketAuto(b) => from_vec(b.run(input, vars)?),
+            Stage::Fill(f) => from_vec(f.run(gather(input)?, vars)?),
+            Stage::Densify(d) => from_vec(d.run(gather(input)?)?),
         })
     }
 }
