@@ -116,3 +116,14 @@ def test_versioned_api(server):
         assert code_of(lambda: plain.admin.command("ping", apiStrict=True)) == 322
     finally:
         plain.close()
+
+
+def test_natural_order_sort_and_hint(db):
+    db.c.insert_many([{"_id": i, "a": i % 2} for i in [3, 1, 2]])
+    assert [d["_id"] for d in db.c.find().sort("$natural", 1)] == [1, 2, 3]
+    assert [d["_id"] for d in db.c.find().sort("$natural", -1)] == [3, 2, 1]
+    assert [d["_id"] for d in db.c.find().hint([("$natural", -1)])] == [3, 2, 1]
+    assert [d["_id"] for d in db.c.find({"a": 1}).hint([("$natural", -1)])] == [3, 1]
+    with pytest.raises(OperationFailure) as e:
+        list(db.c.find().sort([("$natural", 1), ("a", 1)]))
+    assert e.value.code == 2

@@ -291,7 +291,9 @@ impl Densify {
         let bounds = match range.get("bounds") {
             Some(Bson::String(s)) if s == "full" => Bounds::Full,
             Some(Bson::String(s)) if s == "partition" => Bounds::Partition,
-            Some(Bson::Array(a)) if a.len() == 2 => Bounds::Explicit(Box::new((a[0].clone(), a[1].clone()))),
+            Some(Bson::Array(a)) if a.len() == 2 => {
+                Bounds::Explicit(Box::new((a[0].clone(), a[1].clone())))
+            }
             _ => {
                 return Err(bad(
                     "bounds must be 'full', 'partition' or an array of two values",

@@ -143,9 +143,12 @@ pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) 
     }
     let coll = coll_arg(db, inner, name)?;
     let ns = format!("{db}.{coll}");
-    let q = query_of(name, inner)?;
+    let mut q = query_of(name, inner)?;
     let started = Instant::now();
     let c = s.store.get(&ns);
+    if let Some(c) = &c {
+        q.resolve_natural(c);
+    }
     let planned = match &c {
         Some(c) => q.choose(c)?,
         None => Planned::full_scan(),

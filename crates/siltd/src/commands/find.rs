@@ -19,6 +19,8 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
     let Some(coll) = coll else {
         return Ok(Box::new(VecSource(VecDeque::new())));
     };
+    let mut q = q;
+    q.resolve_natural(&coll);
     let planned = q.choose(&coll)?;
     let snap = op.snap(&coll);
     let mut src = MatchSource::new_at(

@@ -9,7 +9,7 @@ use silt_query::agg::LetVars;
 use silt_query::matcher::Matcher;
 use silt_query::plan::{self, SortSpec};
 use silt_query::projection::Projection;
-use silt_query::QResult;
+use silt_query::{QResult, QueryError};
 
 use super::common::{check_hint, deadline, doc_arg, new_matcher, non_negative};
 
@@ -25,9 +25,25 @@ pub(super) struct Query {
     pub(super) projection_spec: Option<Document>,
     pub(super) deadline: Option<Instant>,
     pub(super) hint: Option<Bson>,
+    /// `sort` or `hint` `{$natural: ±1}`: the collection's storage order (ascending or not),
+    /// turned into a sort on its primary key by [`Query::resolve_natural`].
+    pub(super) natural: Option<bool>,
 }
 
 impl Query {
+    /// Make a `$natural` order a sort on `coll`'s primary key (its storage order).
+    pub(super) fn resolve_natural(&mut self, coll: &Collection) {
+        if let Some(asc) = self.natural {
+            self.sort = Some(SortSpec(
+                coll.primary_key()
+                    .fields()
+                    .iter()
+                    .map(|f| (f.clone(), asc))
+                    .collect(),
+            ));
+        }
+    }
+
     /// The plan for this query over `coll` (covered when an index holds all it reads).
     pub(super) fn choose(&self, coll: &Collection) -> QResult<Planned> {
         let output = self
@@ -49,10 +65,33 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
     let lets = LetVars::parse(cmd.get("let"), "find", bson::DateTime::now())?;
     let filter = lets.filter(&doc_arg(cmd, filter_field)?.cloned().unwrap_or_default());
     let matcher = Arc::new(new_matcher(&filter)?);
+    let natural_dir = |v: &Bson| -> QResult<bool> {
+        match silt_bson::compare::as_num(v) {
+            Some(silt_bson::compare::Num::Int(1)) => Ok(true),
+            Some(silt_bson::compare::Num::Int(-1)) => Ok(false),
+            Some(silt_bson::compare::Num::Float(f)) if f == 1.0 || f == -1.0 => Ok(f > 0.0),
+            _ => Err(QueryError::bad_value("$natural must be 1 or -1")),
+        }
+    };
+    let mut natural = None;
     let sort = match doc_arg(cmd, "sort")? {
+        Some(s) if s.contains_key("$natural") => {
+            if s.len() > 1 {
+                return Err(QueryError::bad_value(
+                    "$natural sort cannot be combined with other sort fields",
+                ));
+            }
+            natural = Some(natural_dir(s.get("$natural").unwrap_or(&Bson::Null))?);
+            None
+        }
         Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),
         _ => None,
     };
+    if let (None, None, Some(Bson::Document(h))) = (&sort, natural, cmd.get("hint")) {
+        if let Some(d) = h.get("$natural") {
+            natural = Some(natural_dir(d)?);
+        }
+    }
     let projection_spec = doc_arg(cmd, "projection")?
         .filter(|p| !p.is_empty())
         .cloned();
@@ -71,5 +110,6 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
             .get("hint")
             .filter(|h| !matches!(h, Bson::Null))
             .cloned(),
+        natural,
     })
 }
