@@ -105,6 +105,10 @@ pub struct Collection {
     pub(crate) id_accesses: Accesses,
     /// What the documents are keyed by (`primaryKey`, fixed at creation).
     pub(crate) pk: PrimaryKey,
+    /// A capped collection's last insertion sequence (read from the tree on first use).
+    pub(crate) natural_seq: Mutex<Option<i64>>,
+    /// Held while a capped collection removes its oldest documents.
+    pub(crate) cap_lock: Mutex<()>,
     /// The compiled `validator` option (with its level and action), if any.
     pub(crate) validator: RwLock<Option<Arc<silt_query::validator::Validator>>>,
 }
@@ -147,6 +151,8 @@ impl Collection {
         Collection {
             pk,
             validator: RwLock::new(validator),
+            natural_seq: Mutex::new(None),
+            cap_lock: Mutex::new(()),
             ns,
             layout: RwLock::new(Arc::new(layout)),
             options: RwLock::new(options),
@@ -332,6 +338,76 @@ impl Collection {
                 "name": "primaryKey",
                 "unique": true,
                 "clustering": true,
+            }
+        }
+    }
+
+    /// The record key a new document gets: [`Collection::record_key`], or in a capped
+    /// collection the next insertion sequence followed by the encoded `_id` (so the `_id`
+    /// stays the key's last value, as index entries and covered reads expect).
+    pub(crate) fn new_record_key(&self, doc: &Document) -> Result<Vec<u8>> {
+        if !self.pk.is_natural() {
+            return self.record_key(doc);
+        }
+        let mut seq = self.natural_seq.lock();
+        let last = match *seq {
+            Some(n) => n,
+            None => {
+                let mut last = 0i64;
+                let mut cur = self.scan(Bound::Unbounded, Bound::Unbounded);
+                while let Some((k, _)) = cur.next_doc()? {
+                    // Keys decode canonically (a small Int64 comes back as an Int32).
+                    let first = crate::pk::decode_values(&k).and_then(|v| v.into_iter().next());
+                    if let Some(silt_bson::compare::Num::Int(n)) =
+                        first.as_ref().and_then(silt_bson::compare::as_num)
+                    {
+                        last = last.max(n);
+                    }
+                }
+                last
+            }
+        };
+        *seq = Some(last + 1);
+        let mut out = Vec::new();
+        silt_bson::keyenc::encode_value(&Bson::Int64(last + 1), &mut out);
+        silt_bson::keyenc::encode_value(doc.get("_id").unwrap_or(&Bson::Null), &mut out);
+        Ok(out)
+    }
+
+    /// A capped collection: remove the oldest documents while it holds more than its `max`
+    /// documents or `size` bytes (never the newest one).
+    pub(crate) fn enforce_cap(&self) -> Result<()> {
+        let (size, max) = {
+            let o = self.options.read();
+            let num = |k: &str| match o.get(k) {
+                Some(Bson::Int32(n)) => Some(i64::from(*n)),
+                Some(Bson::Int64(n)) => Some(*n),
+                Some(Bson::Double(f)) => Some(*f as i64),
+                _ => None,
+            };
+            (
+                num("size").filter(|n| *n > 0),
+                num("max").filter(|n| *n > 0),
+            )
+        };
+        let _g = self.cap_lock.lock();
+        loop {
+            let st = self.stats();
+            let over = size.is_some_and(|s| st.size as i64 > s)
+                || max.is_some_and(|m| st.count as i64 > m);
+            if !over || st.count <= 1 {
+                return Ok(());
+            }
+            let first = {
+                let mut cur = self.scan(Bound::Unbounded, Bound::Unbounded);
+                cur.next_doc()?
+            };
+            let Some((key, _)) = first else {
+                return Ok(());
+            };
+            let lock = self.lock_doc(key)?;
+            if let Some(old) = lock.read()? {
+                self.delete(&lock, &old)?;
             }
         }
     }

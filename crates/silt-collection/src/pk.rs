@@ -16,12 +16,17 @@ use crate::{CollError, Result};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrimaryKey {
     fields: Vec<String>,
+    /// A capped collection: documents are keyed by their insertion sequence (then `_id`), so
+    /// storage order is insertion order; the sequence is assigned by the collection
+    /// (`Collection::new_record_key`), never derived from the document.
+    natural: bool,
 }
 
 impl Default for PrimaryKey {
     fn default() -> Self {
         PrimaryKey {
             fields: vec!["_id".into()],
+            natural: false,
         }
     }
 }
@@ -75,12 +80,21 @@ impl PrimaryKey {
         if fields.last().map(String::as_str) != Some("_id") {
             return Err(bad(17203, "defined primary key must end in _id: 1"));
         }
-        Ok(PrimaryKey { fields })
+        Ok(PrimaryKey {
+            fields,
+            natural: false,
+        })
     }
 
     /// The key of a collection created with these options (`primaryKey`, validated when the
     /// collection was created).
     pub fn of_options(options: &Document) -> Result<PrimaryKey> {
+        if options.get_bool("capped").unwrap_or(false) {
+            return Ok(PrimaryKey {
+                fields: vec!["_id".into()],
+                natural: true,
+            });
+        }
         match options.get("primaryKey") {
             None => Ok(PrimaryKey::default()),
             Some(spec) => PrimaryKey::parse(spec),
@@ -89,11 +103,19 @@ impl PrimaryKey {
 
     /// Whether this is `{_id: 1}`.
     pub fn is_id(&self) -> bool {
-        self.fields.len() == 1
+        self.fields.len() == 1 && !self.natural
     }
 
-    /// The key pattern, `{ts: 1, _id: 1}`.
+    /// Whether documents are keyed by insertion order (a capped collection).
+    pub fn is_natural(&self) -> bool {
+        self.natural
+    }
+
+    /// The key pattern, `{ts: 1, _id: 1}` (`{$natural: 1}` for a capped collection).
     pub fn pattern(&self) -> Document {
+        if self.natural {
+            return doc! { "$natural": 1 };
+        }
         self.fields
             .iter()
             .map(|f| (f.clone(), Bson::Int32(1)))
@@ -108,6 +130,12 @@ impl PrimaryKey {
     /// The record key of `doc`. A missing field counts as null; an array, a regex or
     /// undefined is refused (TokuMX's 17205, 17208, 17210).
     pub fn key_of(&self, doc: &Document) -> Result<Vec<u8>> {
+        if self.natural {
+            return Err(bad(
+                2,
+                "a capped collection's record keys come from its insertion sequence",
+            ));
+        }
         let mut out = Vec::with_capacity(16 * self.fields.len());
         for f in &self.fields {
             let v = silt_bson::path::get_path(doc, f)

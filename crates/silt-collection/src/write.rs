@@ -151,14 +151,20 @@ impl Collection {
     /// is a unique-index violation (nothing is written then).
     pub fn insert(&self, doc: &Document) -> Result<()> {
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let lock = self.lock_doc(self.record_key(doc)?)?;
-        self.insert_locked(&lock, doc, id)
+        {
+            let lock = self.lock_doc(self.new_record_key(doc)?)?;
+            self.insert_locked(&lock, doc, id)?;
+        }
+        if self.pk.is_natural() {
+            self.enforce_cap()?;
+        }
+        Ok(())
     }
 
     /// [`Collection::insert`] inside transaction `txn` (see [`Collection::lock_doc_in`]).
     pub fn insert_in(&self, doc: &Document, txn: &Txn, wait: Duration) -> Result<()> {
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let lock = self.lock_doc_in(self.record_key(doc)?, txn, wait)?;
+        let lock = self.lock_doc_in(self.new_record_key(doc)?, txn, wait)?;
         self.insert_locked(&lock, doc, id)
     }
 
@@ -258,7 +264,7 @@ impl Collection {
     /// Index entries follow; a unique violation writes nothing.
     pub fn replace(&self, lock: &DocLock<'_>, old: &Document, new: &Document) -> Result<()> {
         self.check_lock(lock)?;
-        if !self.pk.is_id() && self.record_key(new)? != lock.key() {
+        if !self.pk.is_id() && !self.pk.is_natural() && self.record_key(new)? != lock.key() {
             // The document would have to move; MongoDB refuses it for `_id` (the caller's
             // check) and for a shard key alike.
             let field = self

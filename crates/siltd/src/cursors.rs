@@ -17,8 +17,58 @@ use crate::state::coll_err;
 
 /// A stream of result documents.
 pub trait DocSource: Send {
-    /// The next document, or `None` at the end.
+    /// The next document, or `None` at the end (for now, if tailable).
     fn next_doc(&mut self) -> QResult<Option<Document>>;
+
+    /// A tailable cursor's source: reaching the end does not close the cursor, later
+    /// documents are returned by later `getMore`s.
+    fn tailable(&self) -> bool {
+        false
+    }
+
+    /// A tailable `awaitData` cursor: an empty `getMore` waits for new documents.
+    fn await_data(&self) -> bool {
+        false
+    }
+}
+
+/// A tailable cursor over a capped collection: documents after the last one returned, in
+/// insertion order, read afresh on every call (so documents inserted since appear).
+pub struct TailSource {
+    pub coll: Arc<silt_collection::Collection>,
+    pub matcher: Arc<Matcher>,
+    pub last_key: Option<Vec<u8>>,
+    pub await_data: bool,
+}
+
+impl DocSource for TailSource {
+    fn next_doc(&mut self) -> QResult<Option<Document>> {
+        use std::ops::Bound;
+        loop {
+            let lo = match &self.last_key {
+                Some(k) => Bound::Excluded(k.as_slice()),
+                None => Bound::Unbounded,
+            };
+            let next = self
+                .coll
+                .scan(lo, Bound::Unbounded)
+                .next_doc()
+                .map_err(coll_err)?;
+            let Some((k, d)) = next else { return Ok(None) };
+            self.last_key = Some(k);
+            if self.matcher.try_matches(&d)? {
+                return Ok(Some(d));
+            }
+        }
+    }
+
+    fn tailable(&self) -> bool {
+        true
+    }
+
+    fn await_data(&self) -> bool {
+        self.await_data
+    }
 }
 
 /// Documents already computed (sorted results, aggregation output).
@@ -47,6 +97,14 @@ pub struct Shaped {
 }
 
 impl DocSource for Shaped {
+    fn tailable(&self) -> bool {
+        self.inner.tailable()
+    }
+
+    fn await_data(&self) -> bool {
+        self.inner.await_data()
+    }
+
     fn next_doc(&mut self) -> QResult<Option<Document>> {
         while self.skip > 0 {
             if self.inner.next_doc()?.is_none() {
@@ -121,7 +179,7 @@ impl Cursors {
                 Some(d) => d,
                 None => match cur.source.next_doc()? {
                     Some(d) => d,
-                    None => return Ok((out, true)),
+                    None => return Ok((out, !cur.source.tailable())),
                 },
             };
             let len = doc_len(&d);
@@ -136,7 +194,7 @@ impl Cursors {
         if cur.held.is_none() {
             match cur.source.next_doc()? {
                 Some(d) => cur.held = Some(d),
-                None => return Ok((out, true)),
+                None => return Ok((out, !cur.source.tailable())),
             }
         }
         Ok((out, false))
@@ -198,6 +256,7 @@ impl Cursors {
         id: i64,
         ns: &str,
         batch_size: Option<usize>,
+        await_for: Duration,
     ) -> QResult<(Vec<Document>, i64)> {
         let c = self
             .map
@@ -218,7 +277,16 @@ impl Cursors {
             )));
         }
         let limit = batch_size.or(cur.batch_size).unwrap_or(0);
-        let r = Cursors::fill(&mut cur, limit);
+        let mut r = Cursors::fill(&mut cur, limit);
+        // awaitData: an empty batch waits (up to the getMore's maxTimeMS) for new documents.
+        let until = Instant::now() + await_for;
+        while cur.source.await_data()
+            && matches!(&r, Ok((b, false)) if b.is_empty())
+            && Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+            r = Cursors::fill(&mut cur, limit);
+        }
         cur.last_used = Instant::now();
         let (batch, done) = match r {
             Ok(x) => x,

@@ -25,7 +25,7 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         "avgObjSize": avg as i64,
         "storageSize": st.storage_size as i64 / scale,
         "freeStorageSize": 0i64,
-        "capped": false,
+        "capped": c.options().get_bool("capped").unwrap_or(false),
         "nindexes": (st.index_sizes.len() + 1) as i32,
         "indexDetails": {},
         "indexBuilds": [],

@@ -69,11 +69,49 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         }
     }
     match cmd.get("capped") {
-        None | Some(Bson::Null) | Some(Bson::Boolean(false)) => {}
-        Some(_) => return Err(super::args::not_implemented("create.capped")),
-    }
-    if cmd.contains_key("capped") {
-        options.insert("capped", false);
+        None | Some(Bson::Null) | Some(Bson::Boolean(false)) => {
+            if cmd.contains_key("capped") {
+                options.insert("capped", false);
+            }
+        }
+        Some(Bson::Boolean(true)) => {
+            // Documents kept in insertion order; the oldest go when `size` bytes or `max`
+            // documents are exceeded (`Collection::enforce_cap`).
+            let num = |k: &str| -> Result<Option<i64>, QueryError> {
+                match cmd.get(k) {
+                    None | Some(Bson::Null) => Ok(None),
+                    Some(v) => match silt_bson::compare::as_num(v) {
+                        Some(silt_bson::compare::Num::Int(n)) => Ok(Some(n)),
+                        Some(silt_bson::compare::Num::Float(f)) => Ok(Some(f as i64)),
+                        None => Err(QueryError::type_mismatch(format!(
+                            "BSON field 'create.{k}' is the wrong type '{}', expected a number",
+                            silt_bson::compare::type_name(v)
+                        ))),
+                    },
+                }
+            };
+            let size = num("size")?.ok_or_else(|| {
+                QueryError::invalid_options("the 'size' field is required when 'capped' is true")
+            })?;
+            if size <= 0 {
+                return Err(QueryError::invalid_options(
+                    "the 'size' field of a capped collection must be positive",
+                ));
+            }
+            // MongoDB rounds the size up to a multiple of 256 bytes, and at least 4096.
+            let size = ((size.max(4096) + 255) / 256) * 256;
+            options.insert("capped", true);
+            options.insert("size", size);
+            if let Some(max) = num("max")?.filter(|m| *m > 0) {
+                options.insert("max", max);
+            }
+        }
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'create.capped' is the wrong type '{}', expected type 'bool'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
     }
     if let Some(Bson::Document(id)) = cmd.get("idIndex") {
         // mongorestore sends the `_id` index it dumped; any other `_id` index is refused.

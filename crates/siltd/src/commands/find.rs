@@ -31,6 +31,14 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
         snap,
     );
     let inner: Box<dyn DocSource> = match &q.sort {
+        _ if q.reverse => {
+            let mut all = Vec::new();
+            while let Some(d) = src.next_doc()? {
+                all.push(d);
+            }
+            all.reverse();
+            Box::new(VecSource(all.into()))
+        }
         Some(sort) if !planned.sorted() => {
             let mut all = Vec::new();
             while let Some(d) = src.next_doc()? {
@@ -54,15 +62,19 @@ pub fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "find")?;
     let ns = format!("{db}.{coll}");
     s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
-    if bool_arg(cmd, "tailable")?.unwrap_or(false) {
-        return Err(QueryError::bad_value(
-            "tailable cursors need a capped collection, which siltd does not support",
+    let tailable = bool_arg(cmd, "tailable")?.unwrap_or(false);
+    if bool_arg(cmd, "awaitData")?.unwrap_or(false) && !tailable {
+        return Err(QueryError::failed_to_parse(
+            "Cannot set 'awaitData' without also setting 'tailable'",
         ));
     }
     if s.views.is_view(&ns) {
         return find_on_view(s, db, &coll, cmd, op);
     }
     let q = parse_query(cmd, "filter")?;
+    if tailable {
+        return tail(s, &ns, q, cmd);
+    }
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let batch = batch_size_arg(cmd)?;
     let src = run_query(s.store.get(&ns), q, op)?;
@@ -110,4 +122,38 @@ fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> C
         }
     }
     super::aggregate::aggregate(s, db, &agg, op)
+}
+
+/// A tailable cursor (capped collections only): the matching documents in insertion order,
+/// and later ones on later `getMore`s.
+fn tail(s: &Server, ns: &str, q: Query, cmd: &Document) -> CmdResult {
+    let Some(coll) = s.store.get(ns).filter(|c| c.primary_key().is_natural()) else {
+        return Err(QueryError::bad_value(format!(
+            "error processing query: ns={ns}: tailable cursor requested on non capped collection"
+        )));
+    };
+    if q.sort.is_some() || q.natural == Some(false) {
+        return Err(QueryError::bad_value(
+            "cannot use tailable option with a sort other than {$natural: 1}",
+        ));
+    }
+    let source = crate::cursors::TailSource {
+        coll,
+        matcher: q.matcher.clone(),
+        last_key: None,
+        await_data: bool_arg(cmd, "awaitData")?.unwrap_or(false),
+    };
+    let shaped = Shaped {
+        inner: Box::new(source),
+        skip: q.skip,
+        limit: q.limit,
+        returned: 0,
+        projection: q.projection,
+        matcher: Some(q.matcher),
+    };
+    let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
+    let (docs, id) = s
+        .cursors
+        .first_batch(ns, Box::new(shaped), batch_size_arg(cmd)?, single)?;
+    Ok(cursor_reply(ns, docs, id, true))
 }

@@ -28,11 +28,20 @@ pub(super) struct Query {
     /// `sort` or `hint` `{$natural: ±1}`: the collection's storage order (ascending or not),
     /// turned into a sort on its primary key by [`Query::resolve_natural`].
     pub(super) natural: Option<bool>,
+    /// A capped collection read in reverse insertion order: the results are reversed.
+    pub(super) reverse: bool,
 }
 
 impl Query {
     /// Make a `$natural` order a sort on `coll`'s primary key (its storage order).
     pub(super) fn resolve_natural(&mut self, coll: &Collection) {
+        if let (Some(asc), true) = (self.natural, coll.primary_key().is_natural()) {
+            // Insertion order is the primary tree's order: a full scan, reversed if asked.
+            self.hint = Some(Bson::Document(bson::doc! { "$natural": 1 }));
+            self.sort = None;
+            self.reverse = !asc;
+            return;
+        }
         if let Some(asc) = self.natural {
             self.sort = Some(SortSpec(
                 coll.primary_key()
@@ -111,5 +120,6 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
             .filter(|h| !matches!(h, Bson::Null))
             .cloned(),
         natural,
+        reverse: false,
     })
 }

@@ -29,7 +29,11 @@ pub fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         s.store.create_indexes(&ns, keep).map_err(coll_err)?;
     }
     let c = s.store.get(&ns).unwrap_or(c);
-    let mut specs = vec![Bson::Document(c.primary_index_doc())];
+    let mut specs = if c.primary_key().is_natural() {
+        Vec::new()
+    } else {
+        vec![Bson::Document(c.primary_index_doc())]
+    };
     specs.extend(c.indexes().iter().map(|i| Bson::Document(i.spec.to_doc())));
     Ok(doc! {
         "nIndexesWas": was as i32,

@@ -182,6 +182,8 @@ pub const TABLE: &[Command] = &[
                 "validationLevel",
                 "validationAction",
                 "capped",
+                "size",
+                "max",
                 "idIndex",
                 "partitioned",
                 "primaryKey",
@@ -192,8 +194,6 @@ pub const TABLE: &[Command] = &[
             ],
             &[
                 "autoIndexId",
-                "size",
-                "max",
                 "storageEngine",
                 "indexOptionDefaults",
                 "collation",
@@ -359,6 +359,7 @@ pub const TABLE: &[Command] = &[
                 "allowPartialResults",
                 "oplogReplay",
                 "tailable",
+                "awaitData",
                 "noCursorTimeout",
             ],
             &[
@@ -367,7 +368,6 @@ pub const TABLE: &[Command] = &[
                 "max",
                 "returnKey",
                 "showRecordId",
-                "awaitData",
                 "term",
                 "readOnce",
                 "allowSpeculativeMajorityRead",
