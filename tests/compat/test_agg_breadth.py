@@ -190,3 +190,25 @@ def test_fill_and_densify(db):
     with pytest.raises(OperationFailure) as e:
         list(db.d.aggregate([{"$densify": {"field": "x", "range": {"step": 0, "bounds": "full"}}}]))
     assert e.value.code == 5733401
+
+
+def test_regex_find_trig_and_bits(db):
+    db.c.insert_one({"_id": 1, "s": "a1b22c333", "x": 0.5})
+    out = list(db.c.aggregate([{"$project": {"_id": 0,
+        "f": {"$regexFind": {"input": "$s", "regex": "([a-z])(\\d+)"}},
+        "fa": {"$regexFindAll": {"input": "$s", "regex": "\\d+"}},
+        "nf": {"$regexFind": {"input": "$s", "regex": "z"}},
+        "sin": {"$sin": 0}, "d": {"$radiansToDegrees": 3.141592653589793}, "a2": {"$atan2": [1, 0]},
+        "band": {"$bitAnd": [12, 10]}, "bor": {"$bitOr": [12, 10]}, "bx": {"$bitXor": [12, 10]}, "bn": {"$bitNot": 0},
+        "bl": {"$bitOr": [{"$toLong": 1}, 2]},
+    }}]))
+    assert out == [{
+        "f": {"match": "a1", "idx": 0, "captures": ["a", "1"]},
+        "fa": [{"match": "1", "idx": 1, "captures": []}, {"match": "22", "idx": 3, "captures": []},
+               {"match": "333", "idx": 6, "captures": []}],
+        "nf": None, "sin": 0.0, "d": 180.0, "a2": 1.5707963267948966,
+        "band": 8, "bor": 14, "bx": 6, "bn": -1, "bl": 3,
+    }]
+    with pytest.raises(OperationFailure) as e:
+        list(db.c.aggregate([{"$project": {"a": {"$acos": 2}}}]))
+    assert e.value.code == 50989

@@ -164,6 +164,24 @@ impl RegexMatch {
         })
     }
 
+    /// Every match in `s` (only the first unless `all`): the matched text, its code-point
+    /// index and its capture groups (`None` for a group that took no part).
+    pub fn find_in(&self, s: &str, all: bool) -> Vec<(String, usize, Vec<Option<String>>)> {
+        let mut out = Vec::new();
+        for caps in self.re.captures_iter(s) {
+            let Some(m) = caps.get(0) else { continue };
+            let idx = s[..m.start()].chars().count();
+            let groups = (1..caps.len())
+                .map(|i| caps.get(i).map(|g| g.as_str().to_string()))
+                .collect();
+            out.push((m.as_str().to_string(), idx, groups));
+            if !all {
+                break;
+            }
+        }
+        out
+    }
+
     /// Strings and symbols match by the regex; a stored regex matches when identical.
     pub fn matches(&self, v: &Bson) -> bool {
         match v {

@@ -27,6 +27,7 @@ mod narray;
 mod op;
 mod ops;
 mod parse;
+mod trig;
 pub(crate) use parse::path_parts;
 #[cfg(test)]
 mod tests;
@@ -145,6 +146,8 @@ pub enum Expr {
         chars: Option<Box<Expr>>,
     },
     RegexMatch {
+        /// `$regexMatch` (0), `$regexFind` (1) or `$regexFindAll` (2).
+        mode: u8,
         input: Box<Expr>,
         regex: Box<Expr>,
         options: Option<Box<Expr>>,
@@ -449,11 +452,12 @@ impl Eval<'_, '_> {
             } => self.convert(input, to, on_error.as_deref(), on_null.as_deref()),
             Expr::Trim { op, input, chars } => self.trim(*op, input, chars.as_deref()),
             Expr::RegexMatch {
+                mode,
                 input,
                 regex,
                 options,
                 compiled,
-            } => self.regex_match(input, regex, options.as_deref(), compiled.as_deref()),
+            } => self.regex_match(*mode, input, regex, options.as_deref(), compiled.as_deref()),
             Expr::Replace {
                 all,
                 input,

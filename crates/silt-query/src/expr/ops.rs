@@ -144,6 +144,25 @@ impl Eval<'_, '_> {
             Op::Abs | Op::Ceil | Op::Floor | Op::Sqrt | Op::Exp | Op::Ln | Op::Log10 => {
                 self.unary_math(name, vals.into_iter().next().flatten())
             }
+            Op::Sin
+            | Op::Cos
+            | Op::Tan
+            | Op::Asin
+            | Op::Acos
+            | Op::Atan
+            | Op::Sinh
+            | Op::Cosh
+            | Op::Tanh
+            | Op::Asinh
+            | Op::Acosh
+            | Op::Atanh
+            | Op::DegreesToRadians
+            | Op::RadiansToDegrees => super::trig::unary(name, vals.into_iter().next().flatten()),
+            Op::Atan2 => {
+                let mut it = vals.into_iter();
+                super::trig::atan2(it.next().flatten(), it.next().flatten())
+            }
+            Op::BitAnd | Op::BitOr | Op::BitXor | Op::BitNot => super::trig::bits(name, vals),
             Op::Concat => concat(vals),
             Op::Substr | Op::SubstrBytes => substr_bytes(name, &vals),
             Op::SubstrCP => substr_cp(&vals),
@@ -535,13 +554,21 @@ impl Eval<'_, '_> {
 
     pub(crate) fn regex_match(
         &self,
+        mode: u8,
         input: &Expr,
         regex: &Expr,
         options: Option<&Expr>,
         compiled: Option<&RegexMatch>,
     ) -> QResult<Val> {
+        let none = || -> QResult<Val> {
+            Ok(Some(match mode {
+                0 => Bson::Boolean(false),
+                1 => Bson::Null,
+                _ => Bson::Array(Vec::new()),
+            }))
+        };
         let s = match self.eval(input)? {
-            v if nullish(v.as_ref()) => return yes(false),
+            v if nullish(v.as_ref()) => return none(),
             Some(Bson::String(s)) => s,
             _ => {
                 return Err(QueryError::located(
@@ -557,13 +584,30 @@ impl Eval<'_, '_> {
                 let r = self.eval(regex)?;
                 let o = options.map(|o| self.eval(o)).transpose()?;
                 let Some((pattern, flags)) = regex_spec(r, o)? else {
-                    return yes(false);
+                    return none();
                 };
                 owned = RegexMatch::new(&pattern, &flags)?;
                 &owned
             }
         };
-        yes(re.matches(&Bson::String(s)))
+        if mode == 0 {
+            return yes(re.matches(&Bson::String(s)));
+        }
+        let found: Vec<Bson> = re
+            .find_in(&s, mode == 2)
+            .into_iter()
+            .map(|(m, idx, caps)| {
+                Bson::Document(bson::doc! {
+                    "match": m,
+                    "idx": idx as i32,
+                    "captures": caps.into_iter().map(|c| c.map_or(Bson::Null, Bson::String)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        Ok(Some(match mode {
+            1 => found.into_iter().next().unwrap_or(Bson::Null),
+            _ => Bson::Array(found),
+        }))
     }
 
     pub(crate) fn replace(

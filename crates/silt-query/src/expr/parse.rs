@@ -265,7 +265,9 @@ impl Parser {
             "$filter" => return self.filter(arg),
             "$reduce" => return self.reduce(arg),
             "$convert" => return self.convert(arg),
-            "$regexMatch" => return self.regex_match(arg),
+            "$regexMatch" => return self.regex_match(arg, 0),
+            "$regexFind" => return self.regex_match(arg, 1),
+            "$regexFindAll" => return self.regex_match(arg, 2),
             "$replaceOne" | "$replaceAll" => return self.replace(name, arg),
             "$getField" => return self.get_field(arg),
             "$setField" | "$unsetField" => return self.set_field(name, arg),
@@ -624,7 +626,7 @@ impl Parser {
         })
     }
 
-    fn regex_match(&mut self, arg: &Bson) -> QResult<Expr> {
+    fn regex_match(&mut self, arg: &Bson, mode: u8) -> QResult<Expr> {
         let Bson::Document(d) = arg else {
             return Err(QueryError::located(
                 51103,
@@ -660,6 +662,7 @@ impl Parser {
             _ => None,
         };
         Ok(Expr::RegexMatch {
+            mode,
             input: self.boxed(input)?,
             regex,
             options,

@@ -139,7 +139,7 @@ fn parse_errors() {
             bson!({"$dateToString": {"date": "$date", "format": "%Q"}}),
             18536,
         ),
-        (bson!({"$regexFind": {"input": "a", "regex": "a"}}), 238),
+        (bson!({"$dateFromParts": {"year": 2020}}), 238),
     ]);
 }
 
