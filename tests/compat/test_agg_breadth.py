@@ -212,3 +212,23 @@ def test_regex_find_trig_and_bits(db):
     with pytest.raises(OperationFailure) as e:
         list(db.c.aggregate([{"$project": {"a": {"$acos": 2}}}]))
     assert e.value.code == 50989
+
+
+def test_date_parts_and_strings(db):
+    db.c.insert_one({"_id": 1, "d": datetime.datetime(2024, 2, 29, 13, 5, 7, 123000)})
+    out = list(db.c.aggregate([{"$project": {"_id": 0,
+        "fp": {"$dateFromParts": {"year": 2024, "month": 2, "day": 30}},
+        "fp2": {"$dateFromParts": {"year": 2024, "month": 1, "day": 1, "hour": 12, "timezone": "+02:00"}},
+        "tp": {"$dateToParts": {"date": "$d"}},
+        "fs": {"$dateFromString": {"dateString": "2024-03-01T10:00:00Z"}},
+        "fs2": {"$dateFromString": {"dateString": "2024-03-01T10:00:00", "timezone": "+01:00"}},
+        "fe": {"$dateFromString": {"dateString": "nope", "onError": "bad"}},
+        "fn": {"$dateFromString": {"dateString": None, "onNull": "null!"}},
+    }}]))
+    D = datetime.datetime
+    assert out == [{"fp": D(2024, 3, 1), "fp2": D(2024, 1, 1, 10),
+                    "tp": {"year": 2024, "month": 2, "day": 29, "hour": 13, "minute": 5, "second": 7, "millisecond": 123},
+                    "fs": D(2024, 3, 1, 10), "fs2": D(2024, 3, 1, 9), "fe": "bad", "fn": "null!"}]
+    with pytest.raises(OperationFailure) as e:
+        list(db.c.aggregate([{"$project": {"x": {"$dateFromString": {"dateString": "nope"}}}}]))
+    assert e.value.code == 241

@@ -16,6 +16,9 @@ pub enum DateOp {
     Subtract,
     Diff,
     Trunc,
+    FromParts,
+    ToParts,
+    FromString,
 }
 
 impl DateOp {
@@ -25,6 +28,19 @@ impl DateOp {
             DateOp::Subtract => "$dateSubtract",
             DateOp::Diff => "$dateDiff",
             DateOp::Trunc => "$dateTrunc",
+            DateOp::FromParts => "$dateFromParts",
+            DateOp::ToParts => "$dateToParts",
+            DateOp::FromString => "$dateFromString",
+        }
+    }
+
+    /// The position of `timezone` among [`DateOp::args`].
+    fn tz_index(self) -> usize {
+        match self {
+            DateOp::FromParts => 7,
+            DateOp::ToParts => 1,
+            DateOp::FromString => 2,
+            _ => 3,
         }
     }
 
@@ -37,6 +53,27 @@ impl DateOp {
                 3,
             ),
             DateOp::Trunc => (&["date", "unit", "binSize", "timezone", "startOfWeek"], 2),
+            DateOp::FromParts => (
+                &[
+                    "year",
+                    "month",
+                    "day",
+                    "hour",
+                    "minute",
+                    "second",
+                    "millisecond",
+                    "timezone",
+                    "isoWeekYear",
+                    "isoWeek",
+                    "isoDayOfWeek",
+                ],
+                0,
+            ),
+            DateOp::ToParts => (&["date", "timezone", "iso8601"], 1),
+            DateOp::FromString => (
+                &["dateString", "format", "timezone", "onError", "onNull"],
+                1,
+            ),
         }
     }
 }
@@ -209,8 +246,7 @@ impl Eval<'_, '_> {
                 )),
             }
         };
-        // Every operator's `timezone` is its fourth named argument.
-        let tz_index = 3;
+        let tz_index = op.tz_index();
         let offset = match get(tz_index)? {
             v if nullish(v.as_ref()) && args.get(tz_index).is_some_and(|a| a.is_some()) => {
                 return Ok(Some(Bson::Null))
@@ -228,6 +264,125 @@ impl Eval<'_, '_> {
             }
         };
         match op {
+            DateOp::FromParts => {
+                if args.get(8).is_some_and(|a| a.is_some()) {
+                    return Err(QueryError::not_implemented(
+                        "$dateFromParts with isoWeekYear is not supported",
+                    ));
+                }
+                if args.first().is_none_or(|a| a.is_none()) {
+                    return Err(QueryError::located(
+                        40516,
+                        "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
+                    ));
+                }
+                let mut parts = [0i64; 7];
+                let defaults = [1970, 1, 1, 0, 0, 0, 0];
+                for (i, slot) in parts.iter_mut().enumerate() {
+                    *slot = match get(i)? {
+                        None if args.get(i).is_none_or(|a| a.is_none()) => defaults[i],
+                        v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                        Some(v) => match silt_bson::compare::as_num(&v) {
+                            Some(silt_bson::compare::Num::Int(n)) => n,
+                            Some(silt_bson::compare::Num::Float(f)) if f.fract() == 0.0 => f as i64,
+                            _ => {
+                                return Err(QueryError::located(
+                                    40515,
+                                    format!("'{}' must evaluate to an integer", op.args().0[i]),
+                                ))
+                            }
+                        },
+                        None => defaults[i],
+                    };
+                }
+                if !(1..=9999).contains(&parts[0]) {
+                    return Err(QueryError::located(
+                        40523,
+                        "'year' must evaluate to an integer in the range 1 to 9999",
+                    ));
+                }
+                // Months and days out of range carry over, as MongoDB's do.
+                let months = parts[0] * 12 + (parts[1] - 1);
+                let days =
+                    days_from_civil(months.div_euclid(12), (months.rem_euclid(12) + 1) as u32, 1)
+                        + parts[2]
+                        - 1;
+                let ms = days * 86_400_000
+                    + parts[3] * 3_600_000
+                    + parts[4] * 60_000
+                    + parts[5] * 1000
+                    + parts[6];
+                Ok(Some(Bson::DateTime(bson::DateTime::from_millis(
+                    ms - offset,
+                ))))
+            }
+            DateOp::ToParts => {
+                let Some(d) = date_arg(get(0)?, "date")? else {
+                    return Ok(Some(Bson::Null));
+                };
+                let iso = matches!(get(2)?, Some(Bson::Boolean(true)));
+                if iso {
+                    return Err(QueryError::not_implemented(
+                        "$dateToParts with iso8601: true is not supported",
+                    ));
+                }
+                let c = civil(d + offset);
+                Ok(Some(Bson::Document(bson::doc! {
+                    "year": c.year as i32,
+                    "month": c.month as i32,
+                    "day": c.day as i32,
+                    "hour": c.hour as i32,
+                    "minute": c.minute as i32,
+                    "second": c.second as i32,
+                    "millisecond": c.millis as i32,
+                })))
+            }
+            DateOp::FromString => {
+                let on_error = args.get(3).and_then(|a| a.as_deref());
+                let on_null = args.get(4).and_then(|a| a.as_deref());
+                let s = match get(0)? {
+                    None | Some(Bson::Null | Bson::Undefined) => {
+                        return match on_null {
+                            Some(e) => self.eval(e),
+                            None => Ok(Some(Bson::Null)),
+                        }
+                    }
+                    Some(Bson::String(s)) => s,
+                    Some(other) => {
+                        return match on_error {
+                            Some(e) => self.eval(e),
+                            None => Err(QueryError::conversion_failure(format!(
+                                "$dateFromString requires that 'dateString' be a string, found: {}",
+                                type_name(Some(&other))
+                            ))),
+                        }
+                    }
+                };
+                if let Some(Bson::String(f)) = get(1)? {
+                    if f != "%Y-%m-%dT%H:%M:%S.%LZ" {
+                        return Err(QueryError::not_implemented(
+                            "$dateFromString with a 'format' other than ISO 8601 is not supported",
+                        ));
+                    }
+                }
+                match super::date::parse_iso(&s) {
+                    // A string without a zone is in `timezone`.
+                    Some(ms) => {
+                        let zoned = s.ends_with('Z')
+                            || s.contains('+')
+                            || s[10.min(s.len())..].contains('-');
+                        Ok(Some(Bson::DateTime(bson::DateTime::from_millis(
+                            if zoned { ms } else { ms - offset },
+                        ))))
+                    }
+                    None => match on_error {
+                        Some(e) => self.eval(e),
+                        None => Err(QueryError::conversion_failure(format!(
+                            "Error parsing date string '{s}'"
+                        ))),
+                    },
+                }
+            }
             DateOp::Add | DateOp::Subtract => {
                 let Some(start) = date_arg(get(0)?, "startDate")? else {
                     return Ok(Some(Bson::Null));

@@ -226,9 +226,6 @@ const OPS: &[(&str, Op, usize, usize)] = &[
 /// Operators MongoDB has that SiltDB does not implement (reported as NotImplemented rather than
 /// as unknown).
 pub(super) const UNSUPPORTED: &[&str] = &[
-    "$dateFromParts",
-    "$dateToParts",
-    "$dateFromString",
     "$function",
     "$accumulator",
     "$meta",

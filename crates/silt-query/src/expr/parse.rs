@@ -278,6 +278,9 @@ impl Parser {
             "$dateSubtract" => return self.date_math(super::datemath::DateOp::Subtract, arg),
             "$dateDiff" => return self.date_math(super::datemath::DateOp::Diff, arg),
             "$dateTrunc" => return self.date_math(super::datemath::DateOp::Trunc, arg),
+            "$dateFromParts" => return self.date_math(super::datemath::DateOp::FromParts, arg),
+            "$dateToParts" => return self.date_math(super::datemath::DateOp::ToParts, arg),
+            "$dateFromString" => return self.date_math(super::datemath::DateOp::FromString, arg),
             "$rand" => {
                 return match arg {
                     Bson::Document(d) if d.is_empty() => Ok(Expr::Op(Op::Rand, Vec::new())),

@@ -139,7 +139,10 @@ fn parse_errors() {
             bson!({"$dateToString": {"date": "$date", "format": "%Q"}}),
             18536,
         ),
-        (bson!({"$dateFromParts": {"year": 2020}}), 238),
+        (
+            bson!({"$function": {"body": "x", "args": [], "lang": "js"}}),
+            238,
+        ),
     ]);
 }
 
