@@ -43,24 +43,6 @@ const IN_TXN: &[&str] = &[
     "distinct",
 ];
 
-/// Commands that write: after them, write concern `j`/`majority` makes the log durable.
-const WRITES: &[&str] = &[
-    "insert",
-    "update",
-    "delete",
-    "findAndModify",
-    "create",
-    "createIndexes",
-    "drop",
-    "dropIndexes",
-    "dropDatabase",
-    "renameCollection",
-    "addPartition",
-    "dropPartition",
-    "commitTransaction",
-    "abortTransaction",
-];
-
 /// Where the replies of retryable writes are kept (MongoDB's collection of that name).
 pub const RETRY_NS: &str = "config.transactions";
 
@@ -349,7 +331,7 @@ fn plain(
     }
     let result =
         commands::dispatch(s, db, name, cmd, &op).and_then(|b| after_write(s, name, cmd, b));
-    let mut o = Outcome::of(result, WRITES.contains(&name));
+    let mut o = Outcome::of(result, commands::is_write(name));
     o.at_cluster_time = at;
     o
 }
@@ -358,7 +340,7 @@ fn plain(
 /// concern asks (`j`, `fsync`, or `w: "majority"`, which on one member means durable), and
 /// report what cannot be met.
 fn after_write(s: &Server, name: &str, cmd: &Document, mut body: Document) -> CmdResult {
-    if !WRITES.contains(&name) {
+    if !commands::is_write(name) {
         return Ok(body);
     }
     let wc = write_concern(cmd)?;
@@ -720,7 +702,7 @@ fn statement(
             if body.contains_key("writeErrors") {
                 sess.abort("a write failed");
             }
-            Outcome::of(Ok(body), WRITES.contains(&name))
+            Outcome::of(Ok(body), commands::is_write(name))
         }
     }
 }

@@ -39,7 +39,7 @@ pub(crate) struct Fill {
 }
 
 /// Partition `docs` by `key`, keeping the order of first appearance.
-fn partitions(
+pub(crate) fn partitions(
     docs: Vec<Document>,
     mut key: impl FnMut(&Document) -> QResult<Bson>,
 ) -> QResult<Vec<Vec<Document>>> {

@@ -10,15 +10,13 @@
 //! `$covarianceSamp`, `$linearFill`) are refused with NotImplemented. Output documents come
 //! partition by partition, each in `sortBy` order.
 
-use std::collections::BTreeMap;
-
 use bson::{Bson, Document};
 use silt_bson::compare::{as_num, values_equal, Num};
 
 use super::group::Accumulator;
 use super::sort::SortSpec;
 use crate::error::{QResult, QueryError};
-use crate::expr::{path_parts, Expr, ValueKey, Vars};
+use crate::expr::{path_parts, Expr, Vars};
 
 const UNSUPPORTED: &[&str] = &[
     "$derivative",
@@ -280,19 +278,10 @@ impl SetWindowFields {
 
     pub(crate) fn run(&self, docs: Vec<Document>, vars: &Vars<'_>) -> QResult<Vec<Document>> {
         // Partitions, in the order their first document arrived.
-        let mut index: BTreeMap<ValueKey, usize> = BTreeMap::new();
-        let mut parts: Vec<Vec<Document>> = Vec::new();
-        for d in docs {
-            let key = match &self.partition_by {
-                Some(e) => e.evaluate(&d, vars)?.unwrap_or(Bson::Null),
-                None => Bson::Null,
-            };
-            let i = *index.entry(ValueKey(key)).or_insert_with(|| {
-                parts.push(Vec::new());
-                parts.len() - 1
-            });
-            parts[i].push(d);
-        }
+        let parts = super::fill::partitions(docs, |d| match &self.partition_by {
+            Some(e) => Ok(e.evaluate(d, vars)?.unwrap_or(Bson::Null)),
+            None => Ok(Bson::Null),
+        })?;
         let mut out = Vec::new();
         for mut part in parts {
             if let Some(s) = &self.sort_by {

@@ -122,6 +122,23 @@ fn regex(k: &str, pattern: &str) -> QResult<RegexMatch> {
     RegexMatch::new(pattern, "").map_err(|e| parse_err(format!("${k}: {}", e.msg)))
 }
 
+/// `additionalProperties`/`additionalItems`: `true` allows anything (`None`), `false`
+/// nothing (a schema no value satisfies), an object is a schema the extra values must meet.
+fn bool_or_schema(v: &Bson, err: &str) -> QResult<Option<Box<JsonSchema>>> {
+    Ok(match v {
+        Bson::Boolean(true) => None,
+        Bson::Boolean(false) => Some(Box::new(JsonSchema {
+            rules: vec![(
+                "not".into(),
+                Bson::Document(doc! {}),
+                Rule::Not(Box::default()),
+            )],
+        })),
+        Bson::Document(s) => Some(Box::new(JsonSchema::parse(s)?)),
+        _ => return Err(QueryError::type_mismatch(err)),
+    })
+}
+
 impl JsonSchema {
     /// Parse a schema object.
     pub fn parse(d: &Document) -> QResult<JsonSchema> {
@@ -259,22 +276,10 @@ impl JsonSchema {
                     Rule::PatternProperties(out)
                 }
                 "additionalProperties" => {
-                    additional = Some(match v {
-                        Bson::Boolean(true) => None,
-                        Bson::Boolean(false) => Some(Box::new(JsonSchema {
-                            rules: vec![(
-                                "not".into(),
-                                Bson::Document(doc! {}),
-                                Rule::Not(Box::default()),
-                            )],
-                        })),
-                        Bson::Document(s) => Some(Box::new(JsonSchema::parse(s)?)),
-                        _ => {
-                            return Err(QueryError::type_mismatch(
-                                "$additionalProperties must be either an object or a boolean",
-                            ))
-                        }
-                    });
+                    additional = Some(bool_or_schema(
+                        v,
+                        "$additionalProperties must be either an object or a boolean",
+                    )?);
                     continue;
                 }
                 "minProperties" => Rule::MinProperties(count(k, v)?),
@@ -315,22 +320,10 @@ impl JsonSchema {
                     }
                 },
                 "additionalItems" => {
-                    additional_items = Some(match v {
-                        Bson::Boolean(true) => None,
-                        Bson::Boolean(false) => Some(Box::new(JsonSchema {
-                            rules: vec![(
-                                "not".into(),
-                                Bson::Document(doc! {}),
-                                Rule::Not(Box::default()),
-                            )],
-                        })),
-                        Bson::Document(s) => Some(Box::new(JsonSchema::parse(s)?)),
-                        _ => {
-                            return Err(QueryError::type_mismatch(
-                                "$additionalItems must be either an object or a boolean",
-                            ))
-                        }
-                    });
+                    additional_items = Some(bool_or_schema(
+                        v,
+                        "$additionalItems must be either an object or a boolean",
+                    )?);
                     continue;
                 }
                 "minItems" => Rule::MinItems(count(k, v)?),

@@ -88,15 +88,7 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
 /// The `pipeline` argument.
 fn pipeline_arg(cmd: &Document) -> QResult<Vec<Document>> {
     Ok(match cmd.get("pipeline") {
-        Some(Bson::Array(a)) => a
-            .iter()
-            .map(|x| match x {
-                Bson::Document(d) => Ok(d.clone()),
-                _ => Err(QueryError::type_mismatch(
-                    "Each element of the 'pipeline' array must be an object",
-                )),
-            })
-            .collect::<QResult<_>>()?,
+        Some(Bson::Array(a)) => super::common::stage_docs(a)?,
         _ => {
             return Err(QueryError::type_mismatch(
                 "'pipeline' option must be specified as an array",

@@ -153,3 +153,15 @@ pub(super) fn admin_only(db: &str, name: &str) -> Result<(), QueryError> {
         "{name} may only be run against the admin database."
     )))
 }
+
+/// The stages of a `pipeline` array (each must be an object).
+pub(super) fn stage_docs(a: &[Bson]) -> QResult<Vec<Document>> {
+    a.iter()
+        .map(|x| match x {
+            Bson::Document(d) => Ok(d.clone()),
+            _ => Err(QueryError::type_mismatch(
+                "Each element of the 'pipeline' array must be an object",
+            )),
+        })
+        .collect()
+}

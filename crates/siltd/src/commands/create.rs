@@ -263,15 +263,7 @@ const GENERIC: &[&str] = &[
 pub(super) fn view_pipeline(v: Option<&Bson>) -> QResult<Vec<Document>> {
     let stages: Vec<Document> = match v {
         None | Some(Bson::Null) => Vec::new(),
-        Some(Bson::Array(a)) => a
-            .iter()
-            .map(|x| match x {
-                Bson::Document(d) => Ok(d.clone()),
-                _ => Err(QueryError::type_mismatch(
-                    "Each element of the 'pipeline' array must be an object",
-                )),
-            })
-            .collect::<QResult<_>>()?,
+        Some(Bson::Array(a)) => super::common::stage_docs(a)?,
         Some(other) => {
             return Err(QueryError::type_mismatch(format!(
                 "BSON field 'pipeline' is the wrong type '{}', expected type 'array'",

@@ -114,8 +114,9 @@ pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), Quer
     set_parameter::set_parameter(s, &cmd).map(|_| ())
 }
 
-/// Commands that write documents, indexes or the catalog: they wait while `fsync` holds its
-/// lock.
+/// Commands that write documents, indexes or the catalog (by table name): they wait while
+/// `fsync` holds its lock, and after them write concern `j`/`majority` makes the log durable
+/// (`crate::transactions`).
 const WRITES: &[&str] = &[
     "insert",
     "update",
@@ -132,7 +133,14 @@ const WRITES: &[&str] = &[
     "reIndex",
     "addPartition",
     "dropPartition",
+    "commitTransaction",
+    "abortTransaction",
 ];
+
+/// Whether command `name` (or an alias of it) writes.
+pub fn is_write(name: &str) -> bool {
+    lookup(name).is_some_and(|c| WRITES.contains(&c.name))
+}
 
 /// The table entry for a command name or alias.
 pub fn lookup(name: &str) -> Option<&'static Command> {
