@@ -36,6 +36,7 @@ def test_profiler_and_top(db, client):
     db.c.find_one({"a": 1})
     db.c.update_one({"_id": 1}, {"$set": {"b": 1}})
     db.command("profile", 0)
+    assert db.command("collStats", "system.profile")["capped"] is True
     ops = [(p["op"], p["ns"]) for p in db.system.profile.find()]
     assert ("query", f"{db.name}.c") in ops and ("update", f"{db.name}.c") in ops
     n = db.system.profile.count_documents({})

@@ -278,10 +278,21 @@ impl Server {
             "client": conn.peer.clone(),
             "user": "",
         };
-        let stored = self
-            .store
-            .get_or_create(&format!("{db}.system.profile"))
-            .and_then(|c| c.insert(&entry));
+        // As in MongoDB, `system.profile` is a capped collection of 1 MiB.
+        let ns = format!("{db}.system.profile");
+        let coll = match self.store.get(&ns) {
+            Some(c) => Ok(c),
+            None => match self
+                .store
+                .create(&ns, doc! { "capped": true, "size": 1_048_576i64 })
+            {
+                Err(silt_collection::CollError::NamespaceExists(_)) => {
+                    self.store.get_or_create(&ns)
+                }
+                other => other,
+            },
+        };
+        let stored = coll.and_then(|c| c.insert(&entry));
         if let Err(e) = stored {
             tracing::warn!(db, error = %e, "cannot record a profiled operation");
         }
