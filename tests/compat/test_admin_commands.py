@@ -67,6 +67,12 @@ def test_fsync_lock_holds_writes(client, db):
     with pytest.raises(OperationFailure):
         client.admin.command("fsyncUnlock")
     assert client.admin.command("fsync")["numFiles"] == 1
+    # forBackup is not honoured, so it is refused rather than ignored.
+    with pytest.raises(OperationFailure) as e:
+        client.admin.command("fsync", lock=True, forBackup=True)
+    assert "forBackup" in str(e.value)
+    with pytest.raises(OperationFailure):
+        client.admin.command("fsyncUnlock")  # and no lock was taken
 
 
 def test_shutdown_command():

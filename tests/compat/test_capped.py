@@ -35,6 +35,12 @@ def test_capped_keeps_insertion_order_and_limits(db):
         db.small.insert_one({"_id": i, "p": "x" * 100})
     ids = [d["_id"] for d in db.small.find()]
     assert ids == list(range(ids[0], 200)) and len(ids) < 60
+    # Covered through a secondary index or read by a scan: the same answer.
+    db.small.create_index("n")
+    db.small.update_many({}, [{"$set": {"n": {"$mod": ["$_id", 7]}}}])
+    covered = sorted(d["_id"] for d in db.small.find({"n": 1}, {"_id": 1, "n": 1}).hint("n_1"))
+    scanned = sorted(d["_id"] for d in db.small.find({"n": 1}, {"_id": 1, "n": 1}).hint({"$natural": 1}))
+    assert covered == scanned == [i for i in ids if i % 7 == 1]
     with pytest.raises(OperationFailure) as e:
         db.create_collection("bad", capped=True)
     assert e.value.code == 72

@@ -88,6 +88,12 @@ def test_explain_of_every_query_command(db):
     assert db.c.count_documents({"b": {"$exists": True}}) == 0 and db.c.count_documents({}) == 20
     r = db.command("explain", {"aggregate": "c", "pipeline": [{"$match": {"a": 2}}, {"$group": {"_id": "$a"}}], "cursor": {}})
     assert "IXSCAN" in str(r["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"])
+    r = db.command("explain", {"aggregate": "c", "pipeline": [{"$match": {"a": 2}}], "cursor": {}}, verbosity="queryPlanner")
+    assert "executionStats" not in r["stages"][0]["$cursor"]
+    r = db.command("explain", {"aggregate": "c", "pipeline": [{"$match": {"a": 2}}, {"$group": {"_id": "$a"}}], "cursor": {}},
+                   verbosity="executionStats")
+    stats = r["stages"][0]["$cursor"]["executionStats"]
+    assert stats["nReturned"] == 5 and stats["totalKeysExamined"] >= 5
     r = db.command("aggregate", "c", pipeline=[{"$match": {"a": 2}}], explain=True)
     assert "stages" in r
     assert code_of(lambda: db.command("explain", {"count": "c"}, verbosity="loud")) == 2

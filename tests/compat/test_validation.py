@@ -50,6 +50,14 @@ def test_json_schema_validator(db):
     refused(lambda: db.p.update_one({"_id": 9}, {"$set": {"name": "x"}}, upsert=True))
     refused(lambda: db.p.find_one_and_update({"_id": 1}, {"$set": {"name": 5}}))
     assert db.p.find_one({"_id": 1})["age"] == 30
+    # A fast update (applied without reading the document) cannot be validated, so a
+    # validator turns the fast path off: the same update is checked and refused.
+    r = db.command("update", "p", updates=[{"q": {"_id": 1}, "u": {"$inc": {"age": 500}}}], fastUpdate=True)
+    assert r["n"] == 0 and r["writeErrors"][0]["code"] == 121 and "fastUpdates" not in r
+    r = db.command("update", "p", updates=[{"q": {"_id": 1}, "u": {"$inc": {"age": 1}}}], fastUpdate=True)
+    assert r["n"] == 1 and "fastUpdates" not in r
+    assert db.p.find_one({"_id": 1})["age"] == 31
+    db.p.update_one({"_id": 1}, {"$set": {"age": 30}})
     assert db.p.count_documents({}) == 1
     # bypassDocumentValidation.
     db.p.insert_one({"_id": 10, "junk": True}, bypass_document_validation=True)

@@ -35,6 +35,9 @@ def test_reads_through_a_view(db):
     # Cursors over a view page with getMore.
     cur = db.big.find(batch_size=2)
     assert len(list(cur)) == 7
+    # singleBatch: one batch and no cursor left open.
+    r = db.command("find", "big", batchSize=2, singleBatch=True)
+    assert len(r["cursor"]["firstBatch"]) == 2 and r["cursor"]["id"] == 0
     # The view follows its source.
     db.src.insert_one({"_id": 50, "g": 1, "v": 50})
     assert db.big_g1.count_documents({}) == 3

@@ -114,15 +114,19 @@ impl Sessions {
         }
     }
 
-    /// Every session's `lsid` and when it was last used (a session in use now: now), for
-    /// `$listLocalSessions`.
-    pub fn list(&self) -> Vec<(Document, std::time::SystemTime)> {
-        let sessions: Vec<(Vec<u8>, Arc<Session>)> = self
-            .map
+    /// Every session, copied out of the map (so that no session is locked under its mutex).
+    fn all(&self) -> Vec<(Vec<u8>, Arc<Session>)> {
+        self.map
             .lock()
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+            .collect()
+    }
+
+    /// Every session's `lsid` and when it was last used (a session in use now: now), for
+    /// `$listLocalSessions`.
+    pub fn list(&self) -> Vec<(Document, std::time::SystemTime)> {
+        let sessions = self.all();
         let now = std::time::SystemTime::now();
         sessions
             .into_iter()
@@ -149,12 +153,7 @@ impl Sessions {
     /// transactions aborted.
     pub fn reap(&self, lifetime: Duration) -> usize {
         let mut aborted = 0;
-        let sessions: Vec<(Vec<u8>, Arc<Session>)> = self
-            .map
-            .lock()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let sessions = self.all();
         let mut gone = Vec::new();
         for (k, sess) in sessions {
             // A session in use is neither expired nor idle.

@@ -56,6 +56,25 @@ pub(crate) fn partitions(
     Ok(parts)
 }
 
+/// Partition `docs` by the `partitionBy` expression (all in one when absent), keeping the
+/// order of first appearance, and sort each partition by `sortBy` when given. Shared by
+/// `$fill` and `$setWindowFields`.
+pub(crate) fn sorted_partitions(
+    docs: Vec<Document>,
+    partition_by: Option<&Expr>,
+    sort_by: Option<&SortSpec>,
+    vars: &Vars<'_>,
+) -> QResult<Vec<Vec<Document>>> {
+    let parts = partitions(docs, |d| match partition_by {
+        Some(e) => Ok(e.evaluate(d, vars)?.unwrap_or(Bson::Null)),
+        None => Ok(Bson::Null),
+    })?;
+    Ok(match sort_by {
+        Some(s) => parts.into_iter().map(|p| s.sort(p)).collect(),
+        None => parts,
+    })
+}
+
 fn fields_key(d: &Document, fields: &[String]) -> Bson {
     Bson::Array(
         fields
@@ -149,15 +168,14 @@ impl Fill {
     }
 
     pub(crate) fn run(&self, docs: Vec<Document>, vars: &Vars<'_>) -> QResult<Vec<Document>> {
-        let parts = partitions(docs, |d| match &self.partition_by {
-            Some(e) => Ok(e.evaluate(d, vars)?.unwrap_or(Bson::Null)),
-            None => Ok(Bson::Null),
-        })?;
+        let parts = sorted_partitions(
+            docs,
+            self.partition_by.as_ref(),
+            self.sort_by.as_ref(),
+            vars,
+        )?;
         let mut out = Vec::new();
         for mut part in parts {
-            if let Some(s) = &self.sort_by {
-                part = s.sort(part);
-            }
             for (field, path, how) in &self.outputs {
                 let missing = |d: &Document| {
                     matches!(

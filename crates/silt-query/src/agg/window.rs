@@ -277,16 +277,15 @@ impl SetWindowFields {
     }
 
     pub(crate) fn run(&self, docs: Vec<Document>, vars: &Vars<'_>) -> QResult<Vec<Document>> {
-        // Partitions, in the order their first document arrived.
-        let parts = super::fill::partitions(docs, |d| match &self.partition_by {
-            Some(e) => Ok(e.evaluate(d, vars)?.unwrap_or(Bson::Null)),
-            None => Ok(Bson::Null),
-        })?;
+        // Partitions, in the order their first document arrived, each in `sortBy` order.
+        let parts = super::fill::sorted_partitions(
+            docs,
+            self.partition_by.as_ref(),
+            self.sort_by.as_ref(),
+            vars,
+        )?;
         let mut out = Vec::new();
-        for mut part in parts {
-            if let Some(s) = &self.sort_by {
-                part = s.sort(part);
-            }
+        for part in parts {
             let keys: Vec<Vec<Bson>> = match &self.sort_by {
                 Some(s) => part.iter().map(|d| s.key(d)).collect(),
                 None => Vec::new(),

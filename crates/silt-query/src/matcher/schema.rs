@@ -417,6 +417,14 @@ fn failed(name: &str, spec: &Bson, reason: &str, v: &Bson) -> Document {
     }
 }
 
+/// The names of `req` that `d` lacks.
+fn missing_names(d: &Document, req: &[String]) -> Vec<Bson> {
+    req.iter()
+        .filter(|r| !d.contains_key(r.as_str()))
+        .map(|r| Bson::String(r.clone()))
+        .collect()
+}
+
 fn check(name: &str, spec: &Bson, rule: &Rule, v: &Bson) -> Option<Document> {
     let num = as_num(v);
     let string = match v {
@@ -462,11 +470,7 @@ fn check(name: &str, spec: &Bson, rule: &Rule, v: &Bson) -> Option<Document> {
             .then(|| failed(name, spec, "regular expression did not match", v)),
         Rule::Required(req) => {
             let Bson::Document(d) = v else { return None };
-            let missing: Vec<Bson> = req
-                .iter()
-                .filter(|r| !d.contains_key(r.as_str()))
-                .map(|r| Bson::String(r.clone()))
-                .collect();
+            let missing = missing_names(d, req);
             (!missing.is_empty()).then(|| doc! {
                 "operatorName": "required",
                 "specifiedAs": { "required": spec.clone() },
@@ -537,11 +541,7 @@ fn check(name: &str, spec: &Bson, rule: &Rule, v: &Bson) -> Option<Document> {
                 }
                 match dep {
                     Dependency::Names(req) => {
-                        let missing: Vec<Bson> = req
-                            .iter()
-                            .filter(|r| !d.contains_key(r.as_str()))
-                            .map(|r| Bson::String(r.clone()))
-                            .collect();
+                        let missing = missing_names(d, req);
                         if !missing.is_empty() {
                             bad.push(Bson::Document(doc! { "conditionalProperty": p, "missingProperties": missing }));
                         }

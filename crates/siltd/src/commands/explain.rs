@@ -161,25 +161,9 @@ pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) 
         "winningPlan": winning.clone(),
         "rejectedPlans": [],
     };
-    let mut r = doc! { "explainVersion": "1" };
-    let stages = match (name, inner.get("pipeline")) {
-        ("aggregate", Some(Bson::Array(p))) if !p.is_empty() => Some(p.clone()),
-        _ => None,
-    };
-    match &stages {
-        // An aggregation: the cursor stage carries the plan, the other stages follow.
-        Some(p) => {
-            let mut out = vec![Bson::Document(
-                doc! { "$cursor": { "queryPlanner": planner } },
-            )];
-            out.extend(p.iter().cloned());
-            r.insert("stages", out);
-        }
-        None => {
-            r.insert("queryPlanner", planner);
-        }
-    }
-    if verbosity != "queryPlanner" && stages.is_none() {
+    let exec = if verbosity == "queryPlanner" {
+        None
+    } else {
         let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
         if let Some(c) = c {
             let mut src =
@@ -197,17 +181,37 @@ pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) 
             keys = src.keys;
             docs = src.examined;
         }
-        r.insert(
-            "executionStats",
-            doc! {
-                "executionSuccess": true,
-                "nReturned": n as i64,
-                "executionTimeMillis": started.elapsed().as_millis() as i64,
-                "totalKeysExamined": keys as i64,
-                "totalDocsExamined": docs as i64,
-                "executionStages": winning,
-            },
-        );
+        Some(doc! {
+            "executionSuccess": true,
+            "nReturned": n as i64,
+            "executionTimeMillis": started.elapsed().as_millis() as i64,
+            "totalKeysExamined": keys as i64,
+            "totalDocsExamined": docs as i64,
+            "executionStages": winning,
+        })
+    };
+    let mut r = doc! { "explainVersion": "1" };
+    let stages = match (name, inner.get("pipeline")) {
+        ("aggregate", Some(Bson::Array(p))) if !p.is_empty() => Some(p.clone()),
+        _ => None,
+    };
+    match &stages {
+        // An aggregation: the cursor stage carries the plan, the other stages follow.
+        Some(p) => {
+            let mut cursor = doc! { "queryPlanner": planner };
+            if let Some(e) = exec {
+                cursor.insert("executionStats", e);
+            }
+            let mut out = vec![Bson::Document(doc! { "$cursor": cursor })];
+            out.extend(p.iter().cloned());
+            r.insert("stages", out);
+        }
+        None => {
+            r.insert("queryPlanner", planner);
+            if let Some(e) = exec {
+                r.insert("executionStats", e);
+            }
+        }
     }
     r.insert("command", inner.clone());
     r.insert(

@@ -121,7 +121,17 @@ fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> C
             agg.insert(k, v.clone());
         }
     }
-    super::aggregate::aggregate(s, db, &agg, op)
+    let mut reply = super::aggregate::aggregate(s, db, &agg, op)?;
+    // `singleBatch`: the first batch is all the client gets, so no cursor stays open.
+    if bool_arg(cmd, "singleBatch")?.unwrap_or(false) {
+        if let Ok(c) = reply.get_document_mut("cursor") {
+            if let Some(id) = c.get_i64("id").ok().filter(|id| *id != 0) {
+                s.cursors.kill(id);
+                c.insert("id", 0i64);
+            }
+        }
+    }
+    Ok(reply)
 }
 
 /// A tailable cursor (capped collections only): the matching documents in insertion order,

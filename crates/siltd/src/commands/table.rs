@@ -419,7 +419,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "fsync",
         aliases: &[],
-        fields: only(&["lock", "async", "forBackup"], &[]),
+        fields: only(&["lock", "async"], &["forBackup"]),
         help: "checkpoint; with lock: true, make writes wait until fsyncUnlock",
         admin_only: true,
         run: |s, db, c, _| super::fsync::fsync(s, db, c),
