@@ -3,9 +3,18 @@
 //! Values of different types compare by their *canonical type* (MinKey < null < numbers <
 //! strings < objects < arrays < binary < ObjectId < bool < date < timestamp < regex < code <
 //! MaxKey); numbers of every width compare by value; strings compare bytewise (the simple
-//! collation). This is the order of `sort`, of range predicates, and of every index key.
+//! collation). This is the order of every index key and of every check that asks whether stored
+//! data changed ([`cmp_values`], [`values_equal`]).
+//!
+//! A command with a collation compares strings by that collation's rules wherever MongoDB
+//! applies it (filters, sorts, group keys, expression comparisons, update operators); those
+//! sites call [`cmp_collated`]/[`collated_equal`], which read the collation a
+//! [`CollationScope`] installed on this thread for the command's duration. This crate knows
+//! no collation rules: a collation is anything implementing [`StringOrder`].
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bson::{Bson, Document};
 
@@ -137,8 +146,65 @@ fn cmp_int_float(x: i64, y: f64) -> Ordering {
     }
 }
 
-/// Compare two values in MongoDB's order.
+/// How strings compare under a collation other than the simple one.
+pub trait StringOrder: Send + Sync + std::fmt::Debug {
+    fn cmp_str(&self, a: &str, b: &str) -> Ordering;
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<dyn StringOrder>>> = const { RefCell::new(None) };
+}
+
+/// The collation of the command running on this thread, from `enter` until the scope drops
+/// (the previous one comes back then, so scopes nest). `None` is the simple collation. A
+/// scope is tied to its thread: a cursor resumed by `getMore` enters its collation again.
+#[derive(Debug)]
+pub struct CollationScope {
+    previous: Option<Arc<dyn StringOrder>>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl CollationScope {
+    pub fn enter(order: Option<Arc<dyn StringOrder>>) -> CollationScope {
+        let previous = CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), order));
+        CollationScope {
+            previous,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for CollationScope {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// The collation of the current scope, if any.
+pub fn current_collation() -> Option<Arc<dyn StringOrder>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Compare two values in MongoDB's order, strings by the current scope's collation.
+pub fn cmp_collated(a: &Bson, b: &Bson) -> Ordering {
+    match current_collation() {
+        Some(order) => cmp_by(a, b, Some(&*order)),
+        None => cmp_by(a, b, None),
+    }
+}
+
+/// Equality under the current scope's collation.
+pub fn collated_equal(a: &Bson, b: &Bson) -> bool {
+    cmp_collated(a, b) == Ordering::Equal
+}
+
+/// Compare two values in MongoDB's order (strings bytewise).
 pub fn cmp_values(a: &Bson, b: &Bson) -> Ordering {
+    cmp_by(a, b, None)
+}
+
+fn cmp_by(a: &Bson, b: &Bson, order: Option<&dyn StringOrder>) -> Ordering {
     let (ra, rb) = (type_rank(a), type_rank(b));
     if ra != rb {
         return ra.cmp(&rb);
@@ -148,9 +214,12 @@ pub fn cmp_values(a: &Bson, b: &Bson) -> Ordering {
             (Some(x), Some(y)) => cmp_num(x, y),
             _ => Ordering::Equal,
         },
-        _ if ra == 15 => str_of(a).as_bytes().cmp(str_of(b).as_bytes()),
-        (Bson::Document(x), Bson::Document(y)) => cmp_documents(x, y),
-        (Bson::Array(x), Bson::Array(y)) => cmp_arrays(x, y),
+        _ if ra == 15 => match order {
+            Some(o) => o.cmp_str(str_of(a), str_of(b)),
+            None => str_of(a).as_bytes().cmp(str_of(b).as_bytes()),
+        },
+        (Bson::Document(x), Bson::Document(y)) => cmp_docs_by(x, y, order),
+        (Bson::Array(x), Bson::Array(y)) => cmp_arrays_by(x, y, order),
         (Bson::Binary(x), Bson::Binary(y)) => x
             .bytes
             .len()
@@ -234,6 +303,10 @@ fn str_of(v: &Bson) -> &str {
 /// Compare two documents: element by element (type rank, then field name, then value), a
 /// prefix before the longer document.
 pub fn cmp_documents(a: &Document, b: &Document) -> Ordering {
+    cmp_docs_by(a, b, None)
+}
+
+fn cmp_docs_by(a: &Document, b: &Document, order: Option<&dyn StringOrder>) -> Ordering {
     let mut ia = a.iter();
     let mut ib = b.iter();
     loop {
@@ -245,7 +318,7 @@ pub fn cmp_documents(a: &Document, b: &Document) -> Ordering {
                 let o = type_rank(va)
                     .cmp(&type_rank(vb))
                     .then_with(|| ka.as_bytes().cmp(kb.as_bytes()))
-                    .then_with(|| cmp_values(va, vb));
+                    .then_with(|| cmp_by(va, vb, order));
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -256,10 +329,14 @@ pub fn cmp_documents(a: &Document, b: &Document) -> Ordering {
 
 /// Compare two arrays element by element, a prefix first.
 pub fn cmp_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
+    cmp_arrays_by(a, b, None)
+}
+
+fn cmp_arrays_by(a: &[Bson], b: &[Bson], order: Option<&dyn StringOrder>) -> Ordering {
     for (x, y) in a.iter().zip(b.iter()) {
         let o = type_rank(x)
             .cmp(&type_rank(y))
-            .then_with(|| cmp_values(x, y));
+            .then_with(|| cmp_by(x, y, order));
         if o != Ordering::Equal {
             return o;
         }

@@ -7,6 +7,7 @@
 //! turning a plan into key ranges and reading them is `silt-collection`'s.
 
 pub mod agg;
+pub mod collation;
 pub mod error;
 pub mod expr;
 pub mod matcher;

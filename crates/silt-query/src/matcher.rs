@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 use regex::Regex;
-use silt_bson::compare::{as_num, cmp_values, Num};
+use silt_bson::compare::{as_num, cmp_collated, Num};
 use silt_bson::path::{FieldPath, LeafArrays};
 
 use crate::error::{QResult, QueryError};
@@ -113,7 +113,7 @@ impl InList {
             return self.has_null;
         };
         (self.has_null && matches!(v, Bson::Undefined))
-            || self.values.binary_search_by(|x| cmp_values(x, v)).is_ok()
+            || self.values.binary_search_by(|x| cmp_collated(x, v)).is_ok()
             || self.regexes.iter().any(|r| r.matches(v))
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::Document;
 use parking_lot::Mutex;
+use silt_bson::compare::{current_collation, CollationScope, StringOrder};
 use silt_collection::MatchSource;
 use silt_query::matcher::Matcher;
 use silt_query::projection::Projection;
@@ -136,6 +137,9 @@ pub struct OpenCursor {
     last_used: Instant,
     /// `noCursorTimeout`: never closed for being idle.
     no_timeout: bool,
+    /// The collation of the command that opened the cursor (the scope current then), entered
+    /// again for every `getMore` so that its filter, sort and groups keep comparing the same.
+    collation: Option<Arc<dyn StringOrder>>,
 }
 
 /// Largest reply batch in bytes (MongoDB's 16 MiB less room for the envelope).
@@ -216,6 +220,7 @@ impl Cursors {
             batch_size,
             last_used: Instant::now(),
             no_timeout: false,
+            collation: current_collation(),
         };
         self.map.lock().insert(id, Arc::new(Mutex::new(c)));
         id
@@ -236,6 +241,7 @@ impl Cursors {
             batch_size,
             last_used: Instant::now(),
             no_timeout: false,
+            collation: current_collation(),
         };
         if batch_size == Some(0) && !single_batch {
             // An empty first batch: the client will ask with getMore.
@@ -277,6 +283,7 @@ impl Cursors {
             )));
         }
         let limit = batch_size.or(cur.batch_size).unwrap_or(0);
+        let _collation = CollationScope::enter(cur.collation.clone());
         let mut r = Cursors::fill(&mut cur, limit);
         // awaitData: an empty batch waits (up to the getMore's maxTimeMS) for new documents.
         let until = Instant::now() + await_for;

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use bson::{doc, Bson, Document};
-use silt_bson::compare::cmp_values;
+use silt_bson::compare::cmp_collated as cmp_values;
 use silt_bson::path::{any_value, FieldPath, LeafArrays};
 
 use super::group::Accumulator;

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bson::{Bson, Document};
-use silt_bson::compare::cmp_values;
+use silt_bson::compare::cmp_collated as cmp_values;
 
 use crate::error::{QResult, QueryError};
 use crate::expr::{type_name, Expr, ValueKey, Vars};

@@ -4,7 +4,7 @@
 //! for the data sizes where the two can be compared).
 
 use bson::{Bson, Document};
-use silt_bson::compare::{as_num, cmp_values, Num};
+use silt_bson::compare::{as_num, cmp_collated as cmp_values, Num};
 
 use super::sort::SortSpec;
 use crate::error::{QResult, QueryError};

@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};
-use silt_bson::compare::cmp_values;
+use silt_bson::compare::cmp_collated as cmp_values;
 use silt_bson::path::{any_value, FieldPath, LeafArrays};
 
 use crate::error::{QResult, QueryError};

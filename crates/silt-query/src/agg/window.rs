@@ -11,7 +11,7 @@
 //! partition by partition, each in `sortBy` order.
 
 use bson::{Bson, Document};
-use silt_bson::compare::{as_num, values_equal, Num};
+use silt_bson::compare::{as_num, collated_equal as values_equal, Num};
 
 use super::group::Accumulator;
 use super::sort::SortSpec;

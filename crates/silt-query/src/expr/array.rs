@@ -2,7 +2,7 @@
 //! `$arrayToObject`.
 
 use bson::{Bson, Document};
-use silt_bson::compare::values_equal;
+use silt_bson::compare::collated_equal as values_equal;
 
 use super::arith::{exact_i32, Number};
 use super::ops::{index_bounds, int, null};

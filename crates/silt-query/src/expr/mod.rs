@@ -309,7 +309,7 @@ impl PartialOrd for ValueKey {
 
 impl Ord for ValueKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        silt_bson::compare::cmp_values(&self.0, &other.0)
+        silt_bson::compare::cmp_collated(&self.0, &other.0)
     }
 }
 

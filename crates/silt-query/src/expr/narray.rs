@@ -1,7 +1,7 @@
 //! `$firstN`, `$lastN`, `$maxN`, `$minN` over an array, and `$sortArray`.
 
 use bson::{Bson, Document};
-use silt_bson::compare::cmp_values;
+use silt_bson::compare::cmp_collated as cmp_values;
 
 use super::{fmt_value, Eval, Expr, Val};
 use crate::error::{QResult, QueryError};

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use bson::{Bson, Document};
-use silt_bson::compare::{cmp_values, values_equal};
+use silt_bson::compare::{cmp_collated as cmp_values, collated_equal as values_equal};
 
 use super::arith::{exact_i32, exact_i64, Number, StdDev, Sum};
 use super::array::{array_elem_at, array_to_object, index_of_array, range, slice};

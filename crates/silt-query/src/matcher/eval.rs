@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};
-use silt_bson::compare::{as_num, cmp_values, type_rank, Num};
+use silt_bson::compare::{as_num, cmp_collated, type_rank, Num};
 use silt_bson::path::any_value;
 
 use super::*;
@@ -159,7 +159,7 @@ fn compare(op: CmpOp, rhs: &Bson, v: Option<&Bson>) -> bool {
         // NaN equals NaN but is otherwise unordered for range predicates.
         return matches!(op, CmpOp::Lte | CmpOp::Gte) && is_nan(v) && is_nan(rhs);
     }
-    let o = cmp_values(v, rhs);
+    let o = cmp_collated(v, rhs);
     match op {
         CmpOp::Eq => o == Ordering::Equal,
         CmpOp::Lt => o == Ordering::Less,

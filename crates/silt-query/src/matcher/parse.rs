@@ -1,7 +1,7 @@
 //! Parsing a filter document into a [`MatchExpr`] tree, with MongoDB's errors.
 
 use bson::{Bson, Document};
-use silt_bson::compare::{as_num, cmp_values, Num};
+use silt_bson::compare::{as_num, cmp_collated, Num};
 use silt_bson::path::FieldPath;
 
 use super::*;
@@ -423,9 +423,9 @@ fn in_list(arr: &[Bson]) -> QResult<InList> {
             }
         }
     }
-    list.values.sort_by(cmp_values);
+    list.values.sort_by(cmp_collated);
     list.values
-        .dedup_by(|a, b| cmp_values(a, b) == Ordering::Equal);
+        .dedup_by(|a, b| cmp_collated(a, b) == Ordering::Equal);
     Ok(list)
 }
 

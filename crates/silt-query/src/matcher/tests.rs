@@ -2,7 +2,7 @@
 
 use super::*;
 use bson::{bson, doc, oid::ObjectId, Binary};
-use silt_bson::compare::type_rank;
+use silt_bson::compare::{cmp_values, type_rank};
 
 fn m(filter: Document) -> Matcher {
     Matcher::new(&filter).unwrap_or_else(|e| panic!("{filter}: {e}"))

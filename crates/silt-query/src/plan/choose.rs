@@ -16,6 +16,7 @@
 //! 6. Otherwise a full scan.
 
 use bson::{Bson, Document};
+use silt_bson::compare::current_collation;
 use silt_bson::path::path_covers;
 
 use super::bounds::{bounds_are_exact, scan_for};
@@ -23,7 +24,8 @@ use super::{
     access_for, conjuncts, parse_key_pattern, Access, Choice, Covered, IndexInfo, IndexScan, Plan,
     SortSpec,
 };
-use crate::matcher::{MatchExpr, Matcher};
+use crate::collation::has_string;
+use crate::matcher::{LeafOp, MatchExpr, Matcher};
 use crate::{QResult, QueryError};
 
 /// Whether a sparse or partial index holds every document the conjunction can match.
@@ -199,18 +201,53 @@ pub fn choose_over(
 ) -> QResult<Choice> {
     let mut leaves = Vec::new();
     conjuncts(matcher.expr(), &mut leaves);
+    // Under a collation, keys order strings bytewise and the query does not: predicates on
+    // strings get no bounds, an `_id` string is no point, and no index provides the sort.
+    let collated = current_collation().is_some();
+    let before = leaves.len();
+    let stripped;
+    let (filter, sort) = if collated {
+        leaves.retain(|l| !collation_sensitive(l));
+        stripped = filter
+            .iter()
+            .filter(|(k, v)| k.as_str() != "_id" || !has_string(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Document>();
+        (&stripped, None)
+    } else {
+        (filter, sort)
+    };
     let mut choice = choose_plan(indexes, id_primary, filter, &leaves, sort, hint, needs)?;
     if let (Plan::Index(scans), Some(needs)) = (&choice.plan, needs) {
         if let [scan] = scans.as_slice() {
             let ix = &indexes[scan.index];
             if covers(ix, needs) {
                 choice.covered = Some(Covered {
-                    exact: bounds_are_exact(scan, ix.fields, &leaves),
+                    exact: leaves.len() == before && bounds_are_exact(scan, ix.fields, &leaves),
                 });
             }
         }
     }
     Ok(choice)
+}
+
+/// Does this predicate compare strings (which a collation orders differently from keys)?
+pub fn collation_sensitive(e: &MatchExpr) -> bool {
+    match e {
+        MatchExpr::And(k) | MatchExpr::Or(k) | MatchExpr::Nor(k) => {
+            k.iter().any(collation_sensitive)
+        }
+        MatchExpr::Not(k) => collation_sensitive(k),
+        MatchExpr::Expr(_) => true,
+        MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse | MatchExpr::Schema(_) => false,
+        MatchExpr::Leaf { op, .. } => match op {
+            LeafOp::Cmp(_, v) => has_string(v),
+            LeafOp::In(list) => list.values.iter().any(has_string),
+            LeafOp::ElemMatchObject(sub) => collation_sensitive(sub),
+            LeafOp::ElemMatchValue(kids) => kids.iter().any(collation_sensitive),
+            _ => false,
+        },
+    }
 }
 
 /// [`choose`] over the filter's top-level conjuncts `leaves`.
@@ -358,7 +395,9 @@ fn choose_plan(
 pub fn exact_scan(indexes: &[IndexInfo<'_>], matcher: &Matcher) -> Option<IndexScan> {
     let mut leaves = Vec::new();
     conjuncts(matcher.expr(), &mut leaves);
-    if leaves.is_empty() {
+    if leaves.is_empty()
+        || (current_collation().is_some() && leaves.iter().any(|l| collation_sensitive(l)))
+    {
         return None;
     }
     indexes

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use bson::{Bson, Document, Timestamp};
-use silt_bson::compare::{cmp_values, values_equal};
+use silt_bson::compare::{cmp_collated, collated_equal, values_equal};
 
 use super::arith::{self, Arith};
 use super::parse::{ArrayNode, BitOp, FieldKey, Node, ObjectNode, Op, PushSpec, SortSpec};
@@ -441,7 +441,7 @@ fn update_existing(
             } else {
                 Ordering::Greater
             };
-            if cmp_values(v, target) == wanted {
+            if cmp_collated(v, target) == wanted {
                 *target = v.clone();
                 true
             } else {
@@ -477,7 +477,7 @@ fn update_existing(
             Bson::Array(items) => {
                 let new: Vec<Bson> = values
                     .iter()
-                    .filter(|v| !items.iter().any(|e| values_equal(e, v)))
+                    .filter(|v| !items.iter().any(|e| collated_equal(e, v)))
                     .cloned()
                     .collect();
                 let added = !new.is_empty();
@@ -515,7 +515,7 @@ fn update_existing(
         Op::PullAll(values) => match target {
             Bson::Array(items) => {
                 let before = items.len();
-                items.retain(|item| !values.iter().any(|v| values_equal(item, v)));
+                items.retain(|item| !values.iter().any(|v| collated_equal(item, v)));
                 items.len() != before
             }
             other => return Err(not_array(other)),
@@ -591,12 +591,12 @@ fn push(spec: &PushSpec, items: &mut Vec<Bson>) -> bool {
 fn sort_items(items: &mut [Bson], sort: &SortSpec) {
     let directed = |o: Ordering, desc: bool| if desc { o.reverse() } else { o };
     match sort {
-        SortSpec::Whole(desc) => items.sort_by(|a, b| directed(cmp_values(a, b), *desc)),
+        SortSpec::Whole(desc) => items.sort_by(|a, b| directed(cmp_collated(a, b), *desc)),
         SortSpec::Fields(fields) => items.sort_by(|a, b| {
             fields
                 .iter()
                 .map(|(path, desc)| {
-                    directed(cmp_values(&sort_key(a, path), &sort_key(b, path)), *desc)
+                    directed(cmp_collated(&sort_key(a, path), &sort_key(b, path)), *desc)
                 })
                 .find(|o| o.is_ne())
                 .unwrap_or(Ordering::Equal)

@@ -7,7 +7,7 @@
 //! neither may use `$expr`, `$where`, `$text` or geo queries.
 
 use bson::{Bson, Document};
-use silt_bson::compare::values_equal;
+use silt_bson::compare::collated_equal as values_equal;
 
 use crate::error::QResult;
 use crate::matcher::{Matcher, FIELD_OPS};

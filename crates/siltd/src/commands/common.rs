@@ -3,6 +3,9 @@
 use std::time::{Duration, Instant};
 
 use bson::{Bson, Document};
+use std::sync::Arc;
+
+use silt_query::collation::Collation;
 use silt_query::matcher::Matcher;
 use silt_query::{QResult, QueryError};
 
@@ -24,6 +27,14 @@ pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
 }
 
 /// An optional sub-document argument.
+/// The `collation` argument of a command or statement; `None` is the simple collation.
+pub fn collation_arg(d: &Document) -> QResult<Option<Arc<Collation>>> {
+    match d.get("collation") {
+        None => Ok(None),
+        Some(v) => Collation::parse(v),
+    }
+}
+
 pub fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document>> {
     match cmd.get(name) {
         None | Some(Bson::Null) => Ok(None),

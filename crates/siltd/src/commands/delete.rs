@@ -4,19 +4,20 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 
 use bson::{doc, Document};
 use silt_query::agg::LetVars;
+use silt_query::collation::Collation;
 use silt_query::{QResult, QueryError};
 
 use super::args;
-use super::common::{bool_arg, check_hint, coll_arg, doc_arg, int_arg};
+use super::common::{bool_arg, check_hint, coll_arg, collation_arg, doc_arg, int_arg};
 use super::modify::delete_docs;
 use super::write::{docs_arg, write_error};
 use crate::state::{CmdResult, Ctx, Server};
 
 /// The fields of one `delete` statement siltd honours.
-const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint"];
+const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint", "collation"];
 
 /// MongoDB's delete statement fields siltd does not implement.
-const DELETE_REFUSED: &[&str] = &["collation", "sampleId"];
+const DELETE_REFUSED: &[&str] = &["sampleId"];
 
 pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;
@@ -33,6 +34,8 @@ pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     for (i, st) in stmts.iter().enumerate() {
         s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> QResult<usize> {
+            let collation = collation_arg(st)?;
+            let _collation = Collation::scope(collation.as_ref());
             let q = lets.filter(&doc_arg(st, "q")?.cloned().unwrap_or_default());
             let limit = int_arg(st, "limit")?.ok_or_else(|| {
                 QueryError::failed_to_parse("BSON field 'delete.deletes.limit' is missing")

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
-use silt_bson::compare::values_equal;
+use silt_bson::compare::collated_equal as values_equal;
 use silt_collection::MatchSource;
 use silt_query::plan::{self};
 use silt_query::QueryError;
@@ -60,7 +60,7 @@ pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             add(d, &mut values);
         }
     }
-    values.sort_by(silt_bson::cmp_values);
+    values.sort_by(silt_bson::compare::cmp_collated);
     Ok(doc! { "values": values })
 }
 

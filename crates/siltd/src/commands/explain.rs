@@ -141,6 +141,15 @@ pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) 
         checked.remove("explain");
         args::check(name, c.fields, &checked)?;
     }
+    // The explained command's collation (an update's or delete's: its first statement's).
+    let collation = match inner.get("updates").or(inner.get("deletes")) {
+        Some(Bson::Array(st)) => match st.first() {
+            Some(Bson::Document(st)) => super::common::collation_arg(st)?,
+            _ => None,
+        },
+        _ => super::common::collation_arg(inner)?,
+    };
+    let _collation = silt_query::collation::Collation::scope(collation.as_ref());
     let coll = coll_arg(db, inner, name)?;
     let ns = format!("{db}.{coll}");
     let mut q = query_of(name, inner)?;

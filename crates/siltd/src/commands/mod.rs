@@ -76,6 +76,7 @@ mod validate;
 mod write;
 
 use bson::Document;
+use silt_query::collation::Collation;
 use silt_query::QueryError;
 
 use crate::state::{CmdResult, Ctx, Server};
@@ -166,5 +167,14 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> C
         cmd.get("bypassDocumentValidation"),
         Some(bson::Bson::Boolean(true))
     ));
+    // The command's collation holds for everything it compares, until it returns; its
+    // cursors take it along to their getMores. Update and delete statements carry their own.
+    let collation = match c.name {
+        "find" | "count" | "distinct" | "aggregate" | "findAndModify" => {
+            common::collation_arg(cmd)?
+        }
+        _ => None,
+    };
+    let _collation = Collation::scope(collation.as_ref());
     (c.run)(s, db, cmd, op)
 }

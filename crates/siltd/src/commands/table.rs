@@ -49,6 +49,7 @@ pub const TABLE: &[Command] = &[
         aliases: &[],
         fields: only(
             &[
+                "collation",
                 "let",
                 "pipeline",
                 "cursor",
@@ -58,7 +59,6 @@ pub const TABLE: &[Command] = &[
                 "bypassDocumentValidation",
             ],
             &[
-                "collation",
                 "needsMerge",
                 "fromMongos",
                 "exchange",
@@ -160,9 +160,8 @@ pub const TABLE: &[Command] = &[
         name: "count",
         aliases: &[],
         fields: only(
-            &["query", "limit", "skip", "hint", "fields"],
+            &["collation", "query", "limit", "skip", "hint", "fields"],
             &[
-                "collation",
                 "encryptionInformation",
                 "collectionUUID",
                 "mirrored",
@@ -280,14 +279,8 @@ pub const TABLE: &[Command] = &[
         name: "distinct",
         aliases: &[],
         fields: only(
-            &["key", "query"],
-            &[
-                "collation",
-                "hint",
-                "collectionUUID",
-                "mirrored",
-                "sampleId",
-            ],
+            &["collation", "key", "query"],
+            &["hint", "collectionUUID", "mirrored", "sampleId"],
         ),
         help: "distinct values of a field",
         admin_only: false,
@@ -346,6 +339,7 @@ pub const TABLE: &[Command] = &[
         aliases: &[],
         fields: only(
             &[
+                "collation",
                 "let",
                 "filter",
                 "projection",
@@ -363,7 +357,6 @@ pub const TABLE: &[Command] = &[
                 "noCursorTimeout",
             ],
             &[
-                "collation",
                 "min",
                 "max",
                 "returnKey",
@@ -389,6 +382,7 @@ pub const TABLE: &[Command] = &[
         aliases: &["findandmodify"],
         fields: only(
             &[
+                "collation",
                 "let",
                 "query",
                 "fields",
@@ -402,7 +396,6 @@ pub const TABLE: &[Command] = &[
                 "bypassDocumentValidation",
             ],
             &[
-                "collation",
                 "batchSize",
                 "singleBatch",
                 "runtimeConstants",

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use bson::{doc, Bson, Document};
 use silt_collection::{Collection, Index};
 use silt_query::agg::LetVars;
+use silt_query::collation::{has_string, Collation};
 use silt_query::plan::SortSpec;
 use silt_query::update::UpdateSpec;
 use silt_query::QueryError;
 
 use super::args;
-use super::common::{bool_arg, check_hint, coll_arg, doc_arg, new_matcher};
+use super::common::{bool_arg, check_hint, coll_arg, collation_arg, doc_arg, new_matcher};
 use super::modify::{array_filters_arg, update_docs, update_locked, update_spec, UpdateResult};
 use super::write::{docs_arg, WriteFail};
 use crate::state::{coll_err, CmdResult, Ctx, Server};
@@ -27,11 +28,11 @@ const UPDATE_STATEMENT: &[&str] = &[
     "fastUpdate",
     "c",
     "sort",
+    "collation",
 ];
 
 /// MongoDB's update statement fields siltd does not implement.
 const UPDATE_REFUSED: &[&str] = &[
-    "collation",
     "upsertSupplied",
     "sampleId",
     "$_allowShardKeyUpdatesWithoutFullShardKeyInQuery",
@@ -144,6 +145,8 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     for (i, st) in stmts.iter().enumerate() {
         s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> Result<UpdateResult, WriteFail> {
+            let collation = collation_arg(st)?;
+            let _collation = Collation::scope(collation.as_ref());
             let mut lets = lets.clone();
             lets.add(st.get("c"), "update.updates", "c", now)?;
             let q = lets.filter(&doc_arg(st, "q")?.cloned().unwrap_or_default());
@@ -184,7 +187,9 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                 let existing = s.store.get(&ns);
                 // A validator must see the new document, which a blind message never reads.
                 let validated = existing.as_ref().is_some_and(|c| c.validator().is_some());
-                if want_fast && !validated && (existing.is_some() || eligible(&[])) {
+                // Under a collation, a string `_id` may match documents other than its own key.
+                let collated = collation.is_some() && has_string(id);
+                if want_fast && !validated && !collated && (existing.is_some() || eligible(&[])) {
                     let coll = match existing {
                         Some(c) => c,
                         None => s

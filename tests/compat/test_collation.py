@@ -1,0 +1,98 @@
+"""Collation (ICU4X): strength, caseLevel, caseFirst, numericOrdering, alternate on find, count,
+distinct, aggregate, update, delete and findAndModify; cursors keep their collation across
+getMore; indexes give the same answers as scans; bad specs get MongoDB's errors."""
+import pytest
+from pymongo.collation import Collation
+from pymongo.errors import OperationFailure
+
+CI = Collation(locale="en", strength=2)
+WORDS = ["apple", "Apple", "APPLE", "äpple", "banana", "Banana", "cherry", "item10", "item9", "item1"]
+
+
+def code_of(fn):
+    with pytest.raises(OperationFailure) as e:
+        fn()
+    return e.value.code
+
+
+def seed(db, index=False):
+    if index:
+        db.w.create_index("s")
+    db.w.insert_many([{"_id": i, "s": s, "n": i % 3} for i, s in enumerate(WORDS)])
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_find_count_distinct(db, index):
+    seed(db, index)
+    assert sorted(d["_id"] for d in db.w.find({"s": "apple"}, collation=CI)) == [0, 1, 2]
+    assert [d["_id"] for d in db.w.find({"s": "apple"})] == [0]
+    # Strength 1 ignores accents too.
+    assert db.w.count_documents({"s": "apple"}, collation=Collation(locale="en", strength=1)) == 4
+    assert db.w.count_documents({"s": {"$in": ["BANANA", "x"]}}, collation=CI) == 2
+    assert db.w.count_documents({"s": {"$gt": "b", "$lt": "c"}}, collation=CI) == 2
+    assert db.command("count", "w", query={"s": "APPLE"}, collation=CI.document)["n"] == 3
+    got = db.w.distinct("s", {"s": {"$lt": "c"}}, collation=CI)
+    assert len(got) == 3 and {g.lower() for g in got} == {"apple", "äpple", "banana"}
+    # Sorting by the locale's rules: case differences after letters, digits numerically.
+    en = Collation(locale="en")
+    assert [d["s"] for d in db.w.find({"s": {"$regex": "^[aA]"}}).sort("s", 1).collation(en)] == ["apple", "Apple", "APPLE"]
+    upper = Collation(locale="en", caseFirst="upper")
+    assert [d["s"] for d in db.w.find({"s": {"$regex": "^[aA]"}}).sort("s", 1).collation(upper)] == ["APPLE", "Apple", "apple"]
+    num = Collation(locale="en", numericOrdering=True)
+    assert [d["s"] for d in db.w.find({"s": {"$regex": "^item"}}).sort("s", 1).collation(num)] == ["item1", "item9", "item10"]
+    assert [d["s"] for d in db.w.find({"s": {"$regex": "^item"}}).sort("s", 1)] == ["item1", "item10", "item9"]
+    # A getMore keeps comparing under the cursor's collation.
+    cur = db.w.find({"s": {"$gte": "apple", "$lte": "banana"}}, batch_size=2, collation=CI).sort("_id", 1)
+    assert [d["_id"] for d in cur] == [0, 1, 2, 3, 4, 5]
+
+
+def test_aggregate_update_delete_find_and_modify(db):
+    seed(db)
+    out = list(db.w.aggregate([{"$match": {"s": {"$lt": "c"}}}, {"$group": {"_id": "$s", "k": {"$sum": 1}}}, {"$sort": {"_id": 1}}],
+                              collation=CI))
+    assert [(o["_id"].lower(), o["k"]) for o in out] == [("apple", 3), ("äpple", 1), ("banana", 2)]
+    out = list(db.w.aggregate([{"$project": {"eq": {"$eq": ["$s", "APPLE"]}}}, {"$match": {"eq": True}}], collation=CI))
+    assert sorted(o["_id"] for o in out) == [0, 1, 2]
+    r = db.w.update_many({"s": "banana"}, {"$set": {"hit": True}}, collation=CI)
+    assert r.matched_count == 2
+    r = db.w.update_one({"s": "CHERRY"}, {"$set": {"hit": True}}, collation=CI)
+    assert r.modified_count == 1
+    d = db.w.find_one_and_update({"s": "ÄPPLE"}, {"$set": {"fam": 1}}, collation=CI, return_document=True)
+    assert d["_id"] == 3 and d["fam"] == 1
+    # $addToSet compares under the collation too.
+    db.w.update_one({"_id": 0}, {"$set": {"tags": ["Red"]}})
+    db.w.update_one({"_id": 0}, {"$addToSet": {"tags": "red"}}, collation=CI)
+    assert db.w.find_one({"_id": 0})["tags"] == ["Red"]
+    assert db.w.delete_many({"s": "apple"}, collation=CI).deleted_count == 3
+    assert db.w.count_documents({}) == len(WORDS) - 3
+
+
+def test_string_ids_and_fast_updates(db):
+    db.u.insert_many([{"_id": "abc", "n": 0}, {"_id": "ABC", "n": 0}])
+    assert db.u.count_documents({"_id": "abc"}, collation=CI) == 2
+    r = db.command("update", "u", updates=[{"q": {"_id": "Abc"}, "u": {"$inc": {"n": 1}}, "multi": True, "collation": CI.document}],
+                   fastUpdate=True)
+    assert r["n"] == 2 and "fastUpdates" not in r
+    assert [d["n"] for d in db.u.find().sort("_id", 1)] == [1, 1]
+
+
+def test_explain_and_errors(db):
+    seed(db, index=True)
+    r = db.command("explain", {"find": "w", "filter": {"s": "apple"}, "collation": CI.document}, verbosity="executionStats")
+    assert r["executionStats"]["nReturned"] == 3
+    # A simple-collation index bounds numbers under any collation, never strings.
+    db.w.create_index("n")
+    r = db.command("explain", {"find": "w", "filter": {"n": 1}, "collation": CI.document})
+    assert "IXSCAN" in str(r["queryPlanner"]["winningPlan"])
+    r = db.command("explain", {"find": "w", "filter": {"s": "apple"}, "collation": CI.document})
+    assert "IXSCAN" not in str(r["queryPlanner"]["winningPlan"])
+    r = db.command("explain", {"find": "w", "filter": {"s": "apple"}})
+    assert "IXSCAN" in str(r["queryPlanner"]["winningPlan"])
+    assert code_of(lambda: list(db.w.find({}, collation={"locale": "xx"}))) == 2
+    assert code_of(lambda: list(db.w.find({}, collation={"locale": "en", "strength": 9}))) == 9
+    assert code_of(lambda: list(db.w.find({}, collation={"locale": "en", "bogus": 1}))) == 9
+    assert code_of(lambda: list(db.w.find({}, collation={"strength": 2}))) == 40414
+    assert code_of(lambda: list(db.w.find({}, collation={"locale": "en", "strength": 1, "caseFirst": "upper"}))) == 2
+    assert code_of(lambda: list(db.w.find({}, collation={"locale": "simple", "strength": 1}))) == 9
+    # The simple collation is the binary one.
+    assert db.w.count_documents({"s": "apple"}, collation={"locale": "simple"}) == 1
