@@ -96,3 +96,63 @@ def test_explain_and_errors(db):
     assert code_of(lambda: list(db.w.find({}, collation={"locale": "simple", "strength": 1}))) == 9
     # The simple collation is the binary one.
     assert db.w.count_documents({"s": "apple"}, collation={"locale": "simple"}) == 1
+
+
+def test_collated_index(db):
+    """An index with a collation: listed with its resolved collation, used only by queries of
+    the same collation (answers equal to a scan's), unique under the collation, sorted by it."""
+    db.w.create_index("s", name="s_ci", collation=CI.document)
+    db.w.create_index("s", name="s_bin")
+    spec = [i for i in db.w.list_indexes() if i["name"] == "s_ci"][0]
+    assert spec["collation"]["locale"] == "en" and spec["collation"]["strength"] == 2
+    assert spec["collation"]["caseFirst"] == "off" and spec["collation"]["version"] == "57.1"
+    seed(db)
+    for q in [{"s": "apple"}, {"s": {"$in": ["APPLE", "cherry"]}}, {"s": {"$gte": "b", "$lt": "c"}}, {"s": {"$regex": "^a"}},
+              {"n": 1, "s": {"$gt": "apple"}}]:
+        hinted = sorted(d["_id"] for d in db.w.find(q, collation=CI).hint("s_ci"))
+        scanned = sorted(d["_id"] for d in db.w.find(q, collation=CI).hint({"$natural": 1}))
+        assert hinted == scanned, q
+        plan = db.w.find(q, collation=CI).explain()["queryPlanner"]["winningPlan"]
+        if "$regex" not in str(q):
+            assert "s_ci" in str(plan), (q, plan)
+        plan = db.w.find(q).explain()["queryPlanner"]["winningPlan"]
+        assert "s_ci" not in str(plan), (q, plan)
+        # Without a collation, the same predicates answer bytewise.
+        binary = sorted(d["_id"] for d in db.w.find(q).hint({"$natural": 1}))
+        assert sorted(d["_id"] for d in db.w.find(q)) == binary
+    # The index provides the collation's order.
+    got = [d["s"] for d in db.w.find({"s": {"$gte": "a", "$lt": "c"}}, {"_id": 0, "s": 1}, collation=CI).sort("s", 1)]
+    assert [g.lower() for g in got] == ["apple"] * 3 + ["äpple", "banana", "banana"]
+    # A unique index under strength 2: "Bob" and "bob" are the same key.
+    db.users.create_index("name", unique=True, collation=CI.document)
+    db.users.insert_one({"name": "Bob"})
+    with pytest.raises(OperationFailure) as e:
+        db.users.insert_one({"name": "bob"})
+    assert e.value.code == 11000
+    db.users.insert_one({"name": "Bób"})
+    # Two indexes on one key differ by collation; the same collation twice is the same index.
+    assert code_of(lambda: db.w.create_index("s", name="other", collation=CI.document)) == 85
+    assert code_of(lambda: db.w.create_index("s", collation={"locale": "en", "strength": 0})) == 9
+    assert code_of(lambda: db.w.create_index("_id", name="idc", collation=CI.document)) == 67
+
+
+def test_collated_index_survives_restart():
+    from conftest import Siltd
+    s = Siltd().start()
+    try:
+        c = s.client()
+        db = c.t_coll_restart
+        db.c.create_index("s", collation=CI.document, unique=True)
+        db.c.insert_many([{"_id": 1, "s": "x"}, {"_id": 2, "s": "Y"}])
+        c.close()
+        s.kill9()
+        s.start()
+        c = s.client()
+        db = c.t_coll_restart
+        assert [i.get("collation", {}).get("strength") for i in db.c.list_indexes()] == [None, 2]
+        assert [d["_id"] for d in db.c.find({"s": "y"}, collation=CI).hint("s_1")] == [2]
+        with pytest.raises(OperationFailure):
+            db.c.insert_one({"s": "X"})
+        c.close()
+    finally:
+        s.stop()

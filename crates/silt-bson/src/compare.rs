@@ -149,6 +149,8 @@ fn cmp_int_float(x: i64, y: f64) -> Ordering {
 /// How strings compare under a collation other than the simple one.
 pub trait StringOrder: Send + Sync + std::fmt::Debug {
     fn cmp_str(&self, a: &str, b: &str) -> Ordering;
+    /// The collation's resolved description: equal descriptions compare alike.
+    fn spec(&self) -> &Document;
 }
 
 thread_local! {

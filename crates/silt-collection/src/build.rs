@@ -121,6 +121,7 @@ impl Store {
                 }
                 if have.same_key(&spec)
                     && have.partial.as_ref().map(|p| &p.0) == spec.partial.as_ref().map(|p| &p.0)
+                    && silt_query::collation::same(have.collation.as_ref(), spec.collation.as_ref())
                 {
                     if have.same_as(&spec) {
                         // Same index under another name.

@@ -29,6 +29,7 @@ use bson::{doc, Bson, Document};
 use parking_lot::RwLock;
 use silt_bson::keyenc;
 use silt_bson::path::path_covers;
+use silt_query::collation::Collation;
 use silt_query::matcher::Matcher;
 use silt_query::plan::IndexInfo;
 
@@ -54,6 +55,9 @@ pub struct IndexSpec {
     pub expire_after_secs: Option<i64>,
     /// Maintained but not used by the planner (MongoDB's hidden indexes).
     pub hidden: bool,
+    /// The index's collation: its keys hold `Collation::key` of every string (`docs/keys.md`),
+    /// so that they order as the collation does. `None` is the simple collation.
+    pub collation: Option<Arc<Collation>>,
 }
 
 /// Parse `expireAfterSeconds` (MongoDB 7.0: a number in [0, 2^31 - 1]).
@@ -127,9 +131,14 @@ impl IndexSpec {
             Some(_) => return Err(SpecError("The 'name' field must be a string".into())),
             None => default_name(&key),
         };
+        let collation = match spec.get("collation") {
+            None => None,
+            Some(v) => Collation::parse(v).map_err(|e| SpecError(e.msg))?,
+        };
         let partial = match spec.get("partialFilterExpression") {
             None => None,
             Some(Bson::Document(d)) => {
+                let _collation = Collation::scope(collation.as_ref());
                 let m = Matcher::new(d).map_err(|e| SpecError(e.msg))?;
                 Some((d.clone(), m))
             }
@@ -179,6 +188,7 @@ impl IndexSpec {
             clustering: truthy(spec.get("clustering")),
             expire_after_secs,
             hidden,
+            collation,
         })
     }
 
@@ -206,6 +216,9 @@ impl IndexSpec {
         if self.hidden {
             d.insert("hidden", true);
         }
+        if let Some(c) = &self.collation {
+            d.insert("collation", c.resolved().clone());
+        }
         d
     }
 
@@ -217,6 +230,7 @@ impl IndexSpec {
             && self.clustering == other.clustering
             && self.expire_after_secs == other.expire_after_secs
             && self.hidden == other.hidden
+            && silt_query::collation::same(self.collation.as_ref(), other.collation.as_ref())
             && self.partial.as_ref().map(|p| &p.0) == other.partial.as_ref().map(|p| &p.0)
     }
 
@@ -235,6 +249,9 @@ impl IndexSpec {
     /// the partial filter). Also tells whether any field held an array (multikey).
     pub fn keys(&self, doc: &Document) -> Result<DocKeys, KeyError> {
         if let Some((_, m)) = &self.partial {
+            // The partial filter compares under the index's collation, whatever the command
+            // that writes the document uses.
+            let _collation = Collation::scope(self.collation.as_ref());
             if !m.matches(doc) {
                 return Ok(DocKeys::default());
             }
@@ -260,6 +277,10 @@ impl IndexSpec {
             let mut seen: Vec<Vec<u8>> = Vec::new();
             let mut vals = Vec::new();
             for v in w.out {
+                let v = match &self.collation {
+                    Some(c) => c.key(&v),
+                    None => v,
+                };
                 let e = keyenc::encode(&v);
                 if !seen.contains(&e) {
                     seen.push(e);
@@ -581,7 +602,8 @@ impl Index {
     /// Whether entries carry shapes, so that [`Index::covered_doc`] can answer (false for a
     /// clustering index, whose entries carry the document itself).
     pub fn is_coverable(&self) -> bool {
-        self.coverable && !self.spec.clustering
+        // A collated index holds collation keys, not the strings a query returns.
+        self.coverable && !self.spec.clustering && self.spec.collation.is_none()
     }
 
     /// The index's dictionaries, one per partition.
@@ -689,6 +711,7 @@ impl Index {
             clustering: s.clustering,
             multikey: self.is_multikey(),
             coverable: self.is_coverable(),
+            collation: s.collation.as_ref(),
         }
     }
 

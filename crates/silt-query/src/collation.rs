@@ -155,6 +155,10 @@ impl StringOrder for Collation {
     fn cmp_str(&self, a: &str, b: &str) -> Ordering {
         self.collator.compare(a, b)
     }
+
+    fn spec(&self) -> &Document {
+        &self.spec
+    }
 }
 
 fn bad(msg: String) -> QueryError {
@@ -401,7 +405,7 @@ impl Collation {
     }
 
     /// The resolved spec (every field, as `listIndexes` and `listCollections` show it).
-    pub fn spec(&self) -> &Document {
+    pub fn resolved(&self) -> &Document {
         &self.spec
     }
 
@@ -471,8 +475,8 @@ mod tests {
     #[test]
     fn resolves_defaults_and_refuses_bad_specs() {
         let c = coll(doc! { "locale": "en_US" });
-        assert_eq!(c.spec().get_i32("strength").unwrap(), 3);
-        assert_eq!(c.spec().get_str("caseFirst").unwrap(), "off");
+        assert_eq!(c.resolved().get_i32("strength").unwrap(), 3);
+        assert_eq!(c.resolved().get_str("caseFirst").unwrap(), "off");
         assert!(
             Collation::parse(&Bson::Document(doc! { "locale": "simple" }))
                 .unwrap()
@@ -511,6 +515,27 @@ mod tests {
             cmp_collated(&Bson::String("10".into()), &Bson::String("9".into())),
             Ordering::Greater
         );
+    }
+
+    proptest::proptest! {
+        /// Collation keys order and equate exactly as the collator compares, for every
+        /// strength and the options that change weights.
+        #[test]
+        fn keys_agree_with_compare(
+            a in "[aAäÄbB1-9 \\-.]{0,6}",
+            b in "[aAäÄbB1-9 \\-.]{0,6}",
+            strength in 1i32..=5,
+            numeric: bool,
+            shifted: bool,
+        ) {
+            let c = coll(doc! {
+                "locale": "en",
+                "strength": strength,
+                "numericOrdering": numeric,
+                "alternate": if shifted { "shifted" } else { "non-ignorable" },
+            });
+            proptest::prop_assert_eq!(c.cmp_str(&a, &b), c.key_of_str(&a).cmp(&c.key_of_str(&b)));
+        }
     }
 
     #[test]

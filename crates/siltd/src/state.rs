@@ -77,6 +77,9 @@ impl<'a> Ctx<'a> {
         let Some(v) = coll.validator() else {
             return Ok(());
         };
+        // A validator compares as it was parsed, under the simple collation, whatever the
+        // writing command's collation is.
+        let _collation = silt_query::collation::Collation::scope(None);
         match v.check(old, new) {
             Ok(None) => Ok(()),
             Ok(Some(info)) => {

@@ -16,7 +16,9 @@ use std::ops::Bound;
 use bson::{Bson, Document};
 use silt_bson::compare::{cmp_values, type_rank};
 
+use super::choose::collation_sensitive;
 use super::IndexInfo;
+use crate::collation::Collation;
 use crate::matcher::{CmpOp, LeafOp, MatchExpr};
 
 /// How documents are found in the primary tree (`_id` order).
@@ -328,6 +330,80 @@ pub const MAX_RANGES: usize = 4096;
 /// Bounds for the index at position `pos` from the conjunction `leaves`; `None` if no field is
 /// constrained (unless `force`, for a hint or a sort: then a full index scan).
 pub(super) fn scan_for(
+    pos: usize,
+    ix: &IndexInfo<'_>,
+    leaves: &[&MatchExpr],
+    force: bool,
+) -> Option<IndexScan> {
+    let same = ix.collation_matches_query();
+    if same && ix.collation.is_none() {
+        return scan_for_leaves(pos, ix, leaves, force);
+    }
+    // Bounds from the predicates this index can answer: under the index's own collation,
+    // those on strings with their constants turned into the keys the index holds; under
+    // another, only those that compare no strings. A collated index holds no raw strings,
+    // so regexes never bound it.
+    let owned: Vec<MatchExpr> = match (same, ix.collation) {
+        (true, Some(c)) => leaves.iter().filter_map(|l| keyed(l, c)).collect(),
+        _ => leaves
+            .iter()
+            .filter(|l| !collation_sensitive(l) && (ix.collation.is_none() || !has_regex(l)))
+            .map(|l| (*l).clone())
+            .collect(),
+    };
+    let refs: Vec<&MatchExpr> = owned.iter().collect();
+    scan_for_leaves(pos, ix, &refs, force)
+}
+
+/// Does this predicate hold a regex (which bounds raw strings)?
+fn has_regex(e: &MatchExpr) -> bool {
+    match e {
+        MatchExpr::And(k) | MatchExpr::Or(k) | MatchExpr::Nor(k) => k.iter().any(has_regex),
+        MatchExpr::Not(k) => has_regex(k),
+        MatchExpr::Leaf { op, .. } => match op {
+            LeafOp::Regex(_) => true,
+            LeafOp::In(list) => !list.regexes.is_empty(),
+            LeafOp::ElemMatchObject(_) | LeafOp::ElemMatchValue(_) => true,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// A top-level predicate in the key space of an index collated by `c`: string constants
+/// replaced by their collation keys; `None` for predicates such an index cannot bound.
+fn keyed(e: &MatchExpr, c: &Collation) -> Option<MatchExpr> {
+    if has_regex(e) {
+        return None;
+    }
+    match e {
+        MatchExpr::Leaf { path, op } => {
+            let op = match op {
+                LeafOp::Cmp(o, v) => LeafOp::Cmp(*o, c.key(v)),
+                LeafOp::In(list) => {
+                    let mut values: Vec<Bson> = list.values.iter().map(|v| c.key(v)).collect();
+                    values.sort_by(cmp_values);
+                    values.dedup_by(|a, b| cmp_values(a, b) == Ordering::Equal);
+                    LeafOp::In(crate::matcher::InList {
+                        values,
+                        regexes: Vec::new(),
+                        has_null: list.has_null,
+                    })
+                }
+                other => other.clone(),
+            };
+            Some(MatchExpr::Leaf {
+                path: path.clone(),
+                op,
+            })
+        }
+        MatchExpr::Expr(_) => None,
+        other if collation_sensitive(other) => None,
+        other => Some(other.clone()),
+    }
+}
+
+fn scan_for_leaves(
     pos: usize,
     ix: &IndexInfo<'_>,
     leaves: &[&MatchExpr],

@@ -44,7 +44,7 @@ fn complete_for(ix: &IndexInfo<'_>, filter: &Document, scan: &IndexScan) -> bool
 
 /// Whether `scan` of `ix` yields documents in `sort` order: `Some(reverse)`.
 fn sort_direction(ix: &IndexInfo<'_>, scan: &IndexScan, sort: &SortSpec) -> Option<bool> {
-    if ix.multikey || sort.0.is_empty() {
+    if ix.multikey || sort.0.is_empty() || !ix.collation_matches_query() {
         return None;
     }
     let fields = ix.fields;
@@ -203,27 +203,27 @@ pub fn choose_over(
     conjuncts(matcher.expr(), &mut leaves);
     // Under a collation, keys order strings bytewise and the query does not: predicates on
     // strings get no bounds, an `_id` string is no point, and no index provides the sort.
+    // (Each index takes the predicates it can answer: `bounds::scan_for`.)
     let collated = current_collation().is_some();
-    let before = leaves.len();
     let stripped;
-    let (filter, sort) = if collated {
-        leaves.retain(|l| !collation_sensitive(l));
+    let filter = if collated {
         stripped = filter
             .iter()
             .filter(|(k, v)| k.as_str() != "_id" || !has_string(v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect::<Document>();
-        (&stripped, None)
+        &stripped
     } else {
-        (filter, sort)
+        filter
     };
+    let dropped = collated && leaves.iter().any(|l| collation_sensitive(l));
     let mut choice = choose_plan(indexes, id_primary, filter, &leaves, sort, hint, needs)?;
     if let (Plan::Index(scans), Some(needs)) = (&choice.plan, needs) {
         if let [scan] = scans.as_slice() {
             let ix = &indexes[scan.index];
             if covers(ix, needs) {
                 choice.covered = Some(Covered {
-                    exact: leaves.len() == before && bounds_are_exact(scan, ix.fields, &leaves),
+                    exact: !dropped && bounds_are_exact(scan, ix.fields, &leaves),
                 });
             }
         }
@@ -403,7 +403,9 @@ pub fn exact_scan(indexes: &[IndexInfo<'_>], matcher: &Matcher) -> Option<IndexS
     indexes
         .iter()
         .enumerate()
-        .filter(|(_, ix)| !ix.multikey && !ix.sparse && ix.partial.is_none())
+        .filter(|(_, ix)| {
+            !ix.multikey && !ix.sparse && ix.partial.is_none() && ix.collation.is_none()
+        })
         .filter_map(|(pos, ix)| scan_for(pos, ix, &leaves, false))
         .find(|scan| bounds_are_exact(scan, indexes[scan.index].fields, &leaves))
 }

@@ -47,6 +47,20 @@ pub struct IndexInfo<'a> {
     pub multikey: bool,
     /// An entry can stand in for its document (see `covers`).
     pub coverable: bool,
+    /// The index's collation: its entries hold `Collation::key` of each string.
+    pub collation: Option<&'a std::sync::Arc<crate::collation::Collation>>,
+}
+
+impl IndexInfo<'_> {
+    /// Does this index order strings as the command running now compares them?
+    pub fn collation_matches_query(&self) -> bool {
+        let query = silt_bson::compare::current_collation();
+        match (self.collation, &query) {
+            (None, None) => true,
+            (Some(c), Some(q)) => c.resolved() == q.spec(),
+            _ => false,
+        }
+    }
 }
 
 /// The fields and directions (`true` = descending) of an index key pattern, or why it is

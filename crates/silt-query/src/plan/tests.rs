@@ -41,6 +41,7 @@ fn infos(specs: &[Spec]) -> Vec<IndexInfo<'_>> {
             clustering: false,
             multikey: s.multikey,
             coverable: true,
+            collation: None,
         })
         .collect()
 }

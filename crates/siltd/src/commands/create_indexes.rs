@@ -18,6 +18,7 @@ const INDEX_HONOURED: &[&str] = &[
     "expireAfterSeconds",
     "hidden",
     "background",
+    "collation",
     "v",
     "ns",
 ];
@@ -34,7 +35,6 @@ const INDEX_REFUSED: &[&str] = &[
     "min",
     "max",
     "bucketSize",
-    "collation",
     "wildcardProjection",
     "columnstoreProjection",
     "coarsestIndexedLevel",
@@ -97,6 +97,18 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             return Err(QueryError::failed_to_parse(
                 "The 'name' field is a required property of an index specification",
             ));
+        }
+        if let Some(c) = spec.get("collation") {
+            // MongoDB's codes for a bad collation, before the spec's own checks.
+            let c = silt_query::collation::Collation::parse(c)?;
+            let on_id =
+                matches!(spec.get_document("key"), Ok(k) if k.len() == 1 && k.contains_key("_id"));
+            if c.is_some() && on_id {
+                return Err(QueryError::cannot_create_index(
+                    "The _id index must have the same collation as the collection (the simple \
+                     collation)",
+                ));
+            }
         }
         let p = silt_collection::IndexSpec::parse(spec)
             .map_err(|e| QueryError::cannot_create_index(e.0))?;
