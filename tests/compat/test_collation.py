@@ -133,7 +133,7 @@ def test_collated_index(db):
     # Two indexes on one key differ by collation; the same collation twice is the same index.
     assert code_of(lambda: db.w.create_index("s", name="other", collation=CI.document)) == 85
     assert code_of(lambda: db.w.create_index("s", collation={"locale": "en", "strength": 0})) == 9
-    assert code_of(lambda: db.w.create_index("_id", name="idc", collation=CI.document)) == 67
+    assert code_of(lambda: db.w.create_index("_id", name="idc", collation=CI.document)) == 2
 
 
 def test_collated_index_survives_restart():
@@ -153,6 +153,65 @@ def test_collated_index_survives_restart():
         assert [d["_id"] for d in db.c.find({"s": "y"}, collation=CI).hint("s_1")] == [2]
         with pytest.raises(OperationFailure):
             db.c.insert_one({"s": "X"})
+        c.close()
+    finally:
+        s.stop()
+
+
+def test_collection_default_collation(db):
+    """`create` with a collation: the default of its commands, its indexes and its `_id`."""
+    db.create_collection("p", collation=CI.document)
+    opts = [c for c in db.list_collections() if c["name"] == "p"][0]["options"]
+    assert opts["collation"]["locale"] == "en" and opts["collation"]["strength"] == 2
+    db.p.insert_many([{"_id": "Ann", "s": "x"}, {"_id": "bob", "s": "X"}, {"_id": 3, "s": "y"}])
+    # `_id`s equal under the collation collide.
+    assert code_of(lambda: db.p.insert_one({"_id": "ANN"})) == 11000
+    assert db.p.find_one({"_id": "ann"})["_id"] == "Ann"
+    assert db.p.find_one({"_id": 3})["s"] == "y"
+    # Commands without a collation use the default; an explicit one (simple too) wins.
+    assert db.p.count_documents({"s": "x"}) == 2
+    assert db.p.count_documents({"s": "x"}, collation={"locale": "simple"}) == 1
+    assert db.p.distinct("s") in (["x", "y"], ["X", "y"])
+    assert db.p.update_many({"s": "X"}, {"$set": {"t": 1}}).modified_count == 2
+    assert db.p.delete_one({"_id": "BOB"}).deleted_count == 1
+    assert db.p.count_documents({}) == 2
+    # Indexes inherit it, `_id_` included; an explicit simple index stays simple.
+    db.p.create_index("s")
+    db.p.create_index("t", collation={"locale": "simple"})
+    ix = {i["name"]: i for i in db.p.list_indexes()}
+    assert list(ix) == ["_id_", "s_1", "t_1"]
+    assert ix["_id_"]["collation"]["strength"] == 2 and ix["s_1"]["collation"]["strength"] == 2
+    assert "collation" not in ix["t_1"]
+    plan = db.p.find({"s": "X"}).explain()["queryPlanner"]["winningPlan"]
+    assert "s_1" in str(plan)
+    assert [d["_id"] for d in db.p.find({"s": "X"}).hint("s_1")] == ["Ann"]
+    # A validator compares under the default collation.
+    db.create_collection("v", collation=CI.document, validator={"kind": {"$in": ["a", "b"]}})
+    db.v.insert_one({"kind": "A"})
+    with pytest.raises(OperationFailure) as e:
+        db.v.insert_one({"kind": "c"})
+    assert e.value.code == 121
+    # Views do not take a collation yet, and say so.
+    assert code_of(lambda: db.create_collection("pv", viewOn="p", collation=CI.document)) == 238
+    # mongorestore recreates the collection with its collation and `_id` index.
+    db.command("create", "r", collation=CI.document, idIndex={"v": 2, "key": {"_id": 1}, "name": "_id_", "collation": CI.document})
+    assert code_of(lambda: db.command("create", "r2", idIndex={"v": 2, "key": {"_id": 1}, "name": "_id_", "collation": CI.document})) == 238
+
+
+def test_collection_collation_survives_restart():
+    from conftest import Siltd
+    s = Siltd().start()
+    try:
+        c = s.client()
+        c.t_cdef.create_collection("p", collation=CI.document)
+        c.t_cdef.p.insert_one({"_id": "a", "s": "Q"})
+        c.close()
+        s.kill9()
+        s.start()
+        c = s.client()
+        db = c.t_cdef
+        assert db.p.count_documents({"s": "q"}) == 1
+        assert code_of(lambda: db.p.insert_one({"_id": "A"})) == 11000
         c.close()
     finally:
         s.stop()

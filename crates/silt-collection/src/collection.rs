@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
+use silt_query::collation::Collation;
 use silt_storage::{Dict, Env, Snapshot};
 
 use crate::parts::{Parts, PartsCursor};
@@ -111,6 +112,22 @@ pub struct Collection {
     pub(crate) cap_lock: Mutex<()>,
     /// The compiled `validator` option (with its level and action), if any.
     pub(crate) validator: RwLock<Option<Arc<silt_query::validator::Validator>>>,
+    /// The `collation` option: the default of commands and indexes that name none (fixed at
+    /// creation). `None` is the simple collation.
+    pub(crate) collation: Option<Arc<Collation>>,
+}
+
+/// The default collation of a collection with `options` (checked by `create`; one that no
+/// longer parses is logged and read as the simple collation).
+fn default_collation(ns: &str, options: &Document) -> Option<Arc<Collation>> {
+    let c = options.get("collation")?;
+    match Collation::parse(c) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(ns, error = %e.msg, "cannot read the collection's collation");
+            None
+        }
+    }
 }
 
 /// The validator of a collection with `options` (checked by `create`/`collMod`; one that
@@ -119,6 +136,10 @@ pub(crate) fn compile_validator(
     ns: &str,
     options: &Document,
 ) -> Option<Arc<silt_query::validator::Validator>> {
+    // A validator compares under the collection's default collation: it is compiled and,
+    // by the server (`Ctx::validate`), evaluated under it.
+    let collation = default_collation(ns, options);
+    let _collation = Collation::scope(collation.as_ref());
     match silt_query::validator::Validator::from_options(options) {
         Ok(v) => v.map(Arc::new),
         Err(e) => {
@@ -148,8 +169,10 @@ impl Collection {
         // Validated by `create`; an unreadable one in the catalog falls back to `_id`.
         let pk = PrimaryKey::of_options(&options).unwrap_or_default();
         let validator = compile_validator(&ns, &options);
+        let collation = default_collation(&ns, &options);
         Collection {
             pk,
+            collation,
             validator: RwLock::new(validator),
             natural_seq: Mutex::new(None),
             cap_lock: Mutex::new(()),
@@ -244,6 +267,11 @@ impl Collection {
         &self.ns
     }
 
+    /// The collection's default collation (`None`: the simple collation).
+    pub fn default_collation(&self) -> Option<&Arc<Collation>> {
+        self.collation.as_ref()
+    }
+
     /// The collection's validator, if it has one.
     pub fn validator(&self) -> Option<Arc<silt_query::validator::Validator>> {
         self.validator.read().clone()
@@ -330,7 +358,11 @@ impl Collection {
     /// The primary tree as `listIndexes` shows it.
     pub fn primary_index_doc(&self) -> Document {
         if self.pk.is_id() {
-            doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }
+            let mut d = doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" };
+            if let Some(c) = &self.collation {
+                d.insert("collation", c.resolved().clone());
+            }
+            d
         } else {
             doc! {
                 "v": 2,

@@ -213,9 +213,16 @@ impl Store {
             Layout::single(dict)
         };
         // Under a primary key other than `_id`, `_id` is found through a unique `_id_` index.
+        // Under a default collation too: that index holds collation keys, so `_id`s equal
+        // under the collation collide, and string `_id`s are found as the collation says.
         let mut indexes = Vec::new();
-        if !crate::PrimaryKey::of_options(&options)?.is_id() {
-            let spec = IndexSpec::parse(&doc! {"key": {"_id": 1}, "name": "_id_", "unique": true})
+        let collated = options.contains_key("collation");
+        if !crate::PrimaryKey::of_options(&options)?.is_id() || collated {
+            let mut id_spec = doc! {"key": {"_id": 1}, "name": "_id_", "unique": true};
+            if let Some(c) = options.get("collation") {
+                id_spec.insert("collation", c.clone());
+            }
+            let spec = IndexSpec::parse(&id_spec)
                 .map_err(|e| CollError::Storage(silt_storage::Error::InvalidArgument(e.0)))?;
             let ixd = self.env.create_dict(&self.new_dict_name("idx"))?;
             let first = &layout.primary.members()[0];

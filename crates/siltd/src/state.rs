@@ -77,9 +77,9 @@ impl<'a> Ctx<'a> {
         let Some(v) = coll.validator() else {
             return Ok(());
         };
-        // A validator compares as it was parsed, under the simple collation, whatever the
-        // writing command's collation is.
-        let _collation = silt_query::collation::Collation::scope(None);
+        // A validator compares under the collection's default collation (as it was
+        // compiled), whatever the writing command's collation is.
+        let _collation = silt_query::collation::Collation::scope(coll.default_collation());
         match v.check(old, new) {
             Ok(None) => Ok(()),
             Ok(Some(info)) => {

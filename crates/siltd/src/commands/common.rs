@@ -35,6 +35,21 @@ pub fn collation_arg(d: &Document) -> QResult<Option<Arc<Collation>>> {
     }
 }
 
+/// The collation a command or statement `d` on collection `ns` runs under: its own
+/// `collation` (`{locale: "simple"}` being the simple one), else the collection's default.
+pub fn effective_collation(
+    s: &Server,
+    ns: Option<&str>,
+    d: &Document,
+) -> QResult<Option<Arc<Collation>>> {
+    if d.contains_key("collation") {
+        return collation_arg(d);
+    }
+    Ok(ns
+        .and_then(|ns| s.store.get(ns))
+        .and_then(|c| c.default_collation().cloned()))
+}
+
 pub fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document>> {
     match cmd.get(name) {
         None | Some(Bson::Null) => Ok(None),

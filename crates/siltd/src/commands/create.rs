@@ -3,9 +3,10 @@
 use bson::{Bson, Document};
 use silt_query::{QResult, QueryError};
 
-use super::common::coll_arg;
+use super::common::{coll_arg, collation_arg};
 use crate::state::{coll_err, CmdResult, Ctx, Server};
 use crate::views::{View, SYSTEM_VIEWS};
+use silt_query::collation::Collation;
 
 pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "create")?;
@@ -113,12 +114,25 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             )))
         }
     }
+    // The default collation of the collection's commands and indexes (and of its `_id_`).
+    let collation = collation_arg(cmd)?;
+    if let Some(c) = &collation {
+        options.insert("collation", c.resolved().clone());
+    }
     if let Some(Bson::Document(id)) = cmd.get("idIndex") {
-        // mongorestore sends the `_id` index it dumped; any other `_id` index is refused.
+        // mongorestore sends the `_id` index it dumped (with the collection's collation);
+        // any other `_id` index is refused.
+        let same_collation = match id.get("collation") {
+            None => collation.is_none(),
+            Some(c) => {
+                silt_query::collation::same(Collation::parse(c)?.as_ref(), collation.as_ref())
+            }
+        };
         let plain = id.get_document("key").ok() == Some(&bson::doc! {"_id": 1})
+            && same_collation
             && id
                 .keys()
-                .all(|k| matches!(k.as_str(), "key" | "name" | "v" | "ns"));
+                .all(|k| matches!(k.as_str(), "key" | "name" | "v" | "ns" | "collation"));
         if !plain {
             return Err(super::args::not_implemented("create.idIndex"));
         }
@@ -189,6 +203,9 @@ fn same_options(a: &Document, b: &Document) -> bool {
 /// `create` with `viewOn` and `pipeline`: a document in `system.views`.
 fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let ns = format!("{db}.{name}");
+    if cmd.contains_key("collation") {
+        return Err(super::args::not_implemented("create.collation (on a view)"));
+    }
     if let Some(k) = cmd.keys().skip(1).find(|k| {
         !matches!(k.as_str(), "viewOn" | "pipeline")
             && !k.starts_with('$')

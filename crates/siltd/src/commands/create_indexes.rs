@@ -65,11 +65,25 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         return Err(QueryError::bad_value("Must specify at least one index"));
     }
     let mut parsed = Vec::new();
+    // An index that names no collation takes the collection's default.
+    let default = s
+        .store
+        .get(&ns)
+        .and_then(|c| c.default_collation().cloned());
     for spec in specs {
         let Bson::Document(spec) = spec else {
             return Err(QueryError::type_mismatch(
                 "each index spec must be a document",
             ));
+        };
+        let mut with_default;
+        let spec = match &default {
+            Some(d) if !spec.contains_key("collation") => {
+                with_default = spec.clone();
+                with_default.insert("collation", d.resolved().clone());
+                &with_default
+            }
+            _ => spec,
         };
         for (k, v) in spec {
             let k = k.as_str();
@@ -103,10 +117,9 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             let c = silt_query::collation::Collation::parse(c)?;
             let on_id =
                 matches!(spec.get_document("key"), Ok(k) if k.len() == 1 && k.contains_key("_id"));
-            if c.is_some() && on_id {
-                return Err(QueryError::cannot_create_index(
-                    "The _id index must have the same collation as the collection (the simple \
-                     collation)",
+            if on_id && !silt_query::collation::same(c.as_ref(), default.as_ref()) {
+                return Err(QueryError::bad_value(
+                    "The _id index must have the same collation as the collection",
                 ));
             }
         }

@@ -8,7 +8,7 @@ use silt_query::collation::Collation;
 use silt_query::{QResult, QueryError};
 
 use super::args;
-use super::common::{bool_arg, check_hint, coll_arg, collation_arg, doc_arg, int_arg};
+use super::common::{bool_arg, check_hint, coll_arg, doc_arg, effective_collation, int_arg};
 use super::modify::delete_docs;
 use super::write::{docs_arg, write_error};
 use crate::state::{CmdResult, Ctx, Server};
@@ -34,7 +34,7 @@ pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     for (i, st) in stmts.iter().enumerate() {
         s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> QResult<usize> {
-            let collation = collation_arg(st)?;
+            let collation = effective_collation(s, Some(&ns), st)?;
             let _collation = Collation::scope(collation.as_ref());
             let q = lets.filter(&doc_arg(st, "q")?.cloned().unwrap_or_default());
             let limit = int_arg(st, "limit")?.ok_or_else(|| {

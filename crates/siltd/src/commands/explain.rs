@@ -141,17 +141,17 @@ pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) 
         checked.remove("explain");
         args::check(name, c.fields, &checked)?;
     }
+    let coll = coll_arg(db, inner, name)?;
+    let ns = format!("{db}.{coll}");
     // The explained command's collation (an update's or delete's: its first statement's).
     let collation = match inner.get("updates").or(inner.get("deletes")) {
         Some(Bson::Array(st)) => match st.first() {
-            Some(Bson::Document(st)) => super::common::collation_arg(st)?,
+            Some(Bson::Document(st)) => super::common::effective_collation(s, Some(&ns), st)?,
             _ => None,
         },
-        _ => super::common::collation_arg(inner)?,
+        _ => super::common::effective_collation(s, Some(&ns), inner)?,
     };
     let _collation = silt_query::collation::Collation::scope(collation.as_ref());
-    let coll = coll_arg(db, inner, name)?;
-    let ns = format!("{db}.{coll}");
     let mut q = query_of(name, inner)?;
     let started = Instant::now();
     let c = s.store.get(&ns);

@@ -14,12 +14,14 @@ pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             "ns does not exist: {ns}"
         )));
     };
-    // A capped collection's primary tree is in insertion order; its `_id_` index is listed alone.
-    let mut out = if c.primary_key().is_natural() {
-        Vec::new()
-    } else {
-        vec![c.primary_index_doc()]
-    };
+    // A capped collection's primary tree is in insertion order, and a collated collection's
+    // `_id`s are checked under its collation: their `_id_` index is listed alone.
+    let mut out =
+        if c.primary_key().is_natural() || (c.primary_key().is_id() && c.index("_id_").is_some()) {
+            Vec::new()
+        } else {
+            vec![c.primary_index_doc()]
+        };
     out.extend(c.indexes().iter().map(|i| i.spec.to_doc()));
     Ok(cursor_reply(
         &format!("{db}.$cmd.listIndexes.{coll}"),

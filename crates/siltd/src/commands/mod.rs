@@ -171,7 +171,11 @@ pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> C
     // cursors take it along to their getMores. Update and delete statements carry their own.
     let collation = match c.name {
         "find" | "count" | "distinct" | "aggregate" | "findAndModify" => {
-            common::collation_arg(cmd)?
+            let ns = match cmd.iter().next() {
+                Some((_, bson::Bson::String(coll))) => Some(format!("{db}.{coll}")),
+                _ => None,
+            };
+            common::effective_collation(s, ns.as_deref(), cmd)?
         }
         _ => None,
     };

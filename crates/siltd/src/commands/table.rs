@@ -190,12 +190,12 @@ pub const TABLE: &[Command] = &[
                 "clusteredIndex",
                 "viewOn",
                 "pipeline",
+                "collation",
             ],
             &[
                 "autoIndexId",
                 "storageEngine",
                 "indexOptionDefaults",
-                "collation",
                 "recordPreImages",
                 "changeStreamPreAndPostImages",
                 "timeseries",

@@ -12,7 +12,7 @@ use silt_query::update::UpdateSpec;
 use silt_query::QueryError;
 
 use super::args;
-use super::common::{bool_arg, check_hint, coll_arg, collation_arg, doc_arg, new_matcher};
+use super::common::{bool_arg, check_hint, coll_arg, doc_arg, effective_collation, new_matcher};
 use super::modify::{array_filters_arg, update_docs, update_locked, update_spec, UpdateResult};
 use super::write::{docs_arg, WriteFail};
 use crate::state::{coll_err, CmdResult, Ctx, Server};
@@ -145,7 +145,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     for (i, st) in stmts.iter().enumerate() {
         s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> Result<UpdateResult, WriteFail> {
-            let collation = collation_arg(st)?;
+            let collation = effective_collation(s, Some(&ns), st)?;
             let _collation = Collation::scope(collation.as_ref());
             let mut lets = lets.clone();
             lets.add(st.get("c"), "update.updates", "c", now)?;
