@@ -102,6 +102,25 @@ impl Store {
                     ),
                 });
             }
+            if spec.text.is_some() {
+                let other = existing
+                    .iter()
+                    .map(|i| &i.spec)
+                    .chain(todo.iter())
+                    .find(|h| h.text.is_some() && h.name != spec.name);
+                if let Some(h) = other {
+                    return Err(CollError::IndexConflict {
+                        code: 85,
+                        msg: format!(
+                            "An equivalent index already exists with a different name and \
+                             options. Requested index: {}, existing index: {} (only one text \
+                             index per collection allowed)",
+                            spec.to_doc(),
+                            h.to_doc()
+                        ),
+                    });
+                }
+            }
             let mut dup = false;
             for have in existing.iter().map(|i| &i.spec).chain(todo.iter()) {
                 if have.name == spec.name {
@@ -440,6 +459,7 @@ impl Collection {
         match spec.keys(d) {
             Ok(k) => Ok((k.keys, k.multikey)),
             Err(KeyError::ParallelArrays(a, b)) => Err(CollError::ParallelArrays(a, b)),
+            Err(KeyError::Text(code, msg)) => Err(CollError::BadDocument { code, msg }),
         }
     }
 }

@@ -32,6 +32,7 @@ use silt_bson::path::path_covers;
 use silt_query::collation::Collation;
 use silt_query::matcher::Matcher;
 use silt_query::plan::IndexInfo;
+use silt_query::text::TextIndexSpec;
 
 use crate::parts::Parts;
 
@@ -58,6 +59,9 @@ pub struct IndexSpec {
     /// The index's collation: its keys hold `Collation::key` of every string (`docs/keys.md`),
     /// so that they order as the collation does. `None` is the simple collation.
     pub collation: Option<Arc<Collation>>,
+    /// A text index: what it reads. Its key pattern is `{_fts: "text", _ftsx: 1}`, its keys
+    /// `(term, score)` for each term of a document (`silt_query::text`).
+    pub text: Option<Arc<TextIndexSpec>>,
 }
 
 /// Parse `expireAfterSeconds` (MongoDB 7.0: a number in [0, 2^31 - 1]).
@@ -118,23 +122,38 @@ fn truthy(v: Option<&Bson>) -> bool {
 impl IndexSpec {
     /// Parse a `createIndexes` spec (or a stored one).
     pub fn parse(spec: &Document) -> Result<IndexSpec, SpecError> {
-        let key = spec
+        let mut key = spec
             .get_document("key")
             .map_err(|_| {
                 SpecError("The 'key' field is a required property of an index specification".into())
             })?
             .clone();
-        let fields = silt_query::plan::parse_key_pattern(&key).map_err(SpecError)?;
         let name = match spec.get("name") {
             Some(Bson::String(n)) if !n.is_empty() => n.clone(),
             Some(Bson::String(_)) => return Err(SpecError("index name cannot be empty".into())),
             Some(_) => return Err(SpecError("The 'name' field must be a string".into())),
             None => default_name(&key),
         };
+        let text = TextIndexSpec::parse(spec)
+            .map_err(|e| SpecError(e.msg))?
+            .map(Arc::new);
+        if text.is_some() {
+            key = TextIndexSpec::key_pattern();
+        }
+        let fields = match &text {
+            Some(_) => vec![("_fts".to_string(), false), ("_ftsx".to_string(), false)],
+            None => silt_query::plan::parse_key_pattern(&key).map_err(SpecError)?,
+        };
         let collation = match spec.get("collation") {
             None => None,
             Some(v) => Collation::parse(v).map_err(|e| SpecError(e.msg))?,
         };
+        if text.is_some() && collation.is_some() {
+            return Err(SpecError(
+                "Index type 'text' does not support collation (give it {locale: \"simple\"})"
+                    .into(),
+            ));
+        }
         let partial = match spec.get("partialFilterExpression") {
             None => None,
             Some(Bson::Document(d)) => {
@@ -189,6 +208,7 @@ impl IndexSpec {
             expire_after_secs,
             hidden,
             collation,
+            text,
         })
     }
 
@@ -219,6 +239,9 @@ impl IndexSpec {
         if let Some(c) = &self.collation {
             d.insert("collation", c.resolved().clone());
         }
+        if let Some(t) = &self.text {
+            t.describe(&mut d);
+        }
         d
     }
 
@@ -231,6 +254,7 @@ impl IndexSpec {
             && self.expire_after_secs == other.expire_after_secs
             && self.hidden == other.hidden
             && silt_query::collation::same(self.collation.as_ref(), other.collation.as_ref())
+            && self.text == other.text
             && self.partial.as_ref().map(|p| &p.0) == other.partial.as_ref().map(|p| &p.0)
     }
 
@@ -255,6 +279,24 @@ impl IndexSpec {
             if !m.matches(doc) {
                 return Ok(DocKeys::default());
             }
+        }
+        if let Some(t) = &self.text {
+            // One entry per term: (term, the document's score for it).
+            let scores = t
+                .term_scores(doc)
+                .map_err(|e| KeyError::Text(e.code, e.msg))?;
+            let keys = scores
+                .into_iter()
+                .map(|(term, score)| {
+                    let vals = vec![Bson::String(term), Bson::Double(score)];
+                    let key = keyenc::encode_key(&[(&vals[0], false), (&vals[1], false)]);
+                    (key, vals)
+                })
+                .collect();
+            return Ok(DocKeys {
+                keys,
+                multikey: true,
+            });
         }
         let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(self.fields.len());
         let mut arrays: Vec<&str> = Vec::new();
@@ -448,6 +490,8 @@ pub struct DocKeys {
 pub enum KeyError {
     /// Two indexed fields hold arrays.
     ParallelArrays(String, String),
+    /// A text index cannot read the document (MongoDB's code and message).
+    Text(i32, String),
 }
 
 #[derive(Default)]
@@ -603,7 +647,10 @@ impl Index {
     /// clustering index, whose entries carry the document itself).
     pub fn is_coverable(&self) -> bool {
         // A collated index holds collation keys, not the strings a query returns.
-        self.coverable && !self.spec.clustering && self.spec.collation.is_none()
+        self.coverable
+            && !self.spec.clustering
+            && self.spec.collation.is_none()
+            && self.spec.text.is_none()
     }
 
     /// The index's dictionaries, one per partition.

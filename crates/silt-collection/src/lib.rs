@@ -88,6 +88,14 @@ pub enum CollError {
     /// A document that an index cannot hold (two indexed arrays).
     #[error("cannot index parallel arrays [{0}] [{1}]")]
     ParallelArrays(String, String),
+    /// A document an index cannot read for another reason (a text index's language
+    /// override: 17261, 17262).
+    #[error("{msg}")]
+    BadDocument {
+        /// The error code the client sees.
+        code: i32,
+        msg: String,
+    },
     /// An index request that conflicts with an existing index (code 85 or 86).
     #[error("{msg}")]
     IndexConflict {

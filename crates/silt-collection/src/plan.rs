@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 use silt_query::matcher::{MatchExpr, Matcher};
-use silt_query::plan::{self, Access, Choice, IndexInfo, Plan, SortSpec};
-use silt_query::QResult;
+use silt_query::plan::{self, Access, Choice, IndexInfo, IndexScan, Plan, SortSpec};
+use silt_query::{QResult, QueryError};
 
 use crate::keyrange::KeyScan;
 use crate::{Collection, Index, Result};
@@ -62,8 +62,41 @@ impl Collection {
     /// The indexes the planner may use: all but hidden ones.
     fn visible_indexes(&self) -> Vec<Arc<crate::Index>> {
         let mut v = self.indexes();
-        v.retain(|i| !i.spec.hidden);
+        // A text index answers `$text` only (`Collection::plan_text`).
+        v.retain(|i| !i.spec.hidden && i.spec.text.is_none());
         v
+    }
+
+    /// The plan of a `$text` query: the text index's entries for the searched terms, the
+    /// query bound to that index so that the matcher can test (phrases, negations) and
+    /// score each document. 27 IndexNotFound without a (visible) text index.
+    fn plan_text(&self, text: &silt_query::text::TextQuery) -> QResult<Planned> {
+        let Some(ix) = self
+            .indexes()
+            .into_iter()
+            .find(|i| i.spec.text.is_some() && !i.spec.hidden)
+        else {
+            return Err(QueryError::index_not_found(
+                "text index required for $text query",
+            ));
+        };
+        let spec = ix.spec.text.clone().expect("a text index");
+        let bound = text.bind(spec);
+        let terms: Vec<Bson> = bound.terms.iter().cloned().map(Bson::String).collect();
+        ix.accesses.record();
+        Ok(Planned {
+            choice: Choice {
+                plan: Plan::Index(vec![IndexScan {
+                    index: 0,
+                    points: vec![terms],
+                    range: None,
+                    reverse: false,
+                }]),
+                sorted: false,
+                covered: None,
+            },
+            indexes: vec![ix],
+        })
     }
 
     /// Choose how to read this collection for a query (`silt_query::plan::choose` over its
@@ -76,6 +109,9 @@ impl Collection {
         hint: Option<&Bson>,
         needs: Option<&[String]>,
     ) -> QResult<Planned> {
+        if let Some(t) = matcher.text() {
+            return self.plan_text(t);
+        }
         let indexes = self.visible_indexes();
         let infos: Vec<IndexInfo<'_>> = indexes.iter().map(|i| i.info()).collect();
         let choice =

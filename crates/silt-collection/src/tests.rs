@@ -116,7 +116,19 @@ fn key_generation_follows_mongodb() {
     let p = spec(doc! {"key": {"a": 1}, "partialFilterExpression": {"x": {"$gt": 5}}});
     assert!(p.keys(&doc! {"a": 1, "x": 1}).unwrap().keys.is_empty());
     assert_eq!(p.keys(&doc! {"a": 1, "x": 9}).unwrap().keys.len(), 1);
-    assert!(IndexSpec::parse(&doc! {"key": {"a": "text"}}).is_err());
+    assert!(IndexSpec::parse(&doc! {"key": {"a": "2dsphere"}}).is_err());
+    assert!(IndexSpec::parse(&doc! {"key": {"a": "text", "b": 1}}).is_err());
+    // A text index: one entry per term, (term, score), in the index's own key pattern.
+    let t = spec(doc! {"key": {"a": "text"}});
+    assert_eq!(t.key_pattern, doc! {"_fts": "text", "_ftsx": 1});
+    let k = t.keys(&doc! {"a": "Running dogs run"}).unwrap();
+    let terms: Vec<_> = k.keys.iter().map(|(_, v)| v[0].clone()).collect();
+    assert_eq!(
+        terms,
+        vec![Bson::String("dog".into()), Bson::String("run".into())]
+    );
+    assert!(k.multikey);
+    assert!(t.keys(&doc! {"a": "x", "language": "klingon"}).is_err());
     assert!(IndexSpec::parse(&doc! {"key": {"a": 0}}).is_err());
 }
 

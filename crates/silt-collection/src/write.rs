@@ -344,6 +344,7 @@ impl Collection {
             Some(d) => match ix.spec.keys(d) {
                 Ok(k) => Ok((k.keys, k.multikey)),
                 Err(KeyError::ParallelArrays(a, b)) => Err(CollError::ParallelArrays(a, b)),
+                Err(KeyError::Text(code, msg)) => Err(CollError::BadDocument { code, msg }),
             },
         }
     }

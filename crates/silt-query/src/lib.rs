@@ -1,6 +1,7 @@
 //! MQL for SiltDB: filters (`matcher`), update operators (`update`), projections
 //! (`projection`), aggregation (`agg`, `expr`), query planning (`plan`: index bounds in value
-//! space, plan choice, covered queries, `explain`), and MongoDB's error codes (`error`).
+//! space, plan choice, covered queries, `explain`), collations (`collation`, ICU4X), and
+//! MongoDB's error codes (`error`).
 //!
 //! It works on `bson::Document`s and sees indexes only as specs (`plan::IndexInfo`). It must
 //! not know storage, dictionaries, the byte layout of keys, the network or the wire format:
@@ -13,6 +14,7 @@ pub mod expr;
 pub mod matcher;
 pub mod plan;
 pub mod projection;
+pub mod text;
 pub mod update;
 pub mod validator;
 

@@ -48,6 +48,9 @@ pub enum MatchExpr {
     Expr(Bson),
     /// `$jsonSchema`: the document satisfies the schema.
     Schema(std::sync::Arc<schema::JsonSchema>),
+    /// `$text`: true once the planner has bound it to the collection's text index and the
+    /// document satisfies it there (`crate::text`).
+    Text(std::sync::Arc<crate::text::TextQuery>),
     /// A predicate on the values at a path. Inside `$elemMatch` (value form) the path is empty
     /// and the op is applied to each array element directly.
     Leaf {
@@ -463,12 +466,25 @@ impl Matcher {
     fn build(filter: &Document, expr_eval: Option<ExprEval>) -> QResult<Matcher> {
         let mut p = Parser { has_expr: false };
         let expr = p.filter(filter, Level::Top)?;
+        check_text_placement(&expr)?;
         if p.has_expr && expr_eval.is_none() {
             return Err(QueryError::not_implemented(
                 "$expr is not supported here (no expression evaluator)",
             ));
         }
         Ok(Matcher { expr, expr_eval })
+    }
+
+    /// The filter's `$text`, if it has one (always a top-level conjunct).
+    pub fn text(&self) -> Option<&std::sync::Arc<crate::text::TextQuery>> {
+        fn find(e: &MatchExpr) -> Option<&std::sync::Arc<crate::text::TextQuery>> {
+            match e {
+                MatchExpr::Text(t) => Some(t),
+                MatchExpr::And(kids) => kids.iter().find_map(find),
+                _ => None,
+            }
+        }
+        find(&self.expr)
     }
 
     /// The parsed tree.
@@ -504,3 +520,33 @@ impl Matcher {
 
 #[cfg(test)]
 mod tests;
+
+/// `$text` at most once, and only where every matching document must satisfy it (the top
+/// level or a top-level `$and`): it is answered through the text index.
+fn check_text_placement(e: &MatchExpr) -> QResult<()> {
+    fn count(e: &MatchExpr) -> usize {
+        match e {
+            MatchExpr::Text(_) => 1,
+            MatchExpr::And(k) | MatchExpr::Or(k) | MatchExpr::Nor(k) => k.iter().map(count).sum(),
+            MatchExpr::Not(k) => count(k),
+            _ => 0,
+        }
+    }
+    fn top(e: &MatchExpr) -> usize {
+        match e {
+            MatchExpr::Text(_) => 1,
+            MatchExpr::And(k) => k.iter().map(top).sum(),
+            _ => 0,
+        }
+    }
+    match (count(e), top(e)) {
+        (0, _) | (1, 1) => Ok(()),
+        (n, _) if n > 1 => Err(QueryError::bad_value("Too many text expressions")),
+        _ => Err(QueryError::coded(
+            291,
+            "NoQueryExecutionPlans",
+            "$text is only supported at the top level of a filter or in a top-level $and \
+             (siltd answers it through the text index)",
+        )),
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::Document;
+use bson::{Bson, Document};
 use parking_lot::Mutex;
 use silt_bson::compare::{current_collation, CollationScope, StringOrder};
 use silt_collection::MatchSource;
@@ -87,6 +87,23 @@ impl DocSource for MatchSource {
     }
 }
 
+/// Each document of a `$text` query with its score under `silt_query::text::SCORE_FIELD`,
+/// for `{$meta: "textScore"}` sorts and projections (removed again before a client sees it).
+pub struct Scored {
+    pub inner: Box<dyn DocSource>,
+    pub text: Arc<silt_query::text::BoundText>,
+}
+
+impl DocSource for Scored {
+    fn next_doc(&mut self) -> QResult<Option<Document>> {
+        Ok(self.inner.next_doc()?.map(|mut d| {
+            let score = self.text.score(&d);
+            d.insert(silt_query::text::SCORE_FIELD, score);
+            d
+        }))
+    }
+}
+
 /// Skip, limit and projection over another source.
 pub struct Shaped {
     pub inner: Box<dyn DocSource>,
@@ -95,6 +112,9 @@ pub struct Shaped {
     pub returned: u64,
     pub projection: Option<Projection>,
     pub matcher: Option<Arc<Matcher>>,
+    /// Fields that get the document's `$text` score (`{$meta: "textScore"}` in the
+    /// projection), added after projecting.
+    pub text_meta: Vec<String>,
 }
 
 impl DocSource for Shaped {
@@ -116,14 +136,19 @@ impl DocSource for Shaped {
         if self.limit.is_some_and(|l| self.returned >= l) {
             return Ok(None);
         }
-        let Some(d) = self.inner.next_doc()? else {
+        let Some(mut d) = self.inner.next_doc()? else {
             return Ok(None);
         };
         self.returned += 1;
-        match &self.projection {
-            Some(p) => Ok(Some(p.apply(&d, self.matcher.as_deref())?)),
-            None => Ok(Some(d)),
+        let score = d.remove(silt_query::text::SCORE_FIELD);
+        let mut d = match &self.projection {
+            Some(p) => p.apply(&d, self.matcher.as_deref())?,
+            None => d,
+        };
+        for f in &self.text_meta {
+            d.insert(f.clone(), score.clone().unwrap_or(Bson::Double(0.0)));
         }
+        Ok(Some(d))
     }
 }
 

@@ -411,7 +411,9 @@ pub fn coll_err(e: CollError) -> QueryError {
         CollError::IndexConflict { msg, .. } => QueryError::index_options_conflict(msg),
         CollError::IndexNotFound(m) => QueryError::index_not_found(m),
         CollError::Partition { code: 2, msg } => QueryError::bad_value(msg),
-        CollError::Partition { code, msg } => QueryError::coded(code, location_name(code), msg),
+        CollError::Partition { code, msg } | CollError::BadDocument { code, msg } => {
+            QueryError::coded(code, location_name(code), msg)
+        }
         CollError::Interrupted => QueryError::interrupted(e.to_string()),
         CollError::TimeLimit => QueryError::max_time_ms_expired(e.to_string()),
         CollError::WriteConflict(_) => QueryError::write_conflict(e.to_string()),
@@ -437,6 +439,8 @@ fn location_name(code: i32) -> &'static str {
         17252 => "Location17252",
         17266 => "Location17266",
         17351 => "Location17351",
+        17261 => "Location17261",
+        17262 => "Location17262",
         _ => "UnknownError",
     }
 }

@@ -176,8 +176,15 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
                 (1, Some(e)) => Some(Expr::parse(e)?),
                 _ => None,
             };
+            let matcher = Matcher::new_with_expr(filter, eval_expr)?;
+            if !first && matcher.text().is_some() {
+                return Err(QueryError::located(
+                    17313,
+                    "$match with $text is only allowed as the first pipeline stage",
+                ));
+            }
             Stage::Match {
-                matcher: Matcher::new_with_expr(filter, eval_expr)?,
+                matcher,
                 filter: filter.clone(),
                 expr,
             }
@@ -437,6 +444,14 @@ impl Pipeline {
 
     /// The filter of a leading `$match`, which the caller may use to narrow the collection
     /// scan (the pipeline applies it regardless).
+    /// The matcher of the leading `$match` (the one the planner binds a `$text` to).
+    pub fn leading_matcher(&self) -> Option<&Matcher> {
+        match self.stages.first() {
+            Some((_, Stage::Match { matcher, .. })) => Some(matcher),
+            _ => None,
+        }
+    }
+
     pub fn leading_match(&self) -> Option<&Document> {
         match self.stages.first() {
             Some((_, Stage::Match { filter, .. })) => Some(filter),

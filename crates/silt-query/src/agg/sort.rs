@@ -37,9 +37,14 @@ impl SortSpec {
         let mut keys = Vec::with_capacity(d.len());
         for (k, v) in d {
             let asc = match v {
+                // A `$text` match's score, highest first.
+                Bson::Document(m) if m.len() == 1 && m.get_str("$meta") == Ok("textScore") => {
+                    keys.push((FieldPath::new(crate::text::SCORE_FIELD), false));
+                    continue;
+                }
                 Bson::Document(_) => {
                     return Err(QueryError::not_implemented(
-                        "$meta sort keys are not supported",
+                        "$meta sort keys other than textScore are not supported",
                     ))
                 }
                 _ => direction(v).ok_or_else(bad_order)?,

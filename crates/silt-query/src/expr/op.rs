@@ -67,6 +67,9 @@ pub enum Op {
     IfNull,
     Type,
     IsNumber,
+    /// `{$meta: "textScore"}` (made by the parser, not named in the table): its argument
+    /// reads the score a `$text` match left on the document.
+    TextScore,
     MergeObjects,
     ObjectToArray,
     ArrayToObject,
@@ -228,7 +231,6 @@ const OPS: &[(&str, Op, usize, usize)] = &[
 pub(super) const UNSUPPORTED: &[&str] = &[
     "$function",
     "$accumulator",
-    "$meta",
     "$zip",
     "$median",
     "$percentile",

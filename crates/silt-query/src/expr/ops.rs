@@ -379,6 +379,7 @@ impl Eval<'_, '_> {
             },
             Op::Type => Ok(Some(Bson::String(type_name(vals[0].as_ref()).into()))),
             Op::IsNumber => yes(vals[0].as_ref().and_then(Number::of).is_some()),
+            Op::TextScore => crate::text::meta_score(vals[0].clone()),
             Op::MergeObjects => {
                 let mut out = Document::new();
                 for v in vals {

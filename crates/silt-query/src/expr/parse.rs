@@ -20,6 +20,23 @@ const BUILTIN_VARS: &[&str] = &[
     "KEEP",
 ];
 
+/// `$meta` kinds MongoDB knows besides `textScore`.
+const META_KINDS: &[&str] = &[
+    "randVal",
+    "searchScore",
+    "searchHighlights",
+    "geoNearDistance",
+    "geoNearPoint",
+    "recordId",
+    "indexKey",
+    "sortKey",
+    "searchScoreDetails",
+    "searchSequenceToken",
+    "vectorSearchScore",
+    "score",
+    "scoreDetails",
+];
+
 pub(crate) struct Parser {
     scope: Vec<String>,
 }
@@ -258,6 +275,23 @@ impl Parser {
     fn operator(&mut self, name: &str, arg: &Bson) -> QResult<Expr> {
         match name {
             "$literal" => return Ok(Expr::Literal(arg.clone())),
+            "$meta" => {
+                return match arg {
+                    Bson::String(s) if s == "textScore" => Ok(Expr::Op(
+                        Op::TextScore,
+                        vec![Expr::Field(vec![crate::text::SCORE_FIELD.to_string()])],
+                    )),
+                    Bson::String(s) if META_KINDS.contains(&s.as_str()) => {
+                        Err(QueryError::not_implemented(format!(
+                            "$meta \"{s}\" is not supported by siltd (only textScore)"
+                        )))
+                    }
+                    _ => Err(QueryError::located(
+                        17308,
+                        format!("Unsupported argument to $meta: {arg}"),
+                    )),
+                }
+            }
             "$cond" => return self.cond(arg),
             "$switch" => return self.switch(arg),
             "$let" => return self.let_(arg),

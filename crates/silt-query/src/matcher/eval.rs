@@ -31,6 +31,16 @@ impl Eval {
             MatchExpr::AlwaysTrue => true,
             MatchExpr::AlwaysFalse => false,
             MatchExpr::Schema(s) => s.matches(doc),
+            MatchExpr::Text(t) => match t.bound() {
+                Some(b) => b.matches(doc),
+                None => {
+                    // Only a plan over a text index binds `$text` (a sub-pipeline's has none).
+                    self.error.get_or_insert(QueryError::index_not_found(
+                        "text index required for $text query",
+                    ));
+                    false
+                }
+            },
             MatchExpr::Expr(x) => match self.expr_eval.map(|f| f(x, doc)) {
                 Some(Ok(v)) => is_truthy(&v),
                 Some(Err(err)) => {
@@ -61,7 +71,10 @@ impl Eval {
             MatchExpr::Nor(kids) => !kids.iter().any(|k| self.single_expr(k, v)),
             MatchExpr::Not(k) => !self.single_expr(k, v),
             MatchExpr::AlwaysTrue => true,
-            MatchExpr::AlwaysFalse | MatchExpr::Expr(_) | MatchExpr::Schema(_) => false,
+            MatchExpr::AlwaysFalse
+            | MatchExpr::Expr(_)
+            | MatchExpr::Schema(_)
+            | MatchExpr::Text(_) => false,
         }
     }
 

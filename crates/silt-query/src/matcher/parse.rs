@@ -223,7 +223,15 @@ impl Parser {
                 }
                 _ => return Err(QueryError::type_mismatch("$jsonSchema must be an object")),
             },
-            "where" | "text" | "sampleRate" => {
+            "text" => {
+                if level == Level::Sub {
+                    return Err(QueryError::bad_value(
+                        "$text can only be applied to the top-level document",
+                    ));
+                }
+                MatchExpr::Text(std::sync::Arc::new(crate::text::TextQuery::parse(v)?))
+            }
+            "where" | "sampleRate" => {
                 return Err(QueryError::not_implemented(format!(
                     "{key} is not supported"
                 )))

@@ -87,7 +87,7 @@ pub fn needed_paths(
             }
             MatchExpr::Not(k) => filter_paths(k, out),
             MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse => true,
-            MatchExpr::Expr(_) | MatchExpr::Schema(_) => false,
+            MatchExpr::Expr(_) | MatchExpr::Schema(_) | MatchExpr::Text(_) => false,
             // `$elemMatch` reads below its path, which the path's value holds.
             MatchExpr::Leaf { path, .. } => {
                 out.push(path.as_str().to_string());
@@ -240,6 +240,7 @@ pub fn collation_sensitive(e: &MatchExpr) -> bool {
         MatchExpr::Not(k) => collation_sensitive(k),
         MatchExpr::Expr(_) => true,
         MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse | MatchExpr::Schema(_) => false,
+        MatchExpr::Text(_) => false,
         MatchExpr::Leaf { op, .. } => match op {
             LeafOp::Cmp(_, v) => has_string(v),
             LeafOp::In(list) => list.values.iter().any(has_string),

@@ -24,10 +24,15 @@ impl SortSpec {
                 Bson::Int32(-1) | Bson::Int64(-1) => false,
                 Bson::Double(d) if *d == 1.0 => true,
                 Bson::Double(d) if *d == -1.0 => false,
+                // A `$text` query's score, highest first (`crate::text::SCORE_FIELD`).
+                Bson::Document(m) if m.get_str("$meta") == Ok("textScore") && m.len() == 1 => {
+                    keys.push((crate::text::SCORE_FIELD.to_string(), false));
+                    continue;
+                }
                 Bson::Document(m) if m.contains_key("$meta") => {
-                    return Err(QueryError::bad_value(
-                        "$meta sort is not supported (no text or search indexes)",
-                    ))
+                    return Err(QueryError::not_implemented(format!(
+                        "$meta sort {m} is not supported (only textScore)"
+                    )))
                 }
                 _ => {
                     return Err(QueryError::located(

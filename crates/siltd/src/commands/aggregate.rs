@@ -384,6 +384,7 @@ fn pipeline_docs(
                     Some((id, field))
                         if cmd.get("hint").is_none()
                             && op.snap.is_none()
+                            && matcher.text().is_none()
                             && let Some(n) = c.fast_count(&matcher).map_err(coll_err)? =>
                     {
                         if n == 0 {
@@ -401,12 +402,42 @@ fn pipeline_docs(
                     _ => {
                         // The access path comes from the leading $match (index bounds or
                         // _id); the pipeline applies the full filter itself.
-                        let planned = c.plan(&filter, &matcher, None, cmd.get("hint"), None)?;
+                        // A `$text` is bound to the text index on the pipeline's own matcher,
+                        // and each document carries its score to `{$meta: "textScore"}`.
+                        let text = pipeline.leading_matcher().filter(|m| m.text().is_some());
+                        if text.is_none() && stages.iter().any(mentions_text_score) {
+                            return Err(QueryError::located(
+                                40218,
+                                "query requires text score metadata, but it is not available",
+                            ));
+                        }
+                        let planned = c.plan(
+                            &filter,
+                            text.unwrap_or(&matcher),
+                            None,
+                            cmd.get("hint"),
+                            None,
+                        )?;
+                        let bound = text.and_then(|m| m.text()).and_then(|t| t.bound()).cloned();
                         let snap = op.snap(&c);
                         let mut src =
                             MatchSource::uncovered_at(c, &planned, None, read_stop(dl), snap);
-                        let iter = std::iter::from_fn(move || src.next_doc().transpose());
-                        pipeline.run(Box::new(iter), &ctx)?
+                        let iter = std::iter::from_fn(move || {
+                            src.next_doc().transpose().map(|r| {
+                                r.map(|mut d| {
+                                    if let Some(b) = &bound {
+                                        let score = b.score(&d);
+                                        d.insert(silt_query::text::SCORE_FIELD, score);
+                                    }
+                                    d
+                                })
+                            })
+                        });
+                        let mut out = pipeline.run(Box::new(iter), &ctx)?;
+                        for d in &mut out {
+                            d.remove(silt_query::text::SCORE_FIELD);
+                        }
+                        out
                     }
                 }
             }
@@ -443,4 +474,16 @@ fn count_shape(stages: &[Document]) -> Option<(Bson, String)> {
         Bson::Double(d) if *d == 1.0 && acc.len() == 1 => Some((id.clone(), field.clone())),
         _ => None,
     }
+}
+
+/// Does a stage read `{$meta: "textScore"}` anywhere?
+fn mentions_text_score(d: &Document) -> bool {
+    fn any(v: &Bson) -> bool {
+        match v {
+            Bson::Document(d) => mentions_text_score(d),
+            Bson::Array(a) => a.iter().any(any),
+            _ => false,
+        }
+    }
+    d.get_str("$meta") == Ok("textScore") || d.values().any(any)
 }

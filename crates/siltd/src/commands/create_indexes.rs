@@ -19,6 +19,10 @@ const INDEX_HONOURED: &[&str] = &[
     "hidden",
     "background",
     "collation",
+    "weights",
+    "default_language",
+    "language_override",
+    "textIndexVersion",
     "v",
     "ns",
 ];
@@ -26,10 +30,6 @@ const INDEX_HONOURED: &[&str] = &[
 /// Index options MongoDB knows and siltd does not implement: refused unless default.
 const INDEX_REFUSED: &[&str] = &[
     "storageEngine",
-    "weights",
-    "default_language",
-    "language_override",
-    "textIndexVersion",
     "2dsphereIndexVersion",
     "bits",
     "min",
@@ -125,6 +125,19 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
         let p = silt_collection::IndexSpec::parse(spec)
             .map_err(|e| QueryError::cannot_create_index(e.0))?;
+        if p.text.is_none() {
+            let text_only = [
+                "weights",
+                "default_language",
+                "language_override",
+                "textIndexVersion",
+            ];
+            if let Some(k) = text_only.iter().find(|k| spec.contains_key(**k)) {
+                return Err(QueryError::invalid_index_specification_option(format!(
+                    "The field '{k}' is only valid for a text index. Specification: {spec}"
+                )));
+            }
+        }
         parsed.push(p);
     }
     // The build reports its phases to this command's operation (`currentOp`), which

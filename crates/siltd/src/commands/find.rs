@@ -10,7 +10,7 @@ use silt_query::{QResult, QueryError};
 
 use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply, doc_arg, non_negative};
 use super::query::{parse_query, Query};
-use crate::cursors::{DocSource, Shaped, VecSource};
+use crate::cursors::{DocSource, Scored, Shaped, VecSource};
 use crate::ops::read_stop;
 use crate::state::{CmdResult, Ctx, Server};
 
@@ -23,13 +23,21 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
     q.resolve_natural(&coll);
     let planned = q.choose(&coll)?;
     let snap = op.snap(&coll);
-    let mut src = MatchSource::new_at(
+    let src = MatchSource::new_at(
         coll,
         &planned,
         Some(q.matcher.clone()),
         read_stop(q.deadline),
         snap,
     );
+    // A `$text` query (bound to the text index by the plan) carries each document's score.
+    let mut src: Box<dyn DocSource> = match q.matcher.text().and_then(|t| t.bound()) {
+        Some(b) => Box::new(Scored {
+            inner: Box::new(src),
+            text: b.clone(),
+        }),
+        None => Box::new(src),
+    };
     let inner: Box<dyn DocSource> = match &q.sort {
         _ if q.reverse => {
             let mut all = Vec::new();
@@ -46,7 +54,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
             }
             Box::new(VecSource(sort.sort(all).into()))
         }
-        _ => Box::new(src),
+        _ => src,
     };
     Ok(Box::new(Shaped {
         inner,
@@ -55,6 +63,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
         returned: 0,
         projection: q.projection,
         matcher: Some(q.matcher),
+        text_meta: q.text_meta,
     }))
 }
 
@@ -160,6 +169,7 @@ fn tail(s: &Server, ns: &str, q: Query, cmd: &Document) -> CmdResult {
         returned: 0,
         projection: q.projection,
         matcher: Some(q.matcher),
+        text_meta: Vec::new(),
     };
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let (docs, id) = s

@@ -30,6 +30,8 @@ pub(super) struct Query {
     pub(super) natural: Option<bool>,
     /// A capped collection read in reverse insertion order: the results are reversed.
     pub(super) reverse: bool,
+    /// Projected fields that take the `$text` score (`{$meta: "textScore"}`).
+    pub(super) text_meta: Vec<String>,
 }
 
 impl Query {
@@ -104,7 +106,39 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
     let projection_spec = doc_arg(cmd, "projection")?
         .filter(|p| !p.is_empty())
         .cloned();
-    let projection = projection_spec.as_ref().map(Projection::new).transpose()?;
+    // `{$meta: "textScore"}` fields are added after projecting (they neither include nor
+    // exclude); the rest is an ordinary projection.
+    let mut text_meta = Vec::new();
+    let mut rest = Document::new();
+    for (k, v) in projection_spec.iter().flatten() {
+        match v {
+            Bson::Document(m) if m.len() == 1 && m.contains_key("$meta") => {
+                if m.get_str("$meta") != Ok("textScore") {
+                    return Err(QueryError::not_implemented(format!(
+                        "$meta {} in a find projection is not supported (only textScore)",
+                        m.get("$meta").cloned().unwrap_or(Bson::Null)
+                    )));
+                }
+                text_meta.push(k.clone());
+            }
+            _ => {
+                rest.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let wants_score = !text_meta.is_empty()
+        || sort
+            .as_ref()
+            .is_some_and(|s| s.0.iter().any(|(p, _)| p == silt_query::text::SCORE_FIELD));
+    if wants_score && matcher.text().is_none() {
+        return Err(QueryError::located(
+            40218,
+            "query requires text score metadata, but it is not available",
+        ));
+    }
+    let projection = (!rest.is_empty())
+        .then(|| Projection::new(&rest))
+        .transpose()?;
     check_hint(cmd)?;
     Ok(Query {
         filter,
@@ -121,5 +155,6 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
             .cloned(),
         natural,
         reverse: false,
+        text_meta,
     })
 }
