@@ -99,3 +99,44 @@ def test_wildcard_and_errors(db):
     # A document in an unknown language is refused by the index.
     assert code_of(lambda: db.a.insert_one({"title": "x", "language": "klingon"})) == 17262
     assert code_of(lambda: db.b.create_index([("t", "text")], default_language="klingon")) == 67
+
+
+def test_text_index_survives_restart():
+    from conftest import Siltd
+    s = Siltd().start()
+    try:
+        c = s.client()
+        db = c.t_text_restart
+        db.a.insert_many(ARTICLES)
+        db.a.create_index([("title", "text"), ("body", "text")], weights={"title": 5}, default_language="english")
+        before = [(d["_id"], d["s"]) for d in db.a.find({"$text": {"$search": "coffee"}}, {"s": {"$meta": "textScore"}})
+                  .sort([("s", {"$meta": "textScore"})])]
+        c.close()
+        s.kill9()
+        s.start()
+        c = s.client()
+        db = c.t_text_restart
+        after = [(d["_id"], d["s"]) for d in db.a.find({"$text": {"$search": "coffee"}}, {"s": {"$meta": "textScore"}})
+                 .sort([("s", {"$meta": "textScore"})])]
+        assert after == before and len(after) == 3
+        db.a.insert_one({"_id": 9, "title": "coffee", "body": ""})
+        assert db.a.count_documents({"$text": {"$search": "coffee"}}) == 4
+        c.close()
+    finally:
+        s.stop()
+
+
+def test_index_follows_writes(db):
+    seed(db)
+    db.a.update_one({"_id": 5}, {"$set": {"body": "espresso beans"}})
+    assert ids(db.a.find({"$text": {"$search": "fast"}})) == []
+    assert ids(db.a.find({"$text": {"$search": "running"}})) == [5]  # still in the title
+    assert ids(db.a.find({"$text": {"$search": "espresso"}})) == [4, 5]
+    db.a.replace_one({"_id": 4}, {"title": "Gone"})
+    assert ids(db.a.find({"$text": {"$search": "espresso"}})) == [5]
+    db.a.delete_one({"_id": 5})
+    assert ids(db.a.find({"$text": {"$search": "espresso"}})) == []
+    # Arrays of strings and nested fields are read; other types are not.
+    db.t.create_index([("tags", "text"), ("meta.note", "text")])
+    db.t.insert_many([{"_id": 1, "tags": ["red apple", "green"]}, {"_id": 2, "meta": {"note": "apples"}}, {"_id": 3, "tags": 5}])
+    assert ids(db.t.find({"$text": {"$search": "apple"}})) == [1, 2]
