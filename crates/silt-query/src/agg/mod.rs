@@ -27,6 +27,7 @@ mod stages;
 #[cfg(test)]
 mod tests;
 mod window;
+mod window_fns;
 
 use std::collections::HashMap;
 

@@ -5,27 +5,19 @@
 //! `$avg`, `$min`, `$max`, `$count`, `$first`, `$last`, `$push`, `$addToSet`, `$stdDevPop`,
 //! `$stdDevSamp`, `$mergeObjects`, `$firstN`, `$topN`, `$median`, ...) over a `documents`
 //! window or a `range` window (numeric, or dates with `unit`), the default window being the
-//! whole partition; and `$rank`, `$denseRank`, `$documentNumber`, `$shift` and `$locf`. The
-//! other window operators (`$derivative`, `$integral`, `$expMovingAvg`, `$covariancePop`,
-//! `$covarianceSamp`, `$linearFill`) are refused with NotImplemented. Output documents come
-//! partition by partition, each in `sortBy` order.
+//! whole partition; `$rank`, `$denseRank`, `$documentNumber`, `$shift` and `$locf`; and
+//! (`window_fns.rs`) `$derivative`, `$integral`, `$expMovingAvg`, `$covariancePop`,
+//! `$covarianceSamp` and `$linearFill`. Output documents come partition by partition, each in
+//! `sortBy` order.
 
 use bson::{Bson, Document};
 use silt_bson::compare::{as_num, collated_equal as values_equal, Num};
 
 use super::group::Accumulator;
 use super::sort::SortSpec;
+use super::window_fns;
 use crate::error::{QResult, QueryError};
 use crate::expr::{path_parts, Expr, Vars};
-
-const UNSUPPORTED: &[&str] = &[
-    "$derivative",
-    "$integral",
-    "$expMovingAvg",
-    "$covariancePop",
-    "$covarianceSamp",
-    "$linearFill",
-];
 
 #[derive(Clone, Debug)]
 enum Bound {
@@ -53,6 +45,21 @@ enum Func {
         default: Bson,
     },
     Locf(Expr),
+    /// `$derivative` / `$integral`: input, output unit (ms per unit) for a date axis, window.
+    Rate {
+        integral: bool,
+        input: Expr,
+        unit: Option<f64>,
+        window: Window,
+    },
+    Ema(Expr, f64),
+    Covariance {
+        a: Expr,
+        b: Expr,
+        sample: bool,
+        window: Window,
+    },
+    LinearFill(Expr),
 }
 
 #[derive(Clone, Debug)]
@@ -88,7 +95,7 @@ fn parse_bound(v: &Bson, docs: bool) -> QResult<Bound> {
     }
 }
 
-fn unit_ms(unit: &str) -> Option<f64> {
+pub(super) fn unit_ms(unit: &str) -> Option<f64> {
     Some(match unit {
         "millisecond" => 1.0,
         "second" => 1_000.0,
@@ -233,10 +240,51 @@ impl SetWindowFields {
                     }
                 }
                 "$locf" => Func::Locf(Expr::parse(arg)?),
-                name if UNSUPPORTED.contains(&name) => {
-                    return Err(QueryError::not_implemented(format!(
-                        "the {name} window function is not supported"
-                    )))
+                "$derivative" | "$integral" => {
+                    if sort_by.as_ref().is_none_or(|s| s.len() != 1) {
+                        return Err(bad(format!("{op} requires a sortBy on exactly one field")));
+                    }
+                    let integral = op.as_str() == "$integral";
+                    let (input, unit) = window_fns::parse_rate(op, arg)?;
+                    let window = match (&window, integral) {
+                        (Some(w), _) => w.clone(),
+                        (None, true) => Window::Documents(Bound::Unbounded, Bound::Unbounded),
+                        (None, false) => {
+                            return Err(QueryError::located(
+                                5624901,
+                                "$derivative requires explicit window bounds",
+                            ))
+                        }
+                    };
+                    Func::Rate {
+                        integral,
+                        input,
+                        unit,
+                        window,
+                    }
+                }
+                "$expMovingAvg" => {
+                    needs_sort("$expMovingAvg")?;
+                    let (input, alpha) = window_fns::parse_ema(arg)?;
+                    Func::Ema(input, alpha)
+                }
+                "$covariancePop" | "$covarianceSamp" => {
+                    let (a, b) = window_fns::parse_pair(op, arg)?;
+                    Func::Covariance {
+                        a,
+                        b,
+                        sample: op.as_str() == "$covarianceSamp",
+                        window: window
+                            .clone()
+                            .unwrap_or(Window::Documents(Bound::Unbounded, Bound::Unbounded)),
+                    }
+                }
+                "$linearFill" => {
+                    needs_sort("$linearFill")?;
+                    if sort_by.as_ref().is_some_and(|s| s.len() != 1) {
+                        return Err(bad("$linearFill requires a sortBy on exactly one field"));
+                    }
+                    Func::LinearFill(Expr::parse(arg)?)
                 }
                 _ => {
                     let mut acc = Document::new();
@@ -368,6 +416,50 @@ impl SetWindowFields {
                 }
                 out
             }
+            Func::Rate {
+                integral,
+                input,
+                unit,
+                window,
+            } => {
+                let name = if *integral {
+                    "$integral"
+                } else {
+                    "$derivative"
+                };
+                let x = window_fns::axis(keys, *unit, name)?;
+                let mut out = Vec::with_capacity(n);
+                for i in 0..n {
+                    let idx = window_indices(window, i, n, keys)?;
+                    out.push(if *integral {
+                        window_fns::integral(part, &idx, &x, input, vars)?
+                    } else {
+                        window_fns::derivative(part, &idx, &x, input, vars)?
+                    });
+                }
+                out
+            }
+            Func::Ema(input, alpha) => window_fns::ema(part, input, *alpha, vars)?,
+            Func::Covariance {
+                a,
+                b,
+                sample,
+                window,
+            } => {
+                let mut out = Vec::with_capacity(n);
+                for i in 0..n {
+                    let idx = window_indices(window, i, n, keys)?;
+                    out.push(window_fns::covariance(part, &idx, (a, b), *sample, vars)?);
+                }
+                out
+            }
+            Func::LinearFill(input) => {
+                let dates = keys
+                    .iter()
+                    .any(|k| matches!(k.first(), Some(Bson::DateTime(_))));
+                let x = window_fns::axis(keys, dates.then_some(1.0), "$linearFill")?;
+                window_fns::linear_fill(part, &x, input, vars)?
+            }
             Func::Acc(acc, window) => {
                 let mut out = Vec::with_capacity(n);
                 match window {
@@ -446,4 +538,41 @@ impl SetWindowFields {
             }
         })
     }
+}
+
+/// The positions of the documents in `window` around document `i` of a partition of `n`
+/// (`keys`: each document's `sortBy` key, for range windows).
+fn window_indices(window: &Window, i: usize, n: usize, keys: &[Vec<Bson>]) -> QResult<Vec<usize>> {
+    Ok(match window {
+        Window::Documents(lo, hi) => {
+            let lo = match lo {
+                Bound::Unbounded => 0i64,
+                Bound::Current => i as i64,
+                Bound::Offset(o) => i as i64 + *o as i64,
+            };
+            let hi = match hi {
+                Bound::Unbounded => n as i64 - 1,
+                Bound::Current => i as i64,
+                Bound::Offset(o) => i as i64 + *o as i64,
+            };
+            (lo.max(0)..=hi.min(n as i64 - 1))
+                .map(|j| j as usize)
+                .collect()
+        }
+        Window::Range(lo, hi, unit) => {
+            let pos = window_fns::axis(keys, *unit, "a range window")?;
+            let Some(me) = pos[i] else {
+                return Ok(Vec::new());
+            };
+            let at = |b: &Bound, inf: f64| match b {
+                Bound::Unbounded => inf,
+                Bound::Current => me,
+                Bound::Offset(o) => me + o,
+            };
+            let (lo, hi) = (at(lo, f64::NEG_INFINITY), at(hi, f64::INFINITY));
+            (0..n)
+                .filter(|&j| pos[j].is_some_and(|p| p >= lo && p <= hi))
+                .collect()
+        }
+    })
 }
