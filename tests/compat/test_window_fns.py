@@ -53,3 +53,27 @@ def test_date_axis_and_errors(db):
             run(db, bad, {"t": 1})
     with pytest.raises(OperationFailure):
         run(db, {"f": {"$linearFill": "$v"}})  # needs a sortBy
+
+
+def test_bucket_auto_granularity(db):
+    db.p.insert_many([{"_id": i, "price": p} for i, p in enumerate([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20])])
+    out = list(db.p.aggregate([{"$bucketAuto": {"groupBy": "$price", "buckets": 4, "granularity": "R5"}}]))
+    bounds = [(o["_id"]["min"], o["_id"]["max"], o["count"]) for o in out]
+    # Boundaries on the R5 series (1.0, 1.6, 2.5, 4.0, 6.3, 10, 16, 25, ...), contiguous,
+    # each count complete.
+    assert sum(b[2] for b in bounds) == 20
+    for (lo, hi, _), (lo2, _, _) in zip(bounds, bounds[1:]):
+        assert hi == lo2
+    series = [v * m for m in (0.01, 0.1, 1, 10, 100) for v in (10, 16, 25, 40, 63)]
+    assert all(any(abs(x - s) < 1e-9 for s in series) for b in bounds for x in b[:2])
+    assert bounds[0][0] == pytest.approx(0.63) and bounds[-1][1] == pytest.approx(25)
+    out = list(db.p.aggregate([{"$bucketAuto": {"groupBy": "$price", "buckets": 3, "granularity": "POWERSOF2"}}]))
+    # 1..7 -> [0.5, 8), 8..15 -> [8, 16), 16..20 -> [16, 32): integers stay integers.
+    assert [(o["_id"]["min"], o["_id"]["max"], o["count"]) for o in out] == [(0.5, 8, 7), (8, 16, 8), (16, 32, 5)]
+    with pytest.raises(OperationFailure) as e:
+        list(db.p.aggregate([{"$bucketAuto": {"groupBy": "$price", "buckets": 3, "granularity": "R7"}}]))
+    assert e.value.code == 40257
+    db.p.insert_one({"price": -1})
+    with pytest.raises(OperationFailure) as e:
+        list(db.p.aggregate([{"$bucketAuto": {"groupBy": "$price", "buckets": 3, "granularity": "R5"}}]))
+    assert e.value.code == 40260

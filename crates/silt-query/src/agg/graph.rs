@@ -7,6 +7,7 @@ use bson::{doc, Bson, Document};
 use silt_bson::compare::cmp_collated as cmp_values;
 use silt_bson::path::{any_value, FieldPath, LeafArrays};
 
+use super::granularity::Granularity;
 use super::group::Accumulator;
 use super::{AggContext, DocStream};
 use crate::error::{QResult, QueryError};
@@ -189,6 +190,7 @@ pub(crate) struct BucketAuto {
     group_by: Expr,
     buckets: usize,
     output: Vec<Accumulator>,
+    granularity: Option<Granularity>,
 }
 
 impl BucketAuto {
@@ -203,6 +205,7 @@ impl BucketAuto {
             ));
         };
         let (mut group_by, mut buckets, mut output) = (None, None, None);
+        let mut granularity = None;
         for (k, v) in d {
             match k.as_str() {
                 "groupBy" => group_by = Some(Expr::parse(v)?),
@@ -223,11 +226,7 @@ impl BucketAuto {
                             .collect::<QResult<Vec<_>>>()?,
                     );
                 }
-                "granularity" => {
-                    return Err(QueryError::not_implemented(
-                        "$bucketAuto 'granularity' is not supported",
-                    ))
-                }
+                "granularity" => granularity = Some(Granularity::parse(v)?),
                 other => return Err(fail(40245, format!("Unrecognized option to $bucketAuto: {other}."))),
             }
         }
@@ -241,6 +240,7 @@ impl BucketAuto {
             group_by,
             buckets,
             output: output.unwrap_or_else(|| vec![Accumulator::count("count")]),
+            granularity,
         })
     }
 
@@ -257,6 +257,9 @@ impl BucketAuto {
             return Ok(Vec::new());
         }
         let size = ((n as f64 / self.buckets as f64).round() as usize).max(1);
+        if let Some(g) = &self.granularity {
+            return self.run_rounded(g, &keyed, size, vars);
+        }
         // Split into runs of about `size`, never splitting equal values.
         let mut bounds: Vec<(usize, usize)> = Vec::new();
         let mut start = 0;
@@ -289,6 +292,68 @@ impl BucketAuto {
                 d.insert(a.name().to_string(), a.finish(st));
             }
             out.push(d);
+        }
+        Ok(out)
+    }
+}
+
+impl BucketAuto {
+    /// The buckets under a `granularity` (mongod's `adjustBoundariesAndGetMinForNextBucket`):
+    /// each bucket's last value is rounded up, documents below that boundary join it, and the
+    /// next bucket starts there; the first bucket's minimum is its first value rounded down.
+    fn run_rounded(
+        &self,
+        g: &Granularity,
+        keyed: &[(Bson, Document)],
+        size: usize,
+        vars: &Vars<'_>,
+    ) -> QResult<Vec<Document>> {
+        for (k, _) in keyed {
+            Granularity::check(k)?;
+        }
+        let n = keyed.len();
+        let mut out = Vec::new();
+        let mut previous_max: Option<Bson> = None;
+        let mut start = 0;
+        while start < n {
+            let last_bucket = out.len() + 1 == self.buckets;
+            let mut end = start + 1;
+            while end < n && (end - start < size || last_bucket) {
+                end += 1;
+            }
+            let mut max = keyed[end - 1].0.clone();
+            let boundary = g.round_up(&max)?;
+            while end < n
+                && (cmp_values(&boundary, &keyed[end].0).is_gt()
+                    || cmp_values(&max, &keyed[end].0).is_eq())
+            {
+                max = keyed[end].0.clone();
+                end += 1;
+            }
+            // A first bucket ending at 0 (0 rounds to itself) ends where the next one's
+            // rounded-down minimum starts instead.
+            let bucket_max = if Granularity::is_zero(&boundary) && end < n {
+                g.round_down(&keyed[end].0)?
+            } else {
+                boundary
+            };
+            let bucket_min = match previous_max.take() {
+                Some(m) => m,
+                None => g.round_down(&keyed[start].0)?,
+            };
+            let mut states: Vec<_> = self.output.iter().map(|a| a.init()).collect();
+            for (_, d) in &keyed[start..end] {
+                for (a, st) in self.output.iter().zip(states.iter_mut()) {
+                    a.update(st, d, vars)?;
+                }
+            }
+            let mut d = doc! { "_id": { "min": bucket_min, "max": bucket_max.clone() } };
+            for (a, st) in self.output.iter().zip(states) {
+                d.insert(a.name().to_string(), a.finish(st));
+            }
+            out.push(d);
+            previous_max = Some(bucket_max);
+            start = end;
         }
         Ok(out)
     }

@@ -18,6 +18,7 @@
 
 mod bind;
 mod fill;
+mod granularity;
 mod graph;
 mod group;
 mod nacc;
