@@ -163,9 +163,10 @@ def test_graph_lookup_and_bucket_auto(db):
         {"_id": {"min": 4, "max": 7}, "n": 3, "ps": [4, 5, 6]},
         {"_id": {"min": 7, "max": 9}, "n": 3, "ps": [7, 8, 9]},
     ]
+    # granularity: test_window_fns.py; an unknown series is refused.
     with pytest.raises(OperationFailure) as e:
-        list(db.b.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": 2, "granularity": "R5"}}]))
-    assert e.value.code == 238
+        list(db.b.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": 2, "granularity": "R3"}}]))
+    assert e.value.code == 40257
 
 
 def test_fill_and_densify(db):
@@ -233,3 +234,21 @@ def test_date_parts_and_strings(db):
     with pytest.raises(OperationFailure) as e:
         list(db.c.aggregate([{"$project": {"x": {"$dateFromString": {"dateString": "nope"}}}}]))
     assert e.value.code == 241
+
+
+def test_olson_time_zones_and_iso_week_dates(db):
+    import datetime
+    db.d.insert_one({"_id": 1, "d": datetime.datetime(2026, 7, 1, 12, 0)})
+    out = list(db.d.aggregate([{"$project": {
+        "ny": {"$dateToString": {"date": "$d", "format": "%Y-%m-%d %H:%M %z", "timezone": "America/New_York"}},
+        "tokyo_hour": {"$hour": {"date": "$d", "timezone": "Asia/Tokyo"}},
+        "iso": {"$dateToParts": {"date": "$d", "iso8601": True}},
+        "back": {"$dateFromParts": {"isoWeekYear": 2026, "isoWeek": 27, "isoDayOfWeek": 3, "hour": 14, "timezone": "Europe/Paris"}},
+    }}]))[0]
+    assert out["ny"] == "2026-07-01 08:00 -0400"
+    assert out["tokyo_hour"] == 21
+    assert out["iso"] == {"isoWeekYear": 2026, "isoWeek": 27, "isoDayOfWeek": 3, "hour": 12, "minute": 0, "second": 0, "millisecond": 0}
+    assert out["back"] == datetime.datetime(2026, 7, 1, 12, 0)
+    with pytest.raises(OperationFailure) as e:
+        list(db.d.aggregate([{"$project": {"h": {"$hour": {"date": "$d", "timezone": "Nowhere/Special"}}}}]))
+    assert e.value.code == 40485

@@ -67,7 +67,7 @@ pub(crate) fn civil(ms: i64) -> Civil {
 
 impl Civil {
     /// ISO day of week: 1 = Monday .. 7 = Sunday.
-    fn iso_weekday(&self) -> u32 {
+    pub(crate) fn iso_weekday(&self) -> u32 {
         if self.weekday == 0 {
             7
         } else {
@@ -82,7 +82,7 @@ impl Civil {
     }
 
     /// ISO-8601 week number and week-numbering year.
-    fn iso_week(&self) -> (u32, i64) {
+    pub(crate) fn iso_week(&self) -> (u32, i64) {
         let wd = i64::from(self.iso_weekday());
         let w = (i64::from(self.yday) - wd + 10) / 7;
         if w < 1 {
@@ -109,9 +109,73 @@ fn weeks_in_year(y: i64) -> u32 {
     }
 }
 
-/// A timezone as a fixed offset from UTC in milliseconds. Olson names other than the UTC
-/// aliases are not known.
-pub(crate) fn parse_tz(tz: &str) -> QResult<i64> {
+/// A date operator's `timezone`: a fixed offset, or an Olson name whose offset depends on
+/// the instant (jiff's bundled time zone database).
+#[derive(Clone, Debug)]
+pub(crate) enum Tz {
+    /// Milliseconds east of UTC.
+    Fixed(i64),
+    Named(jiff::tz::TimeZone),
+}
+
+impl Tz {
+    pub(crate) const UTC: Tz = Tz::Fixed(0);
+
+    /// The offset from UTC (ms) at the instant `utc`.
+    pub(crate) fn offset_at(&self, utc: i64) -> i64 {
+        match self {
+            Tz::Fixed(o) => *o,
+            Tz::Named(tz) => jiff::Timestamp::from_millisecond(utc)
+                .map(|t| i64::from(tz.to_offset(t).seconds()) * 1000)
+                .unwrap_or(0),
+        }
+    }
+
+    /// Wall-clock milliseconds (as if UTC) of the instant `utc` in this zone.
+    pub(crate) fn utc_to_local(&self, utc: i64) -> i64 {
+        utc + self.offset_at(utc)
+    }
+
+    /// The instant whose wall-clock time here is `local` (a time skipped by a transition is
+    /// read with the offset before it, a repeated one as its first occurrence).
+    pub(crate) fn local_to_utc(&self, local: i64) -> i64 {
+        match self {
+            Tz::Fixed(o) => local - o,
+            Tz::Named(_) => {
+                let before = self.offset_at(local - self.offset_at(local) - 86_400_000);
+                let after = self.offset_at(local - self.offset_at(local) + 86_400_000);
+                // The earlier reading first: it is right unless the wall time only exists
+                // with the later offset.
+                let first = local - before;
+                if self.offset_at(first) == before {
+                    first
+                } else {
+                    local - after
+                }
+            }
+        }
+    }
+}
+
+/// A timezone argument: a UTC alias, a fixed offset (`+hh`, `+hhmm`, `+hh:mm`), or an Olson
+/// name (40485 otherwise).
+pub(crate) fn parse_tz(tz: &str) -> QResult<Tz> {
+    if let Ok(o) = parse_fixed_tz(tz) {
+        return Ok(Tz::Fixed(o));
+    }
+    match jiff::tz::TimeZone::get(tz) {
+        Ok(z) if tz.contains('/') || tz.chars().all(|c| c.is_ascii_alphabetic()) => {
+            Ok(Tz::Named(z))
+        }
+        _ => Err(QueryError::located(
+            40485,
+            format!("unrecognized time zone identifier: \"{tz}\""),
+        )),
+    }
+}
+
+/// A timezone as a fixed offset from UTC in milliseconds (the UTC aliases and `±hh[[:]mm]`).
+pub(crate) fn parse_fixed_tz(tz: &str) -> QResult<i64> {
     match tz {
         "UTC" | "GMT" | "Z" | "Etc/UTC" | "Etc/GMT" | "Etc/Universal" | "Etc/Zulu"
         | "Universal" | "Zulu" => return Ok(0),
@@ -314,7 +378,7 @@ pub(crate) fn parse_iso(s: &str) -> Option<i64> {
     if rest.is_empty() || rest == "Z" {
         return Some(ms);
     }
-    let off = parse_tz(rest).ok()?;
+    let off = parse_fixed_tz(rest).ok()?;
     Some(ms - off)
 }
 
@@ -328,9 +392,11 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 impl Eval<'_, '_> {
-    /// The timezone argument of a date operator as an offset (0 when absent or null).
-    fn tz_offset(&self, name: &str, tz: Option<&Expr>) -> QResult<Option<i64>> {
-        let Some(tz) = tz else { return Ok(Some(0)) };
+    /// The timezone argument of a date operator (UTC when absent; `None` when null).
+    fn tz_offset(&self, name: &str, tz: Option<&Expr>) -> QResult<Option<Tz>> {
+        let Some(tz) = tz else {
+            return Ok(Some(Tz::UTC));
+        };
         match self.eval(tz)? {
             v if nullish(v.as_ref()) => Ok(None),
             Some(Bson::String(s)) => parse_tz(&s).map(Some),
@@ -350,7 +416,7 @@ impl Eval<'_, '_> {
         if nullish(v.as_ref()) {
             return Ok(Some(Bson::Null));
         }
-        let Some(offset) = self.tz_offset(op.name(), tz)? else {
+        let Some(zone) = self.tz_offset(op.name(), tz)? else {
             return Ok(Some(Bson::Null));
         };
         let ms = match v.as_ref().and_then(date_millis) {
@@ -365,7 +431,7 @@ impl Eval<'_, '_> {
                 ))
             }
         };
-        let c = civil(ms + offset);
+        let c = civil(zone.utc_to_local(ms));
         let n: i64 = match op {
             Op::Year => c.year,
             Op::Month => i64::from(c.month),
@@ -413,7 +479,7 @@ impl Eval<'_, '_> {
                 }
             },
         };
-        let Some(offset) = self.tz_offset("$dateToString", tz)? else {
+        let Some(zone) = self.tz_offset("$dateToString", tz)? else {
             return Ok(Some(Bson::Null));
         };
         let v = self.eval(date)?;
@@ -439,6 +505,10 @@ impl Eval<'_, '_> {
                 "%Y-%m-%dT%H:%M:%S.%LZ".to_string()
             }
         });
-        Ok(Some(Bson::String(format_date(ms, offset, &fmt))))
+        Ok(Some(Bson::String(format_date(
+            ms,
+            zone.offset_at(ms),
+            &fmt,
+        ))))
     }
 }

@@ -1,11 +1,11 @@
 //! Date arithmetic of MongoDB 5.0+: `$dateAdd`, `$dateSubtract`, `$dateDiff` and
 //! `$dateTrunc`, with units from millisecond to year (month, quarter and year in calendar
-//! terms: adding a month to January 31 gives the last day of February), an optional fixed
-//! timezone, and `startOfWeek` for weeks.
+//! terms: adding a month to January 31 gives the last day of February), an optional
+//! timezone (a fixed offset or an Olson name, `date::Tz`), and `startOfWeek` for weeks.
 
 use bson::Bson;
 
-use super::date::{civil, date_millis, days_from_civil, parse_tz};
+use super::date::{civil, date_millis, days_from_civil, parse_tz, Tz};
 use super::{nullish, type_name, Eval, Expr, Val};
 use crate::error::{QResult, QueryError};
 
@@ -247,11 +247,11 @@ impl Eval<'_, '_> {
             }
         };
         let tz_index = op.tz_index();
-        let offset = match get(tz_index)? {
+        let zone = match get(tz_index)? {
             v if nullish(v.as_ref()) && args.get(tz_index).is_some_and(|a| a.is_some()) => {
                 return Ok(Some(Bson::Null))
             }
-            None => 0,
+            None => Tz::UTC,
             Some(Bson::String(s)) => parse_tz(&s)?,
             Some(other) => {
                 return Err(QueryError::located(
@@ -265,12 +265,21 @@ impl Eval<'_, '_> {
         };
         match op {
             DateOp::FromParts => {
-                if args.get(8).is_some_and(|a| a.is_some()) {
-                    return Err(QueryError::not_implemented(
-                        "$dateFromParts with isoWeekYear is not supported",
+                let given = |i: usize| args.get(i).is_some_and(|a| a.is_some());
+                let iso = given(8);
+                if iso && (given(0) || given(1) || given(2)) {
+                    return Err(QueryError::located(
+                        40489,
+                        "$dateFromParts does not allow mixing natural dates with ISO dates",
                     ));
                 }
-                if args.first().is_none_or(|a| a.is_none()) {
+                if !iso && (given(9) || given(10)) {
+                    return Err(QueryError::located(
+                        40516,
+                        "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
+                    ));
+                }
+                if !iso && args.first().is_none_or(|a| a.is_none()) {
                     return Err(QueryError::located(
                         40516,
                         "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
@@ -278,9 +287,13 @@ impl Eval<'_, '_> {
                 }
                 let mut parts = [0i64; 7];
                 let defaults = [1970, 1, 1, 0, 0, 0, 0];
+                // ISO dates read year, week and weekday from their own fields.
+                let source = |i: usize| if iso && i < 3 { i + 8 } else { i };
                 for (i, slot) in parts.iter_mut().enumerate() {
+                    let i = source(i);
+                    let d = if i >= 8 { i - 8 } else { i };
                     *slot = match get(i)? {
-                        None if args.get(i).is_none_or(|a| a.is_none()) => defaults[i],
+                        None if args.get(i).is_none_or(|a| a.is_none()) => defaults[d],
                         v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
                         Some(v) => match silt_bson::compare::as_num(&v) {
                             Some(silt_bson::compare::Num::Int(n)) => n,
@@ -292,7 +305,7 @@ impl Eval<'_, '_> {
                                 ))
                             }
                         },
-                        None => defaults[i],
+                        None => defaults[d],
                     };
                 }
                 if !(1..=9999).contains(&parts[0]) {
@@ -301,19 +314,25 @@ impl Eval<'_, '_> {
                         "'year' must evaluate to an integer in the range 1 to 9999",
                     ));
                 }
-                // Months and days out of range carry over, as MongoDB's do.
-                let months = parts[0] * 12 + (parts[1] - 1);
-                let days =
+                let days = if iso {
+                    // Week 1 holds 4 January; weeks start on Monday (1) and end on Sunday (7).
+                    let jan4 = days_from_civil(parts[0], 1, 4);
+                    let monday = jan4 - (jan4 + 3).rem_euclid(7);
+                    monday + (parts[1] - 1) * 7 + (parts[2] - 1)
+                } else {
+                    // Months and days out of range carry over, as MongoDB's do.
+                    let months = parts[0] * 12 + (parts[1] - 1);
                     days_from_civil(months.div_euclid(12), (months.rem_euclid(12) + 1) as u32, 1)
                         + parts[2]
-                        - 1;
+                        - 1
+                };
                 let ms = days * 86_400_000
                     + parts[3] * 3_600_000
                     + parts[4] * 60_000
                     + parts[5] * 1000
                     + parts[6];
                 Ok(Some(Bson::DateTime(bson::DateTime::from_millis(
-                    ms - offset,
+                    zone.local_to_utc(ms),
                 ))))
             }
             DateOp::ToParts => {
@@ -321,12 +340,19 @@ impl Eval<'_, '_> {
                     return Ok(Some(Bson::Null));
                 };
                 let iso = matches!(get(2)?, Some(Bson::Boolean(true)));
+                let c = civil(zone.utc_to_local(d));
                 if iso {
-                    return Err(QueryError::not_implemented(
-                        "$dateToParts with iso8601: true is not supported",
-                    ));
+                    let (week, year) = c.iso_week();
+                    return Ok(Some(Bson::Document(bson::doc! {
+                        "isoWeekYear": year as i32,
+                        "isoWeek": week as i32,
+                        "isoDayOfWeek": c.iso_weekday() as i32,
+                        "hour": c.hour as i32,
+                        "minute": c.minute as i32,
+                        "second": c.second as i32,
+                        "millisecond": c.millis as i32,
+                    })));
                 }
-                let c = civil(d + offset);
                 Ok(Some(Bson::Document(bson::doc! {
                     "year": c.year as i32,
                     "month": c.month as i32,
@@ -372,7 +398,7 @@ impl Eval<'_, '_> {
                             || s.contains('+')
                             || s[10.min(s.len())..].contains('-');
                         Ok(Some(Bson::DateTime(bson::DateTime::from_millis(
-                            if zoned { ms } else { ms - offset },
+                            if zoned { ms } else { zone.local_to_utc(ms) },
                         ))))
                     }
                     None => match on_error {
@@ -413,10 +439,16 @@ impl Eval<'_, '_> {
                     amount
                 };
                 let out = match fixed_ms(unit) {
+                    // Days and weeks are calendar days in the timezone (23 or 25 hours across
+                    // a daylight-saving change).
+                    Some(ms) if matches!(unit, Unit::Day | Unit::Week) => zone
+                        .utc_to_local(start)
+                        .checked_add(amount.saturating_mul(ms))
+                        .map(|l| zone.local_to_utc(l)),
                     Some(ms) => start.checked_add(amount.saturating_mul(ms)),
                     None => {
-                        let local = start + offset;
-                        Some(add_months(local, amount * months_of(unit)) - offset)
+                        let local = zone.utc_to_local(start);
+                        Some(zone.local_to_utc(add_months(local, amount * months_of(unit))))
                     }
                 };
                 let out = out.ok_or_else(|| {
@@ -435,7 +467,7 @@ impl Eval<'_, '_> {
                     return Ok(Some(Bson::Null));
                 };
                 let sow = week_start(get(4)?)?;
-                let (la, lb) = (a + offset, b + offset);
+                let (la, lb) = (zone.utc_to_local(a), zone.utc_to_local(b));
                 let n = match unit {
                     Unit::Month | Unit::Quarter | Unit::Year => {
                         let (ca, cb) = (civil(la), civil(lb));
@@ -476,7 +508,7 @@ impl Eval<'_, '_> {
                     }
                 };
                 let sow = week_start(get(4)?)?;
-                let out = trunc(d + offset, unit, bin, sow) - offset;
+                let out = zone.local_to_utc(trunc(zone.utc_to_local(d), unit, bin, sow));
                 Ok(Some(Bson::DateTime(bson::DateTime::from_millis(out))))
             }
         }

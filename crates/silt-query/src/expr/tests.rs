@@ -772,10 +772,68 @@ fn dates() {
     check_err(vec![
         (bson!({"$year": "$s"}), 16006),
         (
-            bson!({"$year": {"date": "$date", "timezone": "America/New_York"}}),
+            bson!({"$year": {"date": "$date", "timezone": "Mars/Olympus_Mons"}}),
             40485,
         ),
     ]);
+}
+
+#[test]
+fn olson_time_zones_follow_daylight_saving() {
+    // 2026-07-01T12:00Z is 08:00 in New York (EDT, -4); 2026-01-01T12:00Z is 07:00 (EST, -5).
+    let summer = doc! {"d": bson::DateTime::from_millis(1_782_907_200_000)};
+    let winter = doc! {"d": bson::DateTime::from_millis(1_767_268_800_000)};
+    let hour = bson!({"$hour": {"date": "$d", "timezone": "America/New_York"}});
+    assert_eq!(ev_on(&summer, hour.clone()).unwrap(), Some(bson!(8)));
+    assert_eq!(ev_on(&winter, hour).unwrap(), Some(bson!(7)));
+    // A day added across the March change is 23 hours: same wall-clock time.
+    let before = doc! {"d": bson::DateTime::from_millis(1_772_899_200_000)}; // 2026-03-07T16:00Z = 11:00 EST
+    let next = ev_on(
+        &before,
+        bson!({"$dateAdd": {"startDate": "$d", "unit": "day", "amount": 1, "timezone": "America/New_York"}}),
+    )
+    .unwrap();
+    assert_eq!(
+        next,
+        Some(Bson::DateTime(bson::DateTime::from_millis(
+            1_772_899_200_000 + 23 * 3_600_000
+        )))
+    );
+    // Local midnight in Paris for $dateFromParts.
+    let p = ev_on(
+        &doc! {},
+        bson!({"$dateFromParts": {"year": 2026, "month": 7, "day": 1, "timezone": "Europe/Paris"}}),
+    )
+    .unwrap();
+    assert_eq!(
+        p,
+        Some(Bson::DateTime(bson::DateTime::from_millis(
+            1_782_864_000_000 - 2 * 3_600_000
+        )))
+    );
+    // ISO week dates both ways: 2026-W01-1 is Monday 29 December 2025.
+    let iso = ev_on(
+        &doc! {},
+        bson!({"$dateFromParts": {"isoWeekYear": 2026, "isoWeek": 1, "isoDayOfWeek": 1}}),
+    )
+    .unwrap();
+    assert_eq!(
+        iso,
+        Some(Bson::DateTime(bson::DateTime::from_millis(
+            1_766_966_400_000
+        )))
+    );
+    let parts = ev_on(
+        &doc! {"d": bson::DateTime::from_millis(1_766_966_400_000)},
+        bson!({"$dateToParts": {"date": "$d", "iso8601": true}}),
+    )
+    .unwrap();
+    assert_eq!(
+        parts,
+        Some(
+            bson!({"isoWeekYear": 2026, "isoWeek": 1, "isoDayOfWeek": 1, "hour": 0, "minute": 0, "second": 0, "millisecond": 0})
+        )
+    );
 }
 
 #[test]
