@@ -252,3 +252,15 @@ def test_olson_time_zones_and_iso_week_dates(db):
     with pytest.raises(OperationFailure) as e:
         list(db.d.aggregate([{"$project": {"h": {"$hour": {"date": "$d", "timezone": "Nowhere/Special"}}}}]))
     assert e.value.code == 40485
+    # $dateFromString with a format (an offset in the string wins over the timezone).
+    out = list(db.d.aggregate([{"$project": {
+        "a": {"$dateFromString": {"dateString": "15/06/2026 14:30", "format": "%d/%m/%Y %H:%M", "timezone": "Europe/Paris"}},
+        "b": {"$dateFromString": {"dateString": "2026-166 09:00 +0100", "format": "%Y-%j %H:%M %z", "timezone": "Asia/Tokyo"}},
+        "c": {"$dateFromString": {"dateString": "15.06.2026", "format": "%Y-%m-%d", "onError": "bad"}},
+    }}]))[0]
+    assert out["a"] == datetime.datetime(2026, 6, 15, 12, 30)
+    assert out["b"] == datetime.datetime(2026, 6, 15, 8, 0)
+    assert out["c"] == "bad"
+    with pytest.raises(OperationFailure) as e:
+        list(db.d.aggregate([{"$project": {"x": {"$dateFromString": {"dateString": "2026", "format": "%Q"}}}}]))
+    assert e.value.code == 18536

@@ -384,12 +384,36 @@ impl Eval<'_, '_> {
                         }
                     }
                 };
-                if let Some(Bson::String(f)) = get(1)? {
-                    if f != "%Y-%m-%dT%H:%M:%S.%LZ" {
-                        return Err(QueryError::not_implemented(
-                            "$dateFromString with a 'format' other than ISO 8601 is not supported",
-                        ));
+                let format = match get(1)? {
+                    None if args.get(1).is_none_or(|a| a.is_none()) => None,
+                    v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
+                    Some(Bson::String(f)) => {
+                        super::datefmt::check(&f)?;
+                        Some(f)
                     }
+                    _ => {
+                        return Err(QueryError::located(
+                            40684,
+                            "$dateFromString requires that 'format' be a string",
+                        ))
+                    }
+                };
+                if let Some(f) = format {
+                    return match super::datefmt::parse(&s, &f) {
+                        // An offset in the string wins over `timezone`.
+                        Some((local, off)) => Ok(Some(Bson::DateTime(
+                            bson::DateTime::from_millis(match off {
+                                Some(o) => local - o,
+                                None => zone.local_to_utc(local),
+                            }),
+                        ))),
+                        None => match on_error {
+                            Some(e) => self.eval(e),
+                            None => Err(QueryError::conversion_failure(format!(
+                                "Error parsing date string '{s}' with format '{f}'"
+                            ))),
+                        },
+                    };
                 }
                 match super::date::parse_iso(&s) {
                     // A string without a zone is in `timezone`.

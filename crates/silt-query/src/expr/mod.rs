@@ -22,6 +22,7 @@ mod arith;
 mod array;
 mod convert;
 mod date;
+mod datefmt;
 mod datemath;
 mod narray;
 mod op;
