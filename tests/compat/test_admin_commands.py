@@ -42,9 +42,20 @@ def test_profiler_and_top(db, client):
     n = db.system.profile.count_documents({})
     db.c.find_one({"a": 1})
     assert db.system.profile.count_documents({}) == n
+    # A filter over the profile entry replaces slowms at level 1; sampleRate 0 records nothing.
+    db.system.profile.drop()
+    db.command("profile", 1, filter={"op": "update"})
+    db.c.find_one({"a": 1})
+    db.c.update_one({"_id": 1}, {"$set": {"b": 2}})
+    r = db.command("profile", 1, sampleRate=0.0, filter="unset")
+    assert r["filter"] == {"op": "update"} and r["sampleRate"] == 1.0
+    db.c.update_one({"_id": 1}, {"$set": {"b": 3}})
+    db.command("profile", 0, sampleRate=1.0)
+    assert [p["op"] for p in db.system.profile.find()] == ["update"]
+    assert "filter" not in db.command("profile", -1)
     with pytest.raises(OperationFailure) as e:
-        db.command("profile", 1, sampleRate=0.5)
-    assert e.value.code == 238
+        db.command("profile", 1, sampleRate=1.5)
+    assert e.value.code == 2
     totals = client.admin.command("top")["totals"]
     entry = totals[f"{db.name}.c"]
     assert entry["queries"]["count"] >= 2 and entry["update"]["count"] >= 1

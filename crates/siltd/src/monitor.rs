@@ -50,11 +50,39 @@ impl FsyncLock {
 }
 
 /// The profiler's settings of one database (`profile` command).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ProfileLevel {
     /// 0 off, 1 slow operations, 2 all.
     pub level: i32,
     pub slow_ms: i64,
+    /// The fraction of the selected operations recorded (1: all).
+    pub sample_rate: f64,
+    /// `filter`: at level 1 it replaces `slowms`: an operation is recorded when its profile
+    /// entry matches (the filter as given, and compiled).
+    pub filter: Option<(Document, std::sync::Arc<silt_query::matcher::Matcher>)>,
+}
+
+impl ProfileLevel {
+    /// Is an operation that took `millis`, described by `entry`, recorded?
+    pub fn wants(&self, millis: i64, entry: &Document) -> bool {
+        let selected = match (self.level, &self.filter) {
+            (0, _) => false,
+            (2, _) => true,
+            (_, Some((_, m))) => m.matches(entry),
+            _ => millis >= self.slow_ms,
+        };
+        selected && (self.sample_rate >= 1.0 || sample() < self.sample_rate)
+    }
+}
+
+/// A uniform draw in [0, 1) for sampling (std's randomly keyed hasher over a counter).
+fn sample() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(N.fetch_add(1, Ordering::Relaxed));
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Profiling levels by database.
@@ -65,9 +93,11 @@ pub struct Profiler {
 
 impl Profiler {
     pub fn get(&self, db: &str, default_slow_ms: i64) -> ProfileLevel {
-        self.levels.lock().get(db).copied().unwrap_or(ProfileLevel {
+        self.levels.lock().get(db).cloned().unwrap_or(ProfileLevel {
             level: 0,
             slow_ms: default_slow_ms,
+            sample_rate: 1.0,
+            filter: None,
         })
     }
 

@@ -256,7 +256,7 @@ impl Server {
     ) {
         let p = self.profiler.get(db, self.cfg.slow.as_millis() as i64);
         let millis = elapsed.as_millis() as i64;
-        if p.level == 0 || (p.level == 1 && millis < p.slow_ms) || ns.ends_with(".system.profile") {
+        if p.level == 0 || ns.ends_with(".system.profile") {
             return;
         }
         let op = match name {
@@ -281,6 +281,9 @@ impl Server {
             "client": conn.peer.clone(),
             "user": "",
         };
+        if !p.wants(millis, &entry) {
+            return;
+        }
         // As in MongoDB, `system.profile` is a capped collection of 1 MiB.
         let ns = format!("{db}.system.profile");
         let coll = match self.store.get(&ns) {

@@ -18,18 +18,32 @@ pub fn profile(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             "Invalid profiling level: {level}; use 0, 1 or 2 (-1 reads the settings)"
         )));
     }
-    match cmd.get("sampleRate") {
-        None | Some(Bson::Null) => {}
-        Some(v)
-            if silt_bson::compare::as_num(v).is_some_and(|n| {
-                matches!(n, silt_bson::compare::Num::Int(1))
-                    || matches!(n, silt_bson::compare::Num::Float(f) if f == 1.0)
-            }) => {}
-        Some(_) => return Err(super::args::not_implemented("profile.sampleRate")),
-    }
-    if cmd.get("filter").is_some_and(|f| !matches!(f, Bson::Null)) {
-        return Err(super::args::not_implemented("profile.filter"));
-    }
+    let sample_rate = match cmd.get("sampleRate") {
+        None | Some(Bson::Null) => None,
+        Some(v) => match silt_bson::compare::as_num(v) {
+            Some(silt_bson::compare::Num::Int(i)) if (0..=1).contains(&i) => Some(i as f64),
+            Some(silt_bson::compare::Num::Float(f)) if (0.0..=1.0).contains(&f) => Some(f),
+            _ => {
+                return Err(QueryError::bad_value(
+                    "'sampleRate' must be between 0.0 and 1.0 inclusive",
+                ))
+            }
+        },
+    };
+    // `filter`: a query over the profile entry; "unset" clears it.
+    let filter = match cmd.get("filter") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::String(u)) if u == "unset" => Some(None),
+        Some(Bson::Document(f)) => Some(Some((
+            f.clone(),
+            std::sync::Arc::new(super::common::new_matcher(f)?),
+        ))),
+        Some(_) => {
+            return Err(QueryError::bad_value(
+                "'filter' must be an object or the string 'unset'",
+            ))
+        }
+    };
     let default_slow = s.cfg.slow.as_millis() as i64;
     let was = s.profiler.get(db, default_slow);
     if level >= 0 {
@@ -39,8 +53,15 @@ pub fn profile(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ProfileLevel {
                 level: level as i32,
                 slow_ms,
+                sample_rate: sample_rate.unwrap_or(was.sample_rate),
+                filter: filter.unwrap_or_else(|| was.filter.clone()),
             },
         );
     }
-    Ok(doc! { "was": was.level, "slowms": was.slow_ms as i32, "sampleRate": 1.0 })
+    let mut r =
+        doc! { "was": was.level, "slowms": was.slow_ms as i32, "sampleRate": was.sample_rate };
+    if let Some((f, _)) = &was.filter {
+        r.insert("filter", f.clone());
+    }
+    Ok(r)
 }
