@@ -191,8 +191,18 @@ def test_collection_default_collation(db):
     with pytest.raises(OperationFailure) as e:
         db.v.insert_one({"kind": "c"})
     assert e.value.code == 121
-    # Views do not take a collation yet, and say so.
-    assert code_of(lambda: db.create_collection("pv", viewOn="p", collation=CI.document)) == 238
+    # A view's collation: its reads run under it, another one is refused, views on it share it.
+    db.w.insert_many([{"_id": i, "s": s} for i, s in enumerate(["a", "A", "b"])])
+    db.create_collection("wv", viewOn="w", pipeline=[], collation=CI.document)
+    assert db.wv.count_documents({"s": "a"}) == 2
+    assert sorted(d["_id"] for d in db.wv.find({"s": "A"})) == [0, 1]
+    assert db.wv.distinct("s") in (["a", "b"], ["A", "b"])
+    opts = [c for c in db.list_collections() if c["name"] == "wv"][0]["options"]
+    assert opts["collation"]["strength"] == 2
+    assert code_of(lambda: list(db.wv.find({}, collation={"locale": "fr"}))) == 167
+    assert code_of(lambda: db.create_collection("wv2", viewOn="wv", pipeline=[])) == 167
+    db.create_collection("wv3", viewOn="wv", pipeline=[], collation=CI.document)
+    assert db.wv3.count_documents({"s": "B"}) == 1
     # mongorestore recreates the collection with its collation and `_id` index.
     db.command("create", "r", collation=CI.document, idIndex={"v": 2, "key": {"_id": 1}, "name": "_id_", "collation": CI.document})
     assert code_of(lambda: db.command("create", "r2", idIndex={"v": 2, "key": {"_id": 1}, "name": "_id_", "collation": CI.document})) == 238

@@ -1,7 +1,7 @@
 //! Views: read-only collections defined by a source (`viewOn`) and an aggregation pipeline.
 //!
 //! As in MongoDB, a database's views are the documents of its `system.views` collection,
-//! `{_id: "<db>.<view>", viewOn: "<coll>", pipeline: [...]}`, written through the normal
+//! `{_id: "<db>.<view>", viewOn: "<coll>", pipeline: [...], collation?}`, written through the normal
 //! write path (so they are as durable as any document). The server keeps them in memory too
 //! ([`Views`], loaded at start), so that every command can tell a view from a collection
 //! without a read. Reads of a view (`find`, `aggregate`, `count`, `distinct`) run as an
@@ -27,16 +27,23 @@ pub struct View {
     /// The collection or view it reads, in the same database.
     pub view_on: String,
     pub pipeline: Vec<Document>,
+    /// The view's default collation (resolved), `None` for the simple one. A read of the view
+    /// runs under it and may not name another.
+    pub collation: Option<Document>,
 }
 
 impl View {
     /// The `system.views` document of view `ns`.
     pub fn to_doc(&self, ns: &str) -> Document {
-        doc! {
+        let mut d = doc! {
             "_id": ns,
             "viewOn": &self.view_on,
             "pipeline": self.pipeline.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
+        };
+        if let Some(c) = &self.collation {
+            d.insert("collation", c.clone());
         }
+        d
     }
 
     fn from_doc(d: &Document) -> Option<(String, View)> {
@@ -48,7 +55,15 @@ impl View {
             .iter()
             .filter_map(|s| s.as_document().cloned())
             .collect();
-        Some((ns, View { view_on, pipeline }))
+        let collation = d.get_document("collation").ok().cloned();
+        Some((
+            ns,
+            View {
+                view_on,
+                pipeline,
+                collation,
+            },
+        ))
     }
 }
 

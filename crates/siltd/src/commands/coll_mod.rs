@@ -169,6 +169,7 @@ fn modify_view(s: &Server, db: &str, ns: &str, cmd: &Document, op: &Ctx) -> CmdR
     let view = View {
         view_on: view_on.clone(),
         pipeline,
+        collation: s.views.get(ns).and_then(|v| v.collation),
     };
     let spec = silt_query::update::UpdateSpec::Replacement(view.to_doc(ns));
     super::modify::update_docs(

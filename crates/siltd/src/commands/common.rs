@@ -42,6 +42,24 @@ pub fn effective_collation(
     ns: Option<&str>,
     d: &Document,
 ) -> QResult<Option<Arc<Collation>>> {
+    // A view reads under its own collation, and a command may only repeat it.
+    if let Some(v) = ns.and_then(|ns| s.views.get(ns)) {
+        let own = match &v.collation {
+            Some(c) => Collation::parse(&bson::Bson::Document(c.clone()))?,
+            None => None,
+        };
+        if d.contains_key("collation") {
+            let asked = collation_arg(d)?;
+            if !silt_query::collation::same(asked.as_ref(), own.as_ref()) {
+                return Err(QueryError::coded(
+                    167,
+                    "OptionNotSupportedOnView",
+                    "Cannot override a view's default collation",
+                ));
+            }
+        }
+        return Ok(own);
+    }
     if d.contains_key("collation") {
         return collation_arg(d);
     }

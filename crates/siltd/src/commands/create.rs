@@ -203,11 +203,10 @@ fn same_options(a: &Document, b: &Document) -> bool {
 /// `create` with `viewOn` and `pipeline`: a document in `system.views`.
 fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let ns = format!("{db}.{name}");
-    if cmd.contains_key("collation") {
-        return Err(super::args::not_implemented("create.collation (on a view)"));
-    }
+    // The view's default collation; a view on a view must share it (MongoDB's rule).
+    let collation = collation_arg(cmd)?.map(|c| c.resolved().clone());
     if let Some(k) = cmd.keys().skip(1).find(|k| {
-        !matches!(k.as_str(), "viewOn" | "pipeline")
+        !matches!(k.as_str(), "viewOn" | "pipeline" | "collation")
             && !k.starts_with('$')
             && !GENERIC.contains(&k.as_str())
     }) {
@@ -236,7 +235,7 @@ fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> Cm
     if s.store.get(&ns).is_some() || s.views.is_view(&ns) {
         // The same definition again is fine, as for collections.
         if let Some(v) = s.views.get(&ns) {
-            if v.view_on == view_on && v.pipeline == pipeline {
+            if v.view_on == view_on && v.pipeline == pipeline && v.collation == collation {
                 return Ok(Document::new());
             }
         }
@@ -251,7 +250,22 @@ fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> Cm
             format!("View cycle detected: {ns} is defined on itself"),
         ));
     }
-    let view = View { view_on, pipeline };
+    if let Some(under) = s.views.get(&format!("{db}.{view_on}")) {
+        if under.collation != collation {
+            return Err(QueryError::coded(
+                167,
+                "OptionNotSupportedOnView",
+                format!(
+                    "View {ns} has a different default collation than the view it is defined on, {db}.{view_on}"
+                ),
+            ));
+        }
+    }
+    let view = View {
+        view_on,
+        pipeline,
+        collation,
+    };
     let sys = s
         .store
         .get_or_create(&format!("{db}.{SYSTEM_VIEWS}"))

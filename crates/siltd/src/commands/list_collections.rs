@@ -30,10 +30,14 @@ pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     for (name, v) in s.views.of_db(db) {
         let pipeline: Vec<bson::Bson> = v.pipeline.into_iter().map(bson::Bson::Document).collect();
+        let mut options = doc! { "viewOn": v.view_on, "pipeline": pipeline };
+        if let Some(c) = v.collation {
+            options.insert("collation", c);
+        }
         let full = doc! {
             "name": &name,
             "type": "view",
-            "options": { "viewOn": v.view_on, "pipeline": pipeline },
+            "options": options,
             "info": { "readOnly": true },
         };
         if !matcher.matches(&full) {
