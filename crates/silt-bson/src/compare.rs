@@ -190,10 +190,11 @@ pub fn current_collation() -> Option<Arc<dyn StringOrder>> {
 
 /// Compare two values in MongoDB's order, strings by the current scope's collation.
 pub fn cmp_collated(a: &Bson, b: &Bson) -> Ordering {
-    match current_collation() {
-        Some(order) => cmp_by(a, b, Some(&*order)),
+    // Borrowed, not cloned: this runs for every comparison of a filter, sort or group.
+    CURRENT.with(|c| match &*c.borrow() {
+        Some(order) => cmp_by(a, b, Some(&**order)),
         None => cmp_by(a, b, None),
-    }
+    })
 }
 
 /// Equality under the current scope's collation.
