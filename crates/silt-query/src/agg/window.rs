@@ -428,9 +428,10 @@ impl SetWindowFields {
                     "$derivative"
                 };
                 let x = window_fns::axis(keys, *unit, name)?;
+                let pos = range_positions(window, keys)?;
                 let mut out = Vec::with_capacity(n);
                 for i in 0..n {
-                    let idx = window_indices(window, i, n, keys)?;
+                    let idx = window_indices(window, i, n, &pos).unwrap_or_default();
                     out.push(if *integral {
                         window_fns::integral(part, &idx, &x, input, vars)?
                     } else {
@@ -446,9 +447,10 @@ impl SetWindowFields {
                 sample,
                 window,
             } => {
+                let pos = range_positions(window, keys)?;
                 let mut out = Vec::with_capacity(n);
                 for i in 0..n {
-                    let idx = window_indices(window, i, n, keys)?;
+                    let idx = window_indices(window, i, n, &pos).unwrap_or_default();
                     out.push(window_fns::covariance(part, &idx, (a, b), *sample, vars)?);
                 }
                 out
@@ -478,57 +480,16 @@ impl SetWindowFields {
                             out.push(acc.finish(st.clone()));
                         }
                     }
-                    Window::Documents(lo, hi) => {
+                    _ => {
+                        let pos = range_positions(window, keys)?;
                         for i in 0..n {
-                            let lo = match lo {
-                                Bound::Unbounded => 0i64,
-                                Bound::Current => i as i64,
-                                Bound::Offset(o) => i as i64 + *o as i64,
-                            };
-                            let hi = match hi {
-                                Bound::Unbounded => n as i64 - 1,
-                                Bound::Current => i as i64,
-                                Bound::Offset(o) => i as i64 + *o as i64,
-                            };
-                            let mut st = acc.init();
-                            for j in lo.max(0)..=hi.min(n as i64 - 1) {
-                                acc.update(&mut st, &part[j as usize], vars)?;
-                            }
-                            out.push(acc.finish(st));
-                        }
-                    }
-                    Window::Range(lo, hi, unit) => {
-                        let pos = |k: &[Bson]| -> QResult<Option<f64>> {
-                            match (k.first(), unit) {
-                                (Some(Bson::DateTime(t)), Some(u)) => Ok(Some(t.timestamp_millis() as f64 / u)),
-                                (Some(Bson::DateTime(_)), None) => Err(bad("Invalid range: Expected the sortBy field to be a number, but it was Date; a 'unit' is required")),
-                                (Some(v), None) => Ok(as_num(v).map(|n| match n { Num::Int(i) => i as f64, Num::Float(f) => f })),
-                                (Some(_), Some(_)) => Err(bad("Invalid range: Expected the sortBy field to be a Date, because a 'unit' was given")),
-                                (None, _) => Ok(None),
-                            }
-                        };
-                        let positions: Vec<Option<f64>> =
-                            keys.iter().map(|k| pos(k)).collect::<QResult<_>>()?;
-                        for i in 0..n {
-                            let Some(me) = positions[i] else {
+                            let Some(idx) = window_indices(window, i, n, &pos) else {
                                 out.push(Bson::Null);
                                 continue;
                             };
-                            let lo = match lo {
-                                Bound::Unbounded => f64::NEG_INFINITY,
-                                Bound::Current => me,
-                                Bound::Offset(o) => me + o,
-                            };
-                            let hi = match hi {
-                                Bound::Unbounded => f64::INFINITY,
-                                Bound::Current => me,
-                                Bound::Offset(o) => me + o,
-                            };
                             let mut st = acc.init();
-                            for (j, p) in positions.iter().enumerate() {
-                                if p.is_some_and(|p| p >= lo && p <= hi) {
-                                    acc.update(&mut st, &part[j], vars)?;
-                                }
+                            for j in idx {
+                                acc.update(&mut st, &part[j], vars)?;
                             }
                             out.push(acc.finish(st));
                         }
@@ -540,10 +501,30 @@ impl SetWindowFields {
     }
 }
 
-/// The positions of the documents in `window` around document `i` of a partition of `n`
-/// (`keys`: each document's `sortBy` key, for range windows).
-fn window_indices(window: &Window, i: usize, n: usize, keys: &[Vec<Bson>]) -> QResult<Vec<usize>> {
-    Ok(match window {
+/// Each document's place on the `sortBy` axis for a range window (in `unit`s for dates);
+/// empty for a documents window.
+fn range_positions(window: &Window, keys: &[Vec<Bson>]) -> QResult<Vec<Option<f64>>> {
+    let Window::Range(_, _, unit) = window else {
+        return Ok(Vec::new());
+    };
+    keys.iter()
+        .map(|k| match (k.first(), unit) {
+            (Some(Bson::DateTime(t)), Some(u)) => Ok(Some(t.timestamp_millis() as f64 / u)),
+            (Some(Bson::DateTime(_)), None) => Err(bad("Invalid range: Expected the sortBy field to be a number, but it was Date; a 'unit' is required")),
+            (Some(v), None) => Ok(as_num(v).map(|n| match n {
+                Num::Int(i) => i as f64,
+                Num::Float(f) => f,
+            })),
+            (Some(_), Some(_)) => Err(bad("Invalid range: Expected the sortBy field to be a Date, because a 'unit' was given")),
+            (None, _) => Ok(None),
+        })
+        .collect()
+}
+
+/// The documents in `window` around document `i` of a partition of `n` (`pos`: from
+/// [`range_positions`]); `None` for a range window around a document with no position.
+fn window_indices(window: &Window, i: usize, n: usize, pos: &[Option<f64>]) -> Option<Vec<usize>> {
+    Some(match window {
         Window::Documents(lo, hi) => {
             let lo = match lo {
                 Bound::Unbounded => 0i64,
@@ -559,11 +540,8 @@ fn window_indices(window: &Window, i: usize, n: usize, keys: &[Vec<Bson>]) -> QR
                 .map(|j| j as usize)
                 .collect()
         }
-        Window::Range(lo, hi, unit) => {
-            let pos = window_fns::axis(keys, *unit, "a range window")?;
-            let Some(me) = pos[i] else {
-                return Ok(Vec::new());
-            };
+        Window::Range(lo, hi, _) => {
+            let me = pos[i]?;
             let at = |b: &Bound, inf: f64| match b {
                 Bound::Unbounded => inf,
                 Bound::Current => me,

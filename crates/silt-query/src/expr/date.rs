@@ -231,6 +231,11 @@ fn offset_str(offset_ms: i64, colon: bool) -> String {
 
 /// Check a `$dateToString` format string.
 pub(crate) fn validate_format(f: &str) -> QResult<()> {
+    check_format(f, "dGHjLmMSwuUVYzZ%bBpI")
+}
+
+/// Check that every `%` specifier of `f` is one of `allowed` (18535, 18536 otherwise).
+pub(crate) fn check_format(f: &str, allowed: &str) -> QResult<()> {
     let mut chars = f.chars();
     while let Some(c) = chars.next() {
         if c != '%' {
@@ -243,10 +248,7 @@ pub(crate) fn validate_format(f: &str) -> QResult<()> {
                     "Unmatched '%' at end of format string",
                 ))
             }
-            Some(
-                'd' | 'G' | 'H' | 'j' | 'L' | 'm' | 'M' | 'S' | 'w' | 'u' | 'U' | 'V' | 'Y' | 'z'
-                | 'Z' | '%' | 'b' | 'B' | 'p' | 'I',
-            ) => {}
+            Some(c) if allowed.contains(c) => {}
             Some(other) => {
                 return Err(QueryError::located(
                     18536,

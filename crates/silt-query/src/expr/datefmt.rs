@@ -3,7 +3,7 @@
 //! matched exactly), giving a wall-clock time and the offset the string itself names, if any.
 
 use super::date::days_from_civil;
-use crate::error::{QResult, QueryError};
+use crate::error::QResult;
 
 const MONTHS: [&str; 12] = [
     "january",
@@ -22,31 +22,7 @@ const MONTHS: [&str; 12] = [
 
 /// Check a `$dateFromString` format: only the specifiers it can read.
 pub(crate) fn check(fmt: &str) -> QResult<()> {
-    let mut chars = fmt.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            continue;
-        }
-        match chars.next() {
-            None => {
-                return Err(QueryError::located(
-                    18535,
-                    "Unmatched '%' at end of format string",
-                ))
-            }
-            Some(
-                'd' | 'G' | 'H' | 'j' | 'L' | 'm' | 'M' | 'S' | 'u' | 'V' | 'Y' | 'z' | 'Z' | '%'
-                | 'b' | 'B',
-            ) => {}
-            Some(other) => {
-                return Err(QueryError::located(
-                    18536,
-                    format!("Invalid format character '%{other}' in format string"),
-                ))
-            }
-        }
-    }
-    Ok(())
+    super::date::check_format(fmt, "dGHjLmMSuVYzZ%bB")
 }
 
 struct Reader<'a> {
