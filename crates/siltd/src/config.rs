@@ -43,6 +43,10 @@ pub struct Flags {
     /// Idle cursors are closed after this many seconds [default: 600].
     #[arg(long)]
     pub cursor_timeout_s: Option<u64>,
+    /// Most connections open at once (mongod's `--maxConns`, `net.maxIncomingConnections`);
+    /// one more is closed at once with a log line [default: 1000000].
+    #[arg(long = "maxConns", alias = "max-conns")]
+    pub max_conns: Option<u64>,
     /// Apply eligible `$`-operator updates by `_id` without reading the document (see the
     /// README); can also be switched at runtime with `setParameter fastUpdates`.
     #[arg(long)]
@@ -86,6 +90,8 @@ pub struct Config {
     pub slow: Duration,
     pub log_level: String,
     pub cursor_timeout: Duration,
+    /// `--maxConns`: connections beyond this many are refused.
+    pub max_conns: u64,
     pub fast_updates: bool,
     pub directio: bool,
     /// `--enable-test-commands`: `configureFailPoint` is answered.
@@ -160,6 +166,10 @@ impl Flags {
                 "directio" => {
                     self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
                 }
+                "maxConns" | "max-conns" | "maxIncomingConnections" => {
+                    let x = num(&v)?;
+                    self.max_conns.get_or_insert(x);
+                }
                 "cursor-timeout-s" => {
                     let x = num(&v)?;
                     self.cursor_timeout_s.get_or_insert(x);
@@ -205,6 +215,7 @@ impl Flags {
             slow: Duration::from_millis(self.slow_ms.unwrap_or(100)),
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
             cursor_timeout: Duration::from_secs(self.cursor_timeout_s.unwrap_or(600)),
+            max_conns: self.max_conns.unwrap_or(1_000_000).max(1),
             fast_updates: self.fast_updates,
             directio: self.directio,
             test_commands: self.enable_test_commands,

@@ -166,6 +166,18 @@ fn accept_loop(s: Arc<Server>, listener: TcpListener, conns: Arc<Conns>) {
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|_| "unknown".into());
+        let open_now = s.conns_current.load(Ordering::Relaxed);
+        if open_now >= s.cfg.max_conns {
+            // mongod's behaviour: the new socket is closed at once, and the log says why.
+            tracing::warn!(
+                remote = %peer,
+                open = open_now,
+                max = s.cfg.max_conns,
+                "connection refused because there are too many open connections"
+            );
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            continue;
+        }
         let id = s.conns_total.fetch_add(1, Ordering::Relaxed) + 1;
         // Counted here rather than in the thread, so that serverStatus sees every accepted
         // connection at once.

@@ -38,7 +38,7 @@ pub fn server_status(s: &Server) -> CmdResult {
         "localTime": bson::DateTime::now(),
         "connections": {
             "current": s.conns_current.load(Ordering::Relaxed) as i64,
-            "available": 1_000_000i64,
+            "available": s.cfg.max_conns.saturating_sub(s.conns_current.load(Ordering::Relaxed)) as i64,
             "totalCreated": s.conns_total.load(Ordering::Relaxed) as i64,
         },
         "opcounters": {
