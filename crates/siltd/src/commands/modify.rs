@@ -166,6 +166,7 @@ pub(super) fn update_locked(
                 "Resulting document after update is larger than 16777216",
             )));
         }
+        super::write::check_depth(&new).map_err(WriteFail::Other)?;
         op.validate(coll, Some(&old), &new)
             .map_err(WriteFail::from)?;
         coll.replace(lock, &old, &new).map_err(WriteFail::from)?;

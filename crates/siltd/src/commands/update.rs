@@ -189,7 +189,15 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                 let validated = existing.as_ref().is_some_and(|c| c.validator().is_some());
                 // Under a collation, a string `_id` may match documents other than its own key.
                 let collated = collation.is_some() && has_string(id);
-                if want_fast && !validated && !collated && (existing.is_some() || eligible(&[])) {
+                // A blind message cannot see the depth of the document it lands in: deep
+                // update documents take the normal path, which checks it.
+                let shallow = super::write::nesting_depth(u) <= 50;
+                if want_fast
+                    && !validated
+                    && !collated
+                    && shallow
+                    && (existing.is_some() || eligible(&[]))
+                {
                     let coll = match existing {
                         Some(c) => c,
                         None => s

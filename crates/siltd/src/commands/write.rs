@@ -42,6 +42,40 @@ pub(super) fn doc_size(d: &Document) -> usize {
     v.len()
 }
 
+/// Deepest nesting of embedded documents and arrays a stored document may have (MongoDB's
+/// limit for user storage; the wire accepts deeper ones for commands).
+pub(super) const MAX_STORAGE_DEPTH: usize = 100;
+
+/// How deep documents and arrays nest below `d` (0 for a flat document).
+pub(super) fn nesting_depth(d: &Document) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&Bson, usize)> = d.values().map(|v| (v, 1)).collect();
+    while let Some((v, depth)) = stack.pop() {
+        match v {
+            Bson::Document(sub) => {
+                deepest = deepest.max(depth);
+                stack.extend(sub.values().map(|x| (x, depth + 1)));
+            }
+            Bson::Array(a) => {
+                deepest = deepest.max(depth);
+                stack.extend(a.iter().map(|x| (x, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// 15 (Overflow) for a document nested deeper than MongoDB stores.
+pub(super) fn check_depth(d: &Document) -> QResult<()> {
+    if nesting_depth(d) > MAX_STORAGE_DEPTH {
+        return Err(QueryError::overflow(format!(
+            "cannot store a document nested deeper than {MAX_STORAGE_DEPTH} levels"
+        )));
+    }
+    Ok(())
+}
+
 /// Check a document for storage and give it an `_id` (first) if it has none. Field names
 /// with dots and `$`-prefixed names are stored as given (MongoDB 5.0+), except inside `_id`.
 pub fn prepare_insert(mut d: Document) -> QResult<Document> {
@@ -80,6 +114,7 @@ pub fn prepare_insert(mut d: Document) -> QResult<Document> {
             "object to insert too large. size in bytes: {n}, max size: {MAX_DOC}"
         )));
     }
+    check_depth(&d)?;
     Ok(d)
 }
 
