@@ -59,6 +59,11 @@ pub struct Flags {
     /// `enableTestCommands`. Off by default.
     #[arg(long)]
     pub enable_test_commands: bool,
+    /// Require clients to authenticate (SCRAM-SHA-256 or SCRAM-SHA-1) and check every command
+    /// against the user's roles (mongod's `--auth`, `security.authorization: enabled`). With
+    /// no user yet, a client on localhost may create the first one. Off by default.
+    #[arg(long)]
+    pub auth: bool,
     /// Run as the primary of a one-member replica set of this name, so that drivers use
     /// sessions, transactions and retryable writes (`replicaSet=NAME` in the connection
     /// string). Without it siltd is a standalone server, which refuses them.
@@ -96,6 +101,8 @@ pub struct Config {
     pub directio: bool,
     /// `--enable-test-commands`: `configureFailPoint` is answered.
     pub test_commands: bool,
+    /// `--auth`: commands need an authenticated user holding the right roles.
+    pub auth: bool,
     /// `--replSet NAME`: the one-member replica set this server is the primary of.
     pub repl_set: Option<String>,
     /// `transactionLifetimeLimitSeconds`.
@@ -163,6 +170,9 @@ impl Flags {
                     self.enable_test_commands =
                         self.enable_test_commands || matches!(v.as_str(), "true" | "1" | "yes");
                 }
+                "auth" => {
+                    self.auth = self.auth || matches!(v.as_str(), "true" | "1" | "yes");
+                }
                 "directio" => {
                     self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
                 }
@@ -219,6 +229,7 @@ impl Flags {
             fast_updates: self.fast_updates,
             directio: self.directio,
             test_commands: self.enable_test_commands,
+            auth: self.auth,
             repl_set: self.repl_set.filter(|n| !n.is_empty()),
             txn_lifetime: Duration::from_secs(
                 self.transaction_lifetime_limit_s.unwrap_or(60).max(1),

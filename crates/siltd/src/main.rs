@@ -11,6 +11,7 @@
 //! `silt-collection` (which also re-exports what the server needs of the engine), filters,
 //! plans and `explain` through `silt-query`.
 
+mod auth;
 mod commands;
 mod config;
 mod cursors;

@@ -359,10 +359,7 @@ mod tests {
     use super::*;
 
     fn conn(id: u64) -> ConnInfo {
-        ConnInfo {
-            id,
-            peer: format!("127.0.0.1:{}", 40000 + id),
-        }
+        ConnInfo::new(id, format!("127.0.0.1:{}", 40000 + id))
     }
 
     #[test]

@@ -228,7 +228,7 @@ impl Drop for ConnGuard<'_> {
 fn connection(s: Arc<Server>, conns: Arc<Conns>, mut stream: TcpStream, id: u64, peer: String) {
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
-    let info = ConnInfo { id, peer };
+    let info = ConnInfo::new(id, peer);
     s.inprog.connected(&info);
     let _guard = ConnGuard {
         s: &s,

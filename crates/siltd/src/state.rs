@@ -28,6 +28,18 @@ pub type CmdResult = Result<Document, QueryError>;
 pub struct ConnInfo {
     pub id: u64,
     pub peer: String,
+    /// Who the connection authenticated as, and its SCRAM conversation.
+    pub auth: Arc<crate::auth::ConnAuth>,
+}
+
+impl ConnInfo {
+    pub fn new(id: u64, peer: String) -> ConnInfo {
+        ConnInfo {
+            id,
+            peer,
+            auth: crate::auth::new_conn(),
+        }
+    }
 }
 
 /// What one command runs in: its connection, and (when it runs in a session's transaction,
@@ -181,12 +193,15 @@ pub struct Server {
     pub profiler: crate::monitor::Profiler,
     /// `top` counters.
     pub top: crate::monitor::Top,
+    /// Users, and whether `--auth` checks commands against their roles.
+    pub auth: crate::auth::Auth,
 }
 
 impl Server {
     pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
         let views = crate::views::Views::load(&store);
+        let auth = crate::auth::Auth::new(cfg.auth, crate::auth::Users::load(&store));
         let repl = cfg
             .repl_set
             .as_ref()
@@ -214,6 +229,7 @@ impl Server {
             fsync_lock: Default::default(),
             profiler: Default::default(),
             top: Default::default(),
+            auth,
         }
     }
 
@@ -328,7 +344,10 @@ impl Server {
             // In `currentOp` while it runs; the document is shared, not copied.
             let cmd = Arc::new(cmd);
             let _running = self.inprog.start(conn, &db, &name, cmd.clone());
-            let out = transactions::run(self, &db, &name, &cmd, conn);
+            let out = match crate::auth::authorize(self, conn, &db, &name, &cmd) {
+                Ok(()) => transactions::run(self, &db, &name, &cmd, conn),
+                Err(e) => Outcome::of(Err(e), false),
+            };
             profiled = Some(cmd);
             out
         };

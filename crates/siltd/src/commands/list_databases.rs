@@ -5,9 +5,9 @@ use silt_query::matcher::Matcher;
 use silt_query::QueryError;
 
 use super::common::{bool_arg, doc_arg};
-use crate::state::{CmdResult, Server};
+use crate::state::{CmdResult, ConnInfo, Server};
 
-pub fn list_databases(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub fn list_databases(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if db != "admin" {
         return Err(QueryError::unauthorized(
             "listDatabases may only be run against the admin database.",
@@ -16,9 +16,16 @@ pub fn list_databases(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let filter = doc_arg(cmd, "filter")?.cloned().unwrap_or_default();
     let matcher = Matcher::new(&filter)?;
     let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);
+    // A user without an any-database role sees the databases it holds roles on (MongoDB's
+    // `authorizedDatabases`).
+    let visible =
+        (!crate::auth::sees_every_database(s, conn)).then(|| crate::auth::role_databases(s, conn));
     let mut dbs = Vec::new();
     let mut total = 0i64;
     for name in s.store.list_databases() {
+        if visible.as_ref().is_some_and(|v| !v.contains(&name)) {
+            continue;
+        }
         let colls = s.store.list_collections(&name);
         let st = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
         let size = st.storage_size as i64;

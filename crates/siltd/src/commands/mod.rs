@@ -27,6 +27,7 @@ mod connection_status;
 mod count;
 mod create;
 mod create_indexes;
+mod create_user;
 mod current_op;
 mod data_size;
 mod db_hash;
@@ -37,6 +38,7 @@ mod drop;
 mod drop_database;
 mod drop_indexes;
 mod drop_partition;
+mod drop_user;
 mod end_sessions;
 mod explain;
 mod find;
@@ -47,6 +49,7 @@ mod get_log;
 mod get_more;
 mod get_parameter;
 mod get_partition_info;
+mod grant_roles;
 mod hello;
 mod host_info;
 mod index_stats;
@@ -65,6 +68,7 @@ mod rename_collection;
 mod repl_set_get_config;
 mod repl_set_get_status;
 mod repl_set_initiate;
+mod sasl;
 mod server_status;
 mod set_parameter;
 mod shutdown;
@@ -72,6 +76,8 @@ mod start_session;
 mod table;
 mod top;
 mod update;
+mod update_user;
+mod users_info;
 mod validate;
 mod write;
 
@@ -92,10 +98,7 @@ pub fn delete_batch(
     filter: &Document,
     cap: usize,
 ) -> Result<usize, QueryError> {
-    let conn = crate::state::ConnInfo {
-        id: 0,
-        peer: "TTLMonitor".into(),
-    };
+    let conn = crate::state::ConnInfo::new(0, "TTLMonitor".into());
     let op = Ctx::new(&conn);
     modify::delete_some(s, &op, ns, filter, None, true, None, cap).map(|d| d.len())
 }

@@ -5,6 +5,7 @@
 use bson::Document;
 
 use super::args::Fields;
+use crate::auth::Need;
 use crate::state::{CmdResult, Ctx, Server};
 
 /// A command handler: `(server, database, command document, operation)`; the operation
@@ -19,6 +20,8 @@ pub struct Command {
     pub fields: Fields,
     pub help: &'static str,
     pub admin_only: bool,
+    /// What the user must hold to run it when `--auth` is on (`crate::auth`).
+    pub auth: Need,
     pub run: Handler,
 }
 
@@ -34,6 +37,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "abort the session's transaction (done by `crate::transactions`)",
         admin_only: true,
+        auth: Need::Authenticated,
         run: |_, _, _, _| Ok(Document::new()),
     },
     Command {
@@ -42,6 +46,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["newMax"], &["info", "force"]),
         help: "cap the last partition of a partitioned collection and open a new one (TokuMX)",
         admin_only: false,
+        auth: Need::Shape,
         run: |s, db, c, _| super::add_partition::add_partition(s, db, c),
     },
     Command {
@@ -78,6 +83,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "run an aggregation pipeline",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, op| super::aggregate::aggregate(s, db, c, op),
     },
     Command {
@@ -86,6 +92,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "version and build details",
         admin_only: false,
+        auth: Need::Nothing,
         run: |_, _, _, _| super::build_info::build_info(),
     },
     Command {
@@ -114,6 +121,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "change options of a collection or of one of its indexes",
         admin_only: false,
+        auth: Need::DbAdmin,
         run: |s, db, c, op| super::coll_mod::coll_mod(s, db, c, op),
     },
     Command {
@@ -122,6 +130,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "collection statistics",
         admin_only: false,
+        auth: Need::Inspect,
         run: |s, db, c, _| super::coll_stats::coll_stats(s, db, c),
     },
     Command {
@@ -130,6 +139,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "commit the session's transaction (done by `crate::transactions`)",
         admin_only: true,
+        auth: Need::Authenticated,
         run: |_, _, _, _| Ok(Document::new()),
     },
     Command {
@@ -138,6 +148,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "apply every pending message of a collection, then checkpoint",
         admin_only: false,
+        auth: Need::DbAdmin,
         run: |s, db, c, _| super::compact::compact(s, db, c),
     },
     Command {
@@ -146,6 +157,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "test hooks (with --enable-test-commands)",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, db, c, _| super::configure_fail_point::configure_fail_point(s, db, c),
     },
     Command {
@@ -154,7 +166,8 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the connection's users and roles",
         admin_only: false,
-        run: |_, _, _, _| super::connection_status::connection_status(),
+        auth: Need::Nothing,
+        run: |s, _, c, op| super::connection_status::connection_status(s, c, op.conn),
     },
     Command {
         name: "count",
@@ -170,6 +183,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "count matching documents",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, op| super::count::count(s, db, c, op),
     },
     Command {
@@ -207,6 +221,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "create a collection",
         admin_only: false,
+        auth: Need::Shape,
         run: |s, db, c, op| super::create::create(s, db, c, op),
     },
     Command {
@@ -224,7 +239,28 @@ pub const TABLE: &[Command] = &[
         ),
         help: "build indexes",
         admin_only: false,
+        auth: Need::Shape,
         run: |s, db, c, _| super::create_indexes::create_indexes(s, db, c),
+    },
+    Command {
+        name: "createUser",
+        aliases: &[],
+        fields: only(
+            &[
+                "pwd",
+                "roles",
+                "customData",
+                "mechanisms",
+                "digestPassword",
+                "writeConcern",
+                "comment",
+            ],
+            &["authenticationRestrictions"],
+        ),
+        help: "create a user with a password and roles",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::create_user::create_user(s, db, c),
     },
     Command {
         name: "currentOp",
@@ -232,6 +268,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "operations in progress",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, db, c, _| super::current_op::current_op(s, db, c),
     },
     Command {
@@ -240,6 +277,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["keyPattern", "min", "max", "estimate"], &[]),
         help: "bytes and documents of a collection or of a key range",
         admin_only: false,
+        auth: Need::Inspect,
         run: |s, _, c, op| super::data_size::data_size(s, c, op),
     },
     Command {
@@ -248,6 +286,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["collections"], &[]),
         help: "an MD5 of each collection and of the database",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, _| super::db_hash::db_hash(s, db, c),
     },
     Command {
@@ -256,6 +295,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "database statistics",
         admin_only: false,
+        auth: Need::Inspect,
         run: |s, db, c, _| super::db_stats::db_stats(s, db, c),
     },
     Command {
@@ -273,6 +313,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "delete documents",
         admin_only: false,
+        auth: Need::Write,
         run: |s, db, c, op| super::delete::delete(s, db, c, op),
     },
     Command {
@@ -284,6 +325,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "distinct values of a field",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, op| super::distinct::distinct(s, db, c, op),
     },
     Command {
@@ -292,7 +334,17 @@ pub const TABLE: &[Command] = &[
         fields: only(&[], &["collectionUUID"]),
         help: "drop a collection",
         admin_only: false,
+        auth: Need::Shape,
         run: |s, db, c, op| super::drop::drop(s, db, c, op),
+    },
+    Command {
+        name: "dropAllUsersFromDatabase",
+        aliases: &[],
+        fields: only(&["writeConcern", "comment"], &[]),
+        help: "drop every user of the database",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, _, _| super::drop_user::drop_all_users_from_database(s, db),
     },
     Command {
         name: "dropDatabase",
@@ -300,6 +352,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "drop a database",
         admin_only: false,
+        auth: Need::DbAdmin,
         run: |s, db, _, _| super::drop_database::drop_database(s, db),
     },
     Command {
@@ -308,6 +361,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["index"], &["isTimeseriesNamespace", "collectionUUID"]),
         help: "drop indexes",
         admin_only: false,
+        auth: Need::Shape,
         run: |s, db, c, _| super::drop_indexes::drop_indexes(s, db, c),
     },
     Command {
@@ -316,7 +370,17 @@ pub const TABLE: &[Command] = &[
         fields: only(&["id", "max"], &["force"]),
         help: "drop partitions of a partitioned collection, by id or up to a max (TokuMX)",
         admin_only: false,
+        auth: Need::Shape,
         run: |s, db, c, _| super::drop_partition::drop_partition(s, db, c),
+    },
+    Command {
+        name: "dropUser",
+        aliases: &[],
+        fields: only(&["writeConcern", "comment"], &[]),
+        help: "drop a user",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::drop_user::drop_user(s, db, c),
     },
     Command {
         name: "endSessions",
@@ -324,6 +388,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "end logical sessions, aborting their transactions",
         admin_only: false,
+        auth: Need::Nothing,
         run: |s, _, c, _| super::end_sessions::end_sessions(s, c),
     },
     Command {
@@ -332,6 +397,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["verbosity"], &[]),
         help: "explain a find",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, _| super::explain::explain(s, db, c),
     },
     Command {
@@ -375,6 +441,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "query a collection",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, op| super::find::find(s, db, c, op),
     },
     Command {
@@ -407,6 +474,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "update or remove one document and return it",
         admin_only: false,
+        auth: Need::Write,
         run: |s, db, c, op| super::find_and_modify::find_and_modify(s, db, c, op),
     },
     Command {
@@ -415,6 +483,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["lock", "async"], &["forBackup"]),
         help: "checkpoint; with lock: true, make writes wait until fsyncUnlock",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, db, c, _| super::fsync::fsync(s, db, c),
     },
     Command {
@@ -423,6 +492,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "release one level of the fsync lock",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, db, _, _| super::fsync::fsync_unlock(s, db),
     },
     Command {
@@ -431,6 +501,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the server's flags",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, _, _, _| super::get_cmd_line_opts::get_cmd_line_opts(s),
     },
     Command {
@@ -439,6 +510,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "recent log lines",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, _, c, _| super::get_log::get_log(s, c),
     },
     Command {
@@ -450,6 +522,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "the next batch of a cursor",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, _| super::get_more::get_more(s, db, c),
     },
     Command {
@@ -458,6 +531,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "server parameters",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, _, c, _| super::get_parameter::get_parameter(s, c),
     },
     Command {
@@ -466,7 +540,17 @@ pub const TABLE: &[Command] = &[
         fields: only(&[], &[]),
         help: "the partitions of a partitioned collection (TokuMX)",
         admin_only: false,
+        auth: Need::Inspect,
         run: |s, db, c, _| super::get_partition_info::get_partition_info(s, db, c),
+    },
+    Command {
+        name: "grantRolesToUser",
+        aliases: &[],
+        fields: only(&["roles", "writeConcern", "comment"], &[]),
+        help: "grant roles to a user",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::grant_roles::change_roles(s, db, c, true),
     },
     Command {
         name: "hello",
@@ -474,6 +558,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the server's role and limits",
         admin_only: false,
+        auth: Need::Nothing,
         run: |s, _, c, conn| {
             super::hello::hello(s, c.keys().next().map_or("hello", |k| k.as_str()), c, conn)
         },
@@ -484,6 +569,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the host's system",
         admin_only: false,
+        auth: Need::ClusterMonitor,
         run: |_, _, _, _| super::host_info::host_info(),
     },
     Command {
@@ -505,6 +591,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "insert documents",
         admin_only: false,
+        auth: Need::Write,
         run: |s, db, c, op| super::insert::insert(s, db, c, op),
     },
     Command {
@@ -513,6 +600,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["cursors"], &[]),
         help: "close cursors",
         admin_only: false,
+        auth: Need::Read,
         run: |s, db, c, _| super::kill_cursors::kill_cursors(s, db, c),
     },
     Command {
@@ -521,6 +609,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "interrupt an operation",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, db, c, _| super::kill_op::kill_op(s, db, c),
     },
     Command {
@@ -532,6 +621,7 @@ pub const TABLE: &[Command] = &[
         ),
         help: "the collections of a database",
         admin_only: false,
+        auth: Need::Inspect,
         run: |s, db, c, _| super::list_collections::list_collections(s, db, c),
     },
     Command {
@@ -540,6 +630,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "this list",
         admin_only: false,
+        auth: Need::Nothing,
         run: |_, _, _, _| super::list_commands::list_commands(),
     },
     Command {
@@ -548,7 +639,8 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the databases",
         admin_only: true,
-        run: |s, db, c, _| super::list_databases::list_databases(s, db, c),
+        auth: Need::Authenticated,
+        run: |s, db, c, op| super::list_databases::list_databases(s, db, c, op.conn),
     },
     Command {
         name: "listIndexes",
@@ -563,7 +655,17 @@ pub const TABLE: &[Command] = &[
         ),
         help: "the indexes of a collection",
         admin_only: false,
+        auth: Need::Inspect,
         run: |s, db, c, _| super::list_indexes::list_indexes(s, db, c),
+    },
+    Command {
+        name: "logout",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "end the connection's authentication",
+        admin_only: false,
+        auth: Need::Nothing,
+        run: |_, _, _, op| super::sasl::logout(op),
     },
     Command {
         name: "ping",
@@ -571,6 +673,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "answer ok",
         admin_only: false,
+        auth: Need::Nothing,
         run: |_, _, _, _| Ok(Document::new()),
     },
     Command {
@@ -579,6 +682,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["slowms", "sampleRate", "filter"], &[]),
         help: "the database profiler's level (writes to system.profile)",
         admin_only: false,
+        auth: Need::DbAdmin,
         run: |s, db, c, _| super::profile::profile(s, db, c),
     },
     Command {
@@ -587,6 +691,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&[], &[]),
         help: "rebuild every secondary index of a collection",
         admin_only: false,
+        auth: Need::DbAdmin,
         run: |s, db, c, _| super::re_index::re_index(s, db, c),
     },
     Command {
@@ -595,6 +700,7 @@ pub const TABLE: &[Command] = &[
         fields: only(&["to", "dropTarget"], &["stayTemp", "collectionUUID"]),
         help: "rename a collection",
         admin_only: true,
+        auth: Need::Shape,
         run: |s, db, c, _| super::rename_collection::rename_collection(s, db, c),
     },
     Command {
@@ -603,6 +709,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the replica set's configuration (with --replSet)",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, _, _, _| super::repl_set_get_config::repl_set_get_config(s),
     },
     Command {
@@ -611,6 +718,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the replica set's members and their state (with --replSet)",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, _, _, _| super::repl_set_get_status::repl_set_get_status(s),
     },
     Command {
@@ -619,7 +727,35 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "initiate the replica set (with --replSet it starts initiated)",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, _, _, _| super::repl_set_initiate::repl_set_initiate(s),
+    },
+    Command {
+        name: "revokeRolesFromUser",
+        aliases: &[],
+        fields: only(&["roles", "writeConcern", "comment"], &[]),
+        help: "revoke roles from a user",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::grant_roles::change_roles(s, db, c, false),
+    },
+    Command {
+        name: "saslContinue",
+        aliases: &[],
+        fields: only(&["conversationId", "payload"], &[]),
+        help: "continue a SCRAM conversation",
+        admin_only: false,
+        auth: Need::Nothing,
+        run: |s, _, c, op| super::sasl::sasl_continue(s, c, op),
+    },
+    Command {
+        name: "saslStart",
+        aliases: &[],
+        fields: only(&["mechanism", "payload", "autoAuthorize", "options"], &[]),
+        help: "start a SCRAM-SHA-1 or SCRAM-SHA-256 conversation",
+        admin_only: false,
+        auth: Need::Nothing,
+        run: |s, db, c, op| super::sasl::sasl_start(s, db, c, op),
     },
     Command {
         name: "serverStatus",
@@ -627,6 +763,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "server statistics",
         admin_only: false,
+        auth: Need::ClusterMonitor,
         run: |s, _, _, _| super::server_status::server_status(s),
     },
     Command {
@@ -635,6 +772,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "change server parameters",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, _, c, _| super::set_parameter::set_parameter(s, c),
     },
     Command {
@@ -643,6 +781,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "stop the server cleanly",
         admin_only: true,
+        auth: Need::ClusterAdmin,
         run: |s, db, c, _| super::shutdown::shutdown(s, db, c),
     },
     Command {
@@ -651,6 +790,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "start a logical session",
         admin_only: false,
+        auth: Need::Nothing,
         run: |_, _, _, _| super::start_session::start_session(),
     },
     Command {
@@ -659,6 +799,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "time and operations per namespace",
         admin_only: true,
+        auth: Need::ClusterMonitor,
         run: |s, db, _, _| super::top::top(s, db),
     },
     Command {
@@ -683,7 +824,46 @@ pub const TABLE: &[Command] = &[
         ),
         help: "update documents",
         admin_only: false,
+        auth: Need::Write,
         run: |s, db, c, op| super::update::update(s, db, c, op),
+    },
+    Command {
+        name: "updateUser",
+        aliases: &[],
+        fields: only(
+            &[
+                "pwd",
+                "roles",
+                "customData",
+                "mechanisms",
+                "digestPassword",
+                "writeConcern",
+                "comment",
+            ],
+            &["authenticationRestrictions"],
+        ),
+        help: "change a user's password, roles or customData",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::update_user::update_user(s, db, c),
+    },
+    Command {
+        name: "usersInfo",
+        aliases: &[],
+        fields: only(
+            &[
+                "showCredentials",
+                "showPrivileges",
+                "showAuthenticationRestrictions",
+                "filter",
+                "comment",
+            ],
+            &[],
+        ),
+        help: "describe users",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::users_info::users_info(s, db, c),
     },
     Command {
         name: "validate",
@@ -691,6 +871,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "check a collection's documents, indexes and files",
         admin_only: false,
+        auth: Need::DbAdmin,
         run: |s, db, c, _| super::validate::validate(s, db, c),
     },
     Command {
@@ -699,6 +880,7 @@ pub const TABLE: &[Command] = &[
         fields: Fields::Any,
         help: "the client's address",
         admin_only: false,
+        auth: Need::Nothing,
         run: |_, _, _, conn| Ok(bson::doc! { "you": conn.peer.clone() }),
     },
 ];

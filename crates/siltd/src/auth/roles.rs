@@ -1,0 +1,167 @@
+//! MongoDB's built-in roles and what each command needs. A command declares one [`Need`] in
+//! the command table; a role grants a set of needs on its database (or, for the
+//! `AnyDatabase` and cluster roles, which exist only on `admin`, on every database).
+
+use bson::{doc, Bson, Document};
+use silt_query::QueryError;
+
+/// What a command needs of the user, on the database it runs against unless said otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Nothing: the handshake, authentication itself, `ping`, `buildInfo`.
+    Nothing,
+    /// Only an authenticated user (ending sessions, committing a transaction: the user's own).
+    Authenticated,
+    /// Reading documents (`find`, `aggregate`, `count`, `distinct`, `getMore`).
+    Read,
+    /// Writing documents (`insert`, `update`, `delete`, `findAndModify`).
+    Write,
+    /// Reading metadata and statistics (`listCollections`, `listIndexes`, `collStats`,
+    /// `dbStats`): `read` or `dbAdmin`.
+    Inspect,
+    /// Creating and dropping collections and indexes: `readWrite` or `dbAdmin`.
+    Shape,
+    /// Administering a database (`collMod`, `compact`, `validate`, `profile`,
+    /// `dropDatabase`, `reIndex`).
+    DbAdmin,
+    /// Managing users of a database.
+    UserAdmin,
+    /// Watching the server (`serverStatus`, `currentOp`, `top`, `getLog`).
+    ClusterMonitor,
+    /// Running the server (`shutdown`, `setParameter`, `fsync`, `killOp`, replica-set setup).
+    ClusterAdmin,
+}
+
+/// A role held by a user: its name and the database it is defined on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    pub role: String,
+    pub db: String,
+}
+
+/// The built-in roles siltd knows, and whether they exist only on `admin`.
+const BUILT_IN: &[(&str, bool)] = &[
+    ("read", false),
+    ("readWrite", false),
+    ("dbAdmin", false),
+    ("userAdmin", false),
+    ("dbOwner", false),
+    ("readAnyDatabase", true),
+    ("readWriteAnyDatabase", true),
+    ("dbAdminAnyDatabase", true),
+    ("userAdminAnyDatabase", true),
+    ("clusterMonitor", true),
+    ("clusterAdmin", true),
+    ("backup", true),
+    ("restore", true),
+    ("root", true),
+];
+
+impl Role {
+    pub fn to_doc(&self) -> Document {
+        doc! { "role": &self.role, "db": &self.db }
+    }
+
+    /// A role as commands name it: `"read"` (on `default_db`) or `{role, db}`; refused with
+    /// RoleNotFound (31) unless it is a built-in role that exists on that database.
+    pub fn parse(v: &Bson, default_db: &str) -> Result<Role, QueryError> {
+        let r =
+            match v {
+                Bson::String(s) => Role {
+                    role: s.clone(),
+                    db: default_db.to_string(),
+                },
+                Bson::Document(d) => match (d.get_str("role"), d.get_str("db")) {
+                    (Ok(role), Ok(db)) => Role {
+                        role: role.into(),
+                        db: db.into(),
+                    },
+                    _ => return Err(QueryError::failed_to_parse(
+                        "a role must be a string or a document with string fields 'role' and 'db'",
+                    )),
+                },
+                _ => {
+                    return Err(QueryError::bad_value(
+                        "Role names must be either strings or objects",
+                    ))
+                }
+            };
+        match BUILT_IN.iter().find(|(n, _)| *n == r.role) {
+            Some((_, admin_only)) if !admin_only || r.db == "admin" => Ok(r),
+            _ => Err(QueryError::coded(
+                31,
+                "RoleNotFound",
+                format!("Could not find role: {}@{}", r.role, r.db),
+            )),
+        }
+    }
+
+    /// Whether this role grants `need` on database `db`.
+    pub fn grants(&self, need: Need, db: &str) -> bool {
+        use Need::*;
+        let here = self.db == db;
+        match self.role.as_str() {
+            "root" => true,
+            "read" => here && matches!(need, Read | Inspect),
+            "readWrite" => here && matches!(need, Read | Write | Inspect | Shape),
+            "dbAdmin" => here && matches!(need, Inspect | Shape | DbAdmin),
+            "userAdmin" => here && need == UserAdmin,
+            "dbOwner" => {
+                here && matches!(need, Read | Write | Inspect | Shape | DbAdmin | UserAdmin)
+            }
+            "readAnyDatabase" => matches!(need, Read | Inspect),
+            "readWriteAnyDatabase" => matches!(need, Read | Write | Inspect | Shape),
+            "dbAdminAnyDatabase" => matches!(need, Inspect | Shape | DbAdmin),
+            "userAdminAnyDatabase" => need == UserAdmin,
+            "clusterMonitor" => matches!(need, ClusterMonitor | Inspect),
+            "clusterAdmin" => matches!(need, ClusterMonitor | ClusterAdmin | Inspect),
+            "backup" => matches!(need, Read | Inspect | ClusterMonitor),
+            "restore" => matches!(need, Read | Write | Inspect | Shape | UserAdmin),
+            _ => false,
+        }
+    }
+
+    /// Whether the role reaches every database (so `listDatabases` shows them all).
+    pub fn any_database(&self) -> bool {
+        BUILT_IN
+            .iter()
+            .any(|(n, admin_only)| *admin_only && *n == self.role)
+    }
+}
+
+/// The `roles` array of a user command.
+pub fn parse_roles(v: Option<&Bson>, default_db: &str, cmd: &str) -> Result<Vec<Role>, QueryError> {
+    let Some(Bson::Array(a)) = v else {
+        return Err(QueryError::bad_value(format!(
+            "\"{cmd}\" command requires a \"roles\" array"
+        )));
+    };
+    let mut out: Vec<Role> = Vec::new();
+    for r in a {
+        let r = Role::parse(r, default_db)?;
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_grant_what_mongodb_grants() {
+        let r = |s: &str, db: &str| Role::parse(&Bson::String(s.into()), db).unwrap();
+        assert!(r("read", "test").grants(Need::Read, "test"));
+        assert!(!r("read", "test").grants(Need::Write, "test"));
+        assert!(!r("read", "test").grants(Need::Read, "other"));
+        assert!(r("readWrite", "t").grants(Need::Shape, "t"));
+        assert!(!r("dbAdmin", "t").grants(Need::Read, "t"));
+        assert!(r("readAnyDatabase", "admin").grants(Need::Read, "x"));
+        assert!(r("root", "admin").grants(Need::ClusterAdmin, "admin"));
+        assert!(!r("clusterMonitor", "admin").grants(Need::Read, "x"));
+        assert!(Role::parse(&Bson::String("root".into()), "test").is_err());
+        assert!(Role::parse(&Bson::String("nosuch".into()), "test").is_err());
+    }
+}

@@ -1,0 +1,115 @@
+//! `createUser`: a user of the command's database with a password (stored only as SCRAM
+//! salted keys), roles and optional `customData`.
+
+use bson::{Bson, Document};
+use silt_query::QueryError;
+
+use crate::auth::roles::parse_roles;
+use crate::auth::scram::{Credential, Mech};
+use crate::auth::users::new_user_id;
+use crate::auth::User;
+use crate::state::{CmdResult, Server};
+
+/// The mechanisms a command asks for (`mechanisms`), or both SCRAM ones.
+pub fn mechanisms(cmd: &Document) -> Result<Option<Vec<Mech>>, QueryError> {
+    match cmd.get("mechanisms") {
+        None => Ok(None),
+        Some(Bson::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|m| match m {
+                Bson::String(n) => Mech::from_name(n)
+                    .ok_or_else(|| QueryError::bad_value(format!("Unknown auth mechanism '{n}'"))),
+                _ => Err(QueryError::bad_value(
+                    "mechanisms field must be an array of strings",
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(QueryError::bad_value(
+            "mechanisms field must be a non-empty array of strings",
+        )),
+    }
+}
+
+/// The password of a user command, checked as mongod checks it.
+pub fn password(cmd: &Document) -> Result<Option<&str>, QueryError> {
+    if let Some(v) = cmd.get("digestPassword") {
+        if !matches!(v, Bson::Boolean(true)) {
+            return Err(QueryError::bad_value(
+                "digestPassword: false (a client-digested password) is not supported by siltd",
+            ));
+        }
+    }
+    match cmd.get("pwd") {
+        None => Ok(None),
+        Some(Bson::String(p)) if p.is_empty() => {
+            Err(QueryError::bad_value("Password cannot be empty"))
+        }
+        Some(Bson::String(p)) => Ok(Some(p)),
+        Some(_) => Err(QueryError::type_mismatch("\"pwd\" must be a string")),
+    }
+}
+
+/// The salted credentials of `user` for each mechanism.
+pub fn credentials(
+    user: &str,
+    pwd: &str,
+    mechs: &[Mech],
+) -> Result<Vec<(Mech, Credential)>, QueryError> {
+    mechs
+        .iter()
+        .map(|m| {
+            Credential::new(*m, user, pwd)
+                .map(|c| (*m, c))
+                .map_err(QueryError::bad_value)
+        })
+        .collect()
+}
+
+/// The user name a user command names (its first field).
+pub fn user_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryError> {
+    match cmd.get(command) {
+        Some(Bson::String(n)) if !n.is_empty() => Ok(n),
+        Some(Bson::String(_)) => Err(QueryError::bad_value(
+            "User document needs 'user' field to be non-empty",
+        )),
+        _ => Err(QueryError::type_mismatch(format!(
+            "\"{command}\" must be a string naming the user"
+        ))),
+    }
+}
+
+pub fn custom_data(cmd: &Document) -> Result<Option<Document>, QueryError> {
+    match cmd.get("customData") {
+        None => Ok(None),
+        Some(Bson::Document(d)) => Ok(Some(d.clone())),
+        Some(_) => Err(QueryError::type_mismatch(
+            "\"customData\" must be an object",
+        )),
+    }
+}
+
+pub fn create_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let name = user_name(cmd, "createUser")?;
+    if db == "$external" || db == "local" {
+        return Err(QueryError::bad_value(format!(
+            "Cannot create users in the {db} database"
+        )));
+    }
+    let Some(pwd) = password(cmd)? else {
+        return Err(QueryError::bad_value("Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db"));
+    };
+    let roles = parse_roles(cmd.get("roles"), db, "createUser")?;
+    let mechs = mechanisms(cmd)?.unwrap_or(Mech::ALL.to_vec());
+    let user = User {
+        user: name.to_string(),
+        db: db.to_string(),
+        roles,
+        creds: credentials(name, pwd, &mechs)?,
+        custom_data: custom_data(cmd)?,
+        user_id: new_user_id(),
+    };
+    s.auth.users.put(&s.store, user, true)?;
+    tracing::info!(user = name, db, "created user");
+    Ok(Document::new())
+}

@@ -1,0 +1,31 @@
+//! `grantRolesToUser` and `revokeRolesFromUser`.
+
+use bson::Document;
+
+use super::create_user::user_name;
+use crate::auth::roles::parse_roles;
+use crate::auth::users::not_found;
+use crate::state::{CmdResult, Server};
+
+/// Grant (`grant`) or revoke the command's `roles` of the user it names.
+pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
+    let command = if grant {
+        "grantRolesToUser"
+    } else {
+        "revokeRolesFromUser"
+    };
+    let name = user_name(cmd, command)?;
+    let roles = parse_roles(cmd.get("roles"), db, command)?;
+    let Some(mut u) = s.auth.users.get(db, name) else {
+        return Err(not_found(name, db));
+    };
+    for r in roles {
+        if grant && !u.roles.contains(&r) {
+            u.roles.push(r);
+        } else if !grant {
+            u.roles.retain(|x| *x != r);
+        }
+    }
+    s.auth.users.put(&s.store, u, false)?;
+    Ok(Document::new())
+}

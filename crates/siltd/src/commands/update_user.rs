@@ -1,0 +1,53 @@
+//! `updateUser`: change a user's password, mechanisms, roles or `customData`.
+
+use bson::Document;
+use silt_query::QueryError;
+
+use super::create_user::{credentials, custom_data, mechanisms, password, user_name};
+use crate::auth::roles::parse_roles;
+use crate::auth::users::not_found;
+use crate::state::{CmdResult, Server};
+
+pub fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+    let name = user_name(cmd, "updateUser")?;
+    let Some(mut u) = s.auth.users.get(db, name) else {
+        return Err(not_found(name, db));
+    };
+    let pwd = password(cmd)?;
+    let mechs = mechanisms(cmd)?;
+    let roles = match cmd.get("roles") {
+        Some(v) => Some(parse_roles(Some(v), db, "updateUser")?),
+        None => None,
+    };
+    let data = custom_data(cmd)?;
+    if pwd.is_none() && mechs.is_none() && roles.is_none() && data.is_none() {
+        return Err(QueryError::bad_value(
+            "Must specify at least one field to update in updateUser",
+        ));
+    }
+    match (pwd, mechs) {
+        (Some(p), m) => {
+            let m = m.unwrap_or_else(|| u.creds.iter().map(|(m, _)| *m).collect());
+            u.creds = credentials(name, p, &m)?;
+        }
+        (None, Some(m)) => {
+            // Without a new password, mechanisms can only be taken away.
+            if let Some(missing) = m.iter().find(|m| u.credential(**m).is_none()) {
+                return Err(QueryError::bad_value(format!(
+                    "mechanisms field must be a subset of previously set mechanisms ({} is not set); give 'pwd' to add one",
+                    missing.name()
+                )));
+            }
+            u.creds.retain(|(x, _)| m.contains(x));
+        }
+        (None, None) => {}
+    }
+    if let Some(r) = roles {
+        u.roles = r;
+    }
+    if let Some(d) = data {
+        u.custom_data = Some(d);
+    }
+    s.auth.users.put(&s.store, u, false)?;
+    Ok(Document::new())
+}
