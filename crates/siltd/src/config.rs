@@ -64,6 +64,23 @@ pub struct Flags {
     /// no user yet, a client on localhost may create the first one. Off by default.
     #[arg(long)]
     pub auth: bool,
+    /// `disabled`, `allowTLS`, `preferTLS` or `requireTLS` [default: requireTLS with a
+    /// certificate, disabled without].
+    #[arg(long = "tlsMode", alias = "tls-mode")]
+    pub tls_mode: Option<String>,
+    /// PEM file with the server's certificate chain and private key.
+    #[arg(long = "tlsCertificateKeyFile", alias = "tls-certificate-key-file")]
+    pub tls_cert_key_file: Option<PathBuf>,
+    /// PEM file of the authority that client certificates must chain to; clients must then
+    /// present one (unless `--tlsAllowConnectionsWithoutCertificates`).
+    #[arg(long = "tlsCAFile", alias = "tls-ca-file")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// With `--tlsCAFile`: a client without a certificate is still accepted.
+    #[arg(
+        long = "tlsAllowConnectionsWithoutCertificates",
+        alias = "tls-allow-connections-without-certificates"
+    )]
+    pub tls_allow_without_certs: bool,
     /// Run as the primary of a one-member replica set of this name, so that drivers use
     /// sessions, transactions and retryable writes (`replicaSet=NAME` in the connection
     /// string). Without it siltd is a standalone server, which refuses them.
@@ -103,6 +120,8 @@ pub struct Config {
     pub test_commands: bool,
     /// `--auth`: commands need an authenticated user holding the right roles.
     pub auth: bool,
+    /// `--tlsMode` and its files.
+    pub tls: crate::tls::Settings,
     /// `--replSet NAME`: the one-member replica set this server is the primary of.
     pub repl_set: Option<String>,
     /// `transactionLifetimeLimitSeconds`.
@@ -230,6 +249,12 @@ impl Flags {
             directio: self.directio,
             test_commands: self.enable_test_commands,
             auth: self.auth,
+            tls: crate::tls::Settings {
+                mode: self.tls_mode,
+                cert_key_file: self.tls_cert_key_file,
+                ca_file: self.tls_ca_file,
+                allow_without_certs: self.tls_allow_without_certs,
+            },
             repl_set: self.repl_set.filter(|n| !n.is_empty()),
             txn_lifetime: Duration::from_secs(
                 self.transaction_lifetime_limit_s.unwrap_or(60).max(1),

@@ -22,6 +22,7 @@ mod replset;
 mod server;
 mod sessions;
 mod state;
+mod tls;
 mod transactions;
 mod ttl;
 mod views;
@@ -109,6 +110,7 @@ fn engine_options(cfg: &config::Config) -> EnvOptions {
 }
 
 fn run(cfg: config::Config) -> Result<(), String> {
+    let tls = tls::Tls::load(&cfg.tls)?;
     let opts = engine_options(&cfg);
     tracing::info!(
         dbpath = %cfg.dbpath.display(),
@@ -129,7 +131,7 @@ fn run(cfg: config::Config) -> Result<(), String> {
         None => format!("cannot open data directory {}: {e}", cfg.dbpath.display()),
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
-    let server = Arc::new(state::Server::new(cfg, store, fast));
+    let server = Arc::new(state::Server::new(cfg, store, fast, tls));
     for (name, value) in &server.cfg.set_parameters {
         commands::startup_parameter(&server, name, value)
             .map_err(|e| format!("--setParameter {name}={value}: {}", e.msg))?;

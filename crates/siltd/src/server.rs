@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 use silt_wire::{MsgHeader, OpReply, Request, HEADER_LEN, MAX_MESSAGE_BYTES};
 
 use crate::state::{ConnInfo, Server};
+use crate::tls::Transport;
 
 static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
 
@@ -225,7 +226,7 @@ impl Drop for ConnGuard<'_> {
     }
 }
 
-fn connection(s: Arc<Server>, conns: Arc<Conns>, mut stream: TcpStream, id: u64, peer: String) {
+fn connection(s: Arc<Server>, conns: Arc<Conns>, stream: TcpStream, id: u64, peer: String) {
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
     let info = ConnInfo::new(id, peer);
@@ -235,6 +236,16 @@ fn connection(s: Arc<Server>, conns: Arc<Conns>, mut stream: TcpStream, id: u64,
         conns: &conns,
         id,
     };
+    let mut stream = match s.tls.accept(stream) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(conn = id, remote = %info.peer, error = %e, "connection ended");
+            return;
+        }
+    };
+    if stream.is_tls() {
+        tracing::debug!(conn = id, "TLS session established");
+    }
     let why = match serve_connection(&s, &conns, &mut stream, &info) {
         Ok(()) => "client closed".to_string(),
         Err(e) => e,
@@ -265,7 +276,7 @@ fn run_command(s: &Server, cmd: Document, info: &ConnInfo) -> Document {
 fn serve_connection(
     s: &Arc<Server>,
     conns: &Conns,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     info: &ConnInfo,
 ) -> Result<(), String> {
     let mut head = [0u8; HEADER_LEN];
@@ -394,8 +405,9 @@ fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<Duration> {
     Some(Duration::from_millis(ms.clamp(0, 60_000) as u64))
 }
 
-fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> Result<(), String> {
+fn write_all(stream: &mut Transport, bytes: &[u8]) -> Result<(), String> {
     stream
         .write_all(bytes)
+        .and_then(|()| stream.flush())
         .map_err(|e| format!("write error: {e}"))
 }

@@ -195,10 +195,12 @@ pub struct Server {
     pub top: crate::monitor::Top,
     /// Users, and whether `--auth` checks commands against their roles.
     pub auth: crate::auth::Auth,
+    /// `--tlsMode` and the loaded certificate.
+    pub tls: crate::tls::Tls,
 }
 
 impl Server {
-    pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>) -> Server {
+    pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>, tls: crate::tls::Tls) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
         let views = crate::views::Views::load(&store);
         let auth = crate::auth::Auth::new(cfg.auth, crate::auth::Users::load(&store));
@@ -230,6 +232,7 @@ impl Server {
             profiler: Default::default(),
             top: Default::default(),
             auth,
+            tls,
         }
     }
 
