@@ -109,6 +109,10 @@ pub struct EnvStats {
     pub checkpoints: u64,
     /// Live log files.
     pub log_files: u64,
+    /// Bytes written to the log since open.
+    pub log_bytes: u64,
+    /// Fsyncs of the log since open.
+    pub log_syncs: u64,
     /// Bytes the filesystem has allocated to the files in the directory (`st_blocks`, what
     /// `du` shows). Free extents inside dictionary files are returned as holes, so they do
     /// not count.
@@ -503,6 +507,7 @@ impl Env {
     pub fn stats(&self) -> EnvStats {
         let c = &self.inner.cache;
         let (txns, snaps) = self.inner.txns.counts();
+        let (log_bytes, log_syncs) = self.inner.wal.io_counts();
         let (mut bytes, mut apparent) = (0, 0);
         let vfs = &self.inner.vfs;
         for name in vfs.list(&self.inner.dir).unwrap_or_default() {
@@ -521,6 +526,8 @@ impl Env {
             misses: c.misses.load(Ordering::Relaxed),
             checkpoints: self.inner.checkpoints.load(Ordering::Relaxed),
             log_files: self.inner.wal.file_count() as u64,
+            log_bytes,
+            log_syncs,
             bytes_on_disk: bytes,
             apparent_bytes: apparent,
             live_txns: txns as u64,

@@ -391,6 +391,10 @@ struct Inner {
     file_bytes: u64,
     /// (seq, first lsn) of every live file, oldest first.
     files: Vec<(u64, u64)>,
+    /// Bytes of records written to log files since open, and the fsyncs that made them
+    /// durable (figures for `serverStatus` and the metrics endpoint).
+    bytes_written: u64,
+    syncs: u64,
     /// A requested rotation: the offset in `buf` where the new file must begin (the end of
     /// the record a checkpoint covers). The leader that writes `buf` splits it there.
     cut: Option<usize>,
@@ -463,6 +467,8 @@ impl Wal {
                 files,
                 cut: None,
                 cut_last: 0,
+                bytes_written: 0,
+                syncs: 0,
             }),
             cond: Condvar::new(),
             poison,
@@ -563,8 +569,10 @@ impl Wal {
             match res {
                 Ok(()) => {
                     g.written = upto;
+                    g.bytes_written += data.len() as u64;
                     if sync {
                         g.synced = upto;
+                        g.syncs += 1;
                     }
                     g.file_bytes += rest.len() as u64;
                     if g.file_bytes >= self.rotate_bytes {
@@ -645,5 +653,11 @@ impl Wal {
     /// Number of live log files.
     pub fn file_count(&self) -> usize {
         self.inner.lock().files.len()
+    }
+
+    /// Bytes written to the log and fsyncs of it since open.
+    pub fn io_counts(&self) -> (u64, u64) {
+        let g = self.inner.lock();
+        (g.bytes_written, g.syncs)
     }
 }

@@ -16,8 +16,11 @@ mod commands;
 mod config;
 mod cursors;
 mod fast;
+mod logging;
+mod metrics;
 mod monitor;
 mod ops;
+mod redzone;
 mod replset;
 mod server;
 mod sessions;
@@ -70,14 +73,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&cfg.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(e) = logging::init(&cfg) {
+        eprintln!("siltd: {e}");
+        std::process::exit(2);
+    }
     if let Err(e) = run(cfg) {
         tracing::error!("{e}");
         eprintln!("siltd: {e}");
@@ -109,6 +108,23 @@ fn engine_options(cfg: &config::Config) -> EnvOptions {
     }
 }
 
+/// `--pidfilepath`: the process id, written at start and removed at a clean exit.
+struct PidFile(std::path::PathBuf);
+
+impl PidFile {
+    fn write(p: &std::path::Path) -> Result<PidFile, String> {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write the pid file {}: {e}", p.display()))?;
+        Ok(PidFile(p.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn run(cfg: config::Config) -> Result<(), String> {
     let tls = tls::Tls::load(&cfg.tls)?;
     let opts = engine_options(&cfg);
@@ -137,6 +153,14 @@ fn run(cfg: config::Config) -> Result<(), String> {
             .map_err(|e| format!("--setParameter {name}={value}: {}", e.msg))?;
     }
     commands::drop_out_leftovers(&server);
+    server.profiler.set_default(server.cfg.profile);
+    if let Some(addr) = &server.cfg.metrics_addr {
+        metrics::spawn(&server, addr)?;
+    }
+    let _pid_file = match &server.cfg.pidfilepath {
+        Some(p) => Some(PidFile::write(p)?),
+        None => None,
+    };
     ttl::spawn(&server);
     // Connections have their own threads (see `server`); the runtime only waits for signals
     // and runs the cursor reaper.

@@ -89,12 +89,24 @@ fn sample() -> f64 {
 #[derive(Debug, Default)]
 pub struct Profiler {
     levels: Mutex<HashMap<String, ProfileLevel>>,
+    /// The level of a database `profile` has not set (`--profile`).
+    default_level: std::sync::atomic::AtomicI32,
 }
 
 impl Profiler {
+    pub fn set_default(&self, level: i32) {
+        self.default_level
+            .store(level, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn default_level(&self) -> i32 {
+        self.default_level
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn get(&self, db: &str, default_slow_ms: i64) -> ProfileLevel {
         self.levels.lock().get(db).cloned().unwrap_or(ProfileLevel {
-            level: 0,
+            level: self.default_level(),
             slow_ms: default_slow_ms,
             sample_rate: 1.0,
             filter: None,
@@ -107,7 +119,7 @@ impl Profiler {
 
     /// Whether any database profiles (a cheap check for every command).
     pub fn any(&self) -> bool {
-        self.levels.lock().values().any(|p| p.level > 0)
+        self.default_level() > 0 || self.levels.lock().values().any(|p| p.level > 0)
     }
 }
 

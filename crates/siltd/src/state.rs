@@ -197,6 +197,8 @@ pub struct Server {
     pub auth: crate::auth::Auth,
     /// `--tlsMode` and the loaded certificate.
     pub tls: crate::tls::Tls,
+    /// The free-space red zone.
+    pub redzone: crate::redzone::RedZone,
 }
 
 impl Server {
@@ -204,6 +206,8 @@ impl Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
         let views = crate::views::Views::load(&store);
         let auth = crate::auth::Auth::new(cfg.auth, crate::auth::Users::load(&store));
+        let redzone =
+            crate::redzone::RedZone::new(&cfg.dbpath, cfg.fs_redzone_percent, cfg.fs_redzone_bytes);
         let repl = cfg
             .repl_set
             .as_ref()
@@ -233,6 +237,7 @@ impl Server {
             top: Default::default(),
             auth,
             tls,
+            redzone,
         }
     }
 
@@ -347,7 +352,9 @@ impl Server {
             // In `currentOp` while it runs; the document is shared, not copied.
             let cmd = Arc::new(cmd);
             let _running = self.inprog.start(conn, &db, &name, cmd.clone());
-            let out = match crate::auth::authorize(self, conn, &db, &name, &cmd) {
+            let allowed = crate::auth::authorize(self, conn, &db, &name, &cmd)
+                .and_then(|()| self.redzone.refuse(&name));
+            let out = match allowed {
                 Ok(()) => transactions::run(self, &db, &name, &cmd, conn),
                 Err(e) => Outcome::of(Err(e), false),
             };

@@ -9,6 +9,8 @@
 //! - `siltPartitionAddCrash`, `siltPartitionDropCrash`: the process ends (as in a crash, with
 //!   no clean-up) in the middle of `addPartition` (after its catalog write) or `dropPartition`
 //!   (after its catalog write, before its files are dropped).
+//! - `siltDiskFreeSpace` with `data: {freeBytes, totalBytes}`: the free-space red zone reads
+//!   these figures instead of the filesystem's until the fail point is turned off.
 
 use std::sync::atomic::Ordering;
 
@@ -42,6 +44,29 @@ pub fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
         None => return Err(QueryError::bad_value("missing 'mode'")),
     };
+    if name == "siltDiskFreeSpace" {
+        let reading = match cmd.get_document("data") {
+            Ok(d) if on => {
+                let n = |k: &str| match d.get(k) {
+                    Some(Bson::Int32(v)) => Ok(*v as u64),
+                    Some(Bson::Int64(v)) => Ok(*v as u64),
+                    Some(Bson::Double(v)) => Ok(*v as u64),
+                    _ => Err(QueryError::bad_value(format!(
+                        "siltDiskFreeSpace needs data.{k}"
+                    ))),
+                };
+                Some((n("freeBytes")?, n("totalBytes")?))
+            }
+            _ if on => {
+                return Err(QueryError::bad_value(
+                    "siltDiskFreeSpace needs data: {freeBytes, totalBytes}",
+                ))
+            }
+            _ => None,
+        };
+        s.redzone.simulate(reading);
+        return Ok(doc! { "count": 0 });
+    }
     let was = match name {
         "siltFastUpdatePanic" => s.fast.fail_panic.swap(on, Ordering::AcqRel),
         "siltEngineWorkerPanic" => s

@@ -88,6 +88,7 @@ use silt_query::QueryError;
 use crate::state::{CmdResult, Ctx, Server};
 
 pub use common::type_name;
+pub use server_status::server_status;
 pub use table::{Command, TABLE};
 
 /// Delete at most `cap` documents of `ns` matching `filter`, outside any transaction (the

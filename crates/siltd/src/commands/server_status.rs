@@ -73,8 +73,14 @@ pub fn server_status(s: &Server) -> CmdResult {
             },
             "checkpoints": es.checkpoints as i64,
             "logFiles": es.log_files as i64,
+            "log": {
+                "files": es.log_files as i64,
+                "bytesWritten": es.log_bytes as i64,
+                "syncs": es.log_syncs as i64,
+            },
             "bytesOnDisk": es.bytes_on_disk as i64,
             "writable": poisoned.is_none(),
+            "redZone": s.redzone.status(),
             "poisoned": poisoned,
             "transactions": {
                 "live": es.live_txns as i64,

@@ -1,8 +1,11 @@
 //! Command-line flags, the config file, and their defaults.
 //!
-//! Every flag can also be set in a config file (`--config FILE`) with one `name = value` (or
-//! `name: value`) per line, `#` starting a comment; names are the long flag names
-//! (`port`, `bind`, `dbpath`, `cache-size`, ...). Flags given on the command line win.
+//! `--config FILE` reads the YAML `mongod.conf` layout (`yaml.rs`: `net.port`,
+//! `storage.dbPath`, ..., siltd's own settings under `silt:`), or the older `name = value`
+//! lines (`legacy.rs`). Flags given on the command line win over the file.
+
+mod legacy;
+mod yaml;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,7 +16,7 @@ use clap::Parser;
 #[derive(Parser, Debug, Default)]
 #[command(version, about)]
 pub struct Flags {
-    /// Read further settings from this file (`name = value` lines).
+    /// Read settings from this file: the YAML `mongod.conf` layout (or `name = value` lines).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// TCP port to listen on [default: 27017].
@@ -90,6 +93,34 @@ pub struct Flags {
     /// `transactionLifetimeLimitSeconds`) [default: 60].
     #[arg(long)]
     pub transaction_lifetime_limit_s: Option<u64>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (e.g. `127.0.0.1:9216`). Off by
+    /// default.
+    #[arg(long = "metricsAddr", alias = "metrics-addr")]
+    pub metrics_addr: Option<String>,
+    /// Write the log to this file instead of standard error (mongod's `--logpath`).
+    #[arg(long)]
+    pub logpath: Option<PathBuf>,
+    /// With `--logpath`: append to an existing file instead of renaming it aside first.
+    #[arg(long)]
+    pub logappend: bool,
+    /// `text` (default) or `json`: MongoDB's structured log lines
+    /// (`{"t":{"$date":..},"s":"I","c":"NETWORK","id":..,"ctx":"conn1","msg":..,"attr":{..}}`).
+    #[arg(long = "logFormat", alias = "log-format")]
+    pub log_format: Option<String>,
+    /// The profiling level every database starts with: 0 off, 1 slow operations, 2 all
+    /// (mongod's `--profile`, `operationProfiling.mode`).
+    #[arg(long)]
+    pub profile: Option<i32>,
+    /// Write the process id to this file while running (`processManagement.pidFilePath`).
+    #[arg(long)]
+    pub pidfilepath: Option<PathBuf>,
+    /// Writes are refused while the data directory's filesystem has less than this percent
+    /// free (TokuMX's `fsRedzone`) [default: 5].
+    #[arg(long = "fsRedzone", alias = "fs-redzone")]
+    pub fs_redzone: Option<u64>,
+    /// ... or less than this many bytes free [default: 64MB].
+    #[arg(long = "fsRedzoneBytes", alias = "fs-redzone-bytes")]
+    pub fs_redzone_bytes: Option<u64>,
     /// A server parameter at start-up, `NAME=VALUE` (MongoDB's `--setParameter`), e.g.
     /// `ttlMonitorSleepSecs=1`; repeatable. The names are those `setParameter` accepts.
     #[arg(
@@ -122,6 +153,20 @@ pub struct Config {
     pub auth: bool,
     /// `--tlsMode` and its files.
     pub tls: crate::tls::Settings,
+    /// `--metricsAddr`.
+    pub metrics_addr: Option<String>,
+    /// `--logpath` and `--logappend`.
+    pub logpath: Option<PathBuf>,
+    pub logappend: bool,
+    /// `--logFormat json`.
+    pub log_json: bool,
+    /// `--profile`: every database's starting profiling level.
+    pub profile: i32,
+    /// `--pidfilepath`.
+    pub pidfilepath: Option<PathBuf>,
+    /// The free-space red zone: a percentage and a byte floor.
+    pub fs_redzone_percent: u64,
+    pub fs_redzone_bytes: u64,
     /// `--replSet NAME`: the one-member replica set this server is the primary of.
     pub repl_set: Option<String>,
     /// `transactionLifetimeLimitSeconds`.
@@ -133,97 +178,16 @@ pub struct Config {
 }
 
 impl Flags {
-    /// Fill unset flags from the config file.
-    fn merge_file(&mut self, text: &str) -> Result<(), String> {
-        for (n, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
-                return Err(format!("line {}: expected `name = value`", n + 1));
-            };
-            let (k, v) = (
-                k.trim().replace('_', "-"),
-                v.trim().trim_matches('"').to_string(),
-            );
-            let num = |v: &str| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("line {}: {k} must be a number", n + 1))
-            };
-            match k.as_str() {
-                "port" => {
-                    let p = num(&v)?;
-                    let p = u16::try_from(p).map_err(|_| format!("line {}: bad port", n + 1))?;
-                    self.port.get_or_insert(p);
-                }
-                "bind" | "bind-ip" => {
-                    self.bind.get_or_insert(v);
-                }
-                "dbpath" => {
-                    self.dbpath.get_or_insert(PathBuf::from(v));
-                }
-                "cache-size" => {
-                    self.cache_size.get_or_insert(v);
-                }
-                "journal-commit-interval-ms" => {
-                    let x = num(&v)?;
-                    self.journal_commit_interval_ms.get_or_insert(x);
-                }
-                "checkpoint-interval-s" => {
-                    let x = num(&v)?;
-                    self.checkpoint_interval_s.get_or_insert(x);
-                }
-                "slow-ms" => {
-                    let x = num(&v)?;
-                    self.slow_ms.get_or_insert(x);
-                }
-                "log-level" => {
-                    self.log_level.get_or_insert(v);
-                }
-                "fast-updates" => {
-                    self.fast_updates =
-                        self.fast_updates || matches!(v.as_str(), "true" | "1" | "yes");
-                }
-                "enable-test-commands" => {
-                    self.enable_test_commands =
-                        self.enable_test_commands || matches!(v.as_str(), "true" | "1" | "yes");
-                }
-                "auth" => {
-                    self.auth = self.auth || matches!(v.as_str(), "true" | "1" | "yes");
-                }
-                "directio" => {
-                    self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
-                }
-                "maxConns" | "max-conns" | "maxIncomingConnections" => {
-                    let x = num(&v)?;
-                    self.max_conns.get_or_insert(x);
-                }
-                "cursor-timeout-s" => {
-                    let x = num(&v)?;
-                    self.cursor_timeout_s.get_or_insert(x);
-                }
-                "replSet" | "repl-set" => {
-                    self.repl_set.get_or_insert(v);
-                }
-                "transaction-lifetime-limit-s" => {
-                    let x = num(&v)?;
-                    self.transaction_lifetime_limit_s.get_or_insert(x);
-                }
-                "setParameter" | "set-parameter" => self.set_parameter.push(v),
-                _ => return Err(format!("line {}: unknown setting `{k}`", n + 1)),
-            }
-        }
-        Ok(())
-    }
-
     /// Resolve flags, the config file and defaults.
     pub fn resolve(mut self, argv: Vec<String>) -> Result<Config, String> {
         if let Some(path) = self.config.clone() {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-            self.merge_file(&text)
-                .map_err(|e| format!("config file {}: {e}", path.display()))?;
+            match yaml::parse(&text) {
+                Some(doc) => doc.and_then(|d| self.merge_yaml(&d)),
+                None => self.merge_file(&text),
+            }
+            .map_err(|e| format!("config file {}: {e}", path.display()))?;
         }
         let cache_bytes = match &self.cache_size {
             Some(s) => parse_size(s).ok_or_else(|| {
@@ -259,6 +223,24 @@ impl Flags {
             txn_lifetime: Duration::from_secs(
                 self.transaction_lifetime_limit_s.unwrap_or(60).max(1),
             ),
+            metrics_addr: self.metrics_addr.filter(|a| !a.is_empty()),
+            logpath: self.logpath,
+            logappend: self.logappend,
+            log_json: match self.log_format.as_deref() {
+                None | Some("text") => false,
+                Some("json") => true,
+                Some(other) => return Err(format!("--logFormat: `{other}` is not text or json")),
+            },
+            profile: match self.profile.unwrap_or(0) {
+                p @ 0..=2 => p,
+                p => return Err(format!("--profile: {p} is not 0, 1 or 2")),
+            },
+            pidfilepath: self.pidfilepath,
+            fs_redzone_percent: match self.fs_redzone.unwrap_or(5) {
+                p @ 0..=99 => p,
+                p => return Err(format!("--fsRedzone: {p} is not a percentage below 100")),
+            },
+            fs_redzone_bytes: self.fs_redzone_bytes.unwrap_or(64 << 20),
             argv,
             set_parameters: self
                 .set_parameter

@@ -1,0 +1,205 @@
+//! The log: `tracing` events to standard error or `--logpath`, as text or (`--logFormat
+//! json`, `systemLog.format: json`) in MongoDB's structured form, one JSON document a line:
+//! `{"t":{"$date":"2026-11-25T10:00:00.000+00:00"},"s":"I","c":"NETWORK","id":4915701,
+//! "ctx":"conn3","msg":"connection accepted","attr":{"remote":"127.0.0.1:50000"}}`.
+//! `c` is the component (from the module that logged), `ctx` the thread, `id` a stable
+//! number per message text (mongod's ids are per log statement).
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::{json, Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::config::Config;
+
+/// Set up the global subscriber from the configuration.
+pub fn init(cfg: &Config) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&cfg.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    match &cfg.logpath {
+        Some(path) => {
+            let file = open_log(path, cfg.logappend)?;
+            let b = builder.with_ansi(false).with_writer(Mutex::new(file));
+            if cfg.log_json {
+                b.event_format(MongoJson).init();
+            } else {
+                b.init();
+            }
+        }
+        None => {
+            let b = builder
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && !cfg.log_json)
+                .with_writer(std::io::stderr);
+            if cfg.log_json {
+                b.event_format(MongoJson).init();
+            } else {
+                b.init();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Open `--logpath`: appended to with `--logappend`, else an existing file is renamed aside
+/// (`<path>.<timestamp>`, as mongod does) and a new one begun.
+fn open_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
+    if !append && path.exists() {
+        let stamp = jiff_free_stamp();
+        let aside = format!("{}.{stamp}", path.display());
+        std::fs::rename(path, &aside)
+            .map_err(|e| format!("cannot rename the old log {} aside: {e}", path.display()))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("cannot open the log file {}: {e}", path.display()))
+}
+
+/// `YYYY-MM-DDTHH-MM-SS` in UTC, for a renamed log.
+fn jiff_free_stamp() -> String {
+    let now = bson::DateTime::now()
+        .try_to_rfc3339_string()
+        .unwrap_or_default();
+    now.chars()
+        .take(19)
+        .map(|c| if c == ':' { '-' } else { c })
+        .collect()
+}
+
+/// MongoDB's structured log line.
+pub struct MongoJson;
+
+#[derive(Default)]
+struct Fields {
+    msg: String,
+    attr: Map<String, Value>,
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let v = format!("{value:?}");
+        if field.name() == "message" {
+            self.msg = v;
+        } else {
+            self.attr.insert(field.name().to_string(), Value::String(v));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.msg = value.to_string();
+        } else {
+            self.attr
+                .insert(field.name().to_string(), Value::String(value.to_string()));
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.attr.insert(field.name().to_string(), json!(value));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.attr.insert(field.name().to_string(), json!(value));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.attr.insert(field.name().to_string(), json!(value));
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.attr.insert(field.name().to_string(), json!(value));
+    }
+}
+
+/// mongod's component for the module that logged.
+fn component(target: &str) -> &'static str {
+    let m = target.split("::").nth(1).unwrap_or("");
+    if !target.starts_with("siltd") {
+        return "STORAGE";
+    }
+    match m {
+        "server" | "tls" | "metrics" => "NETWORK",
+        "auth" => "ACCESS",
+        "commands" | "state" | "ops" | "cursors" => "COMMAND",
+        "transactions" | "sessions" => "TXN",
+        "replset" => "REPL",
+        "ttl" => "INDEX",
+        "monitor" | "fast" => "STORAGE",
+        _ => "CONTROL",
+    }
+}
+
+/// A stable id per message text (FNV-1a folded into mongod's 7-digit range).
+fn message_id(msg: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in msg.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    1_000_000 + h % 9_000_000
+}
+
+impl<S, N> FormatEvent<S, N> for MongoJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        let mut f = Fields::default();
+        event.record(&mut f);
+        let severity = match *meta.level() {
+            Level::ERROR => "E",
+            Level::WARN => "W",
+            Level::INFO => "I",
+            Level::DEBUG => "D1",
+            Level::TRACE => "D2",
+        };
+        let t = bson::DateTime::now()
+            .try_to_rfc3339_string()
+            .unwrap_or_default()
+            .replace('Z', "+00:00");
+        let ctx = std::thread::current().name().unwrap_or("main").to_string();
+        let mut line = Map::new();
+        line.insert("t".into(), json!({ "$date": t }));
+        line.insert("s".into(), json!(severity));
+        line.insert("c".into(), json!(component(meta.target())));
+        line.insert("id".into(), json!(message_id(&f.msg)));
+        line.insert("ctx".into(), json!(ctx));
+        line.insert("msg".into(), json!(f.msg));
+        if !f.attr.is_empty() {
+            line.insert("attr".into(), Value::Object(f.attr));
+        }
+        writeln!(w, "{}", Value::Object(line))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_and_ids() {
+        assert_eq!(component("siltd::server"), "NETWORK");
+        assert_eq!(component("siltd::auth"), "ACCESS");
+        assert_eq!(component("silt_storage::env"), "STORAGE");
+        assert_eq!(message_id("a"), message_id("a"));
+        assert!((1_000_000..10_000_000).contains(&message_id("connection accepted")));
+    }
+}
