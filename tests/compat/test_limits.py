@@ -73,3 +73,76 @@ def test_document_nesting_depth(db):
         assert r == 15
     assert db.c.count_documents({}) == 1
     assert db.command("ping")["ok"] == 1
+
+
+def _rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_thousands_of_idle_and_slow_clients():
+    """2,500 idle connections and 200 clients sending a `ping` one byte at a time: a normal
+    client is still served throughout, the slow clients' pings are answered once whole, and
+    the server's resident memory grows by a bounded amount per connection (each has a thread
+    whose stack is reserved, not resident)."""
+    import threading
+    import bson
+
+    s = Siltd().start()
+    socks, slow = [], []
+    try:
+        c = s.client()
+        c.test.t.insert_one({"_id": 0})
+        base = _rss_kb(s.proc.pid)
+        for _ in range(2500):
+            socks.append(socket.create_connection(("127.0.0.1", s.port), timeout=10))
+        body = bson.encode({"ping": 1, "$db": "admin"})
+        msg = (0).to_bytes(4, "little") + b"\x00" + body
+        ping = (16 + len(msg)).to_bytes(4, "little") + (7).to_bytes(4, "little") + \
+            (0).to_bytes(4, "little") + (2013).to_bytes(4, "little") + msg
+        for _ in range(200):
+            slow.append(socket.create_connection(("127.0.0.1", s.port), timeout=30))
+        deadline = time.time() + 60
+        while c.admin.command("serverStatus")["connections"]["current"] < 2701:
+            assert time.time() < deadline, "the server did not accept 2,700 connections"
+            time.sleep(0.1)
+
+        done = threading.Event()
+
+        def drip():
+            # One byte to each slow client in turn, 20 ms between rounds.
+            for i in range(len(ping)):
+                for sk in slow:
+                    sk.send(ping[i:i + 1])
+                time.sleep(0.02)
+            done.set()
+
+        t = threading.Thread(target=drip)
+        t.start()
+        served = 0
+        while not done.is_set():
+            c.test.t.update_one({"_id": 0}, {"$inc": {"n": 1}})
+            assert c.test.t.find_one({"_id": 0})["n"] == served + 1
+            served += 1
+        t.join()
+        assert served > 10
+        for sk in slow:
+            head = b""
+            while len(head) < 16:
+                chunk = sk.recv(16 - len(head))
+                assert chunk, "a slow client's connection was closed"
+                head += chunk
+            assert int.from_bytes(head[12:16], "little") == 2013
+        grown_mb = (_rss_kb(s.proc.pid) - base) / 1024
+        # 2,700 connections: well under 64 KiB each.
+        assert grown_mb < 170, f"resident memory grew by {grown_mb:.0f} MiB"
+        print(f"\n2,700 connections: resident memory grew by {grown_mb:.1f} MiB; "
+              f"{served} update+find pairs served while the slow clients dripped")
+    finally:
+        for sk in socks + slow:
+            sk.close()
+        s.stop()
+        s.cleanup()
