@@ -59,7 +59,8 @@ class Siltd:
             return f.read().decode(errors="replace")
 
     def client(self, **kw):
-        return pymongo.MongoClient("127.0.0.1", self.port, serverSelectionTimeoutMS=10000, **kw)
+        kw.setdefault("serverSelectionTimeoutMS", 10000)
+        return pymongo.MongoClient("127.0.0.1", self.port, **kw)
 
     def kill9(self):
         self.proc.kill()
