@@ -146,3 +146,70 @@ def test_thousands_of_idle_and_slow_clients():
             sk.close()
         s.stop()
         s.cleanup()
+
+
+def test_sort_and_group_memory_caps():
+    """A blocking sort and $group hold at most their memory cap (MongoDB's parameters, 100 MiB
+    by default); past it the command fails with 292 and the server goes on. A sort with a
+    limit keeps only the best documents, and an index that gives the order needs no memory."""
+    import pytest
+    from pymongo.errors import OperationFailure
+
+    s = Siltd().start()
+    try:
+        c = s.client()
+        coll = c.test.big
+        coll.insert_many([{"_id": i, "k": (i * 7919) % 5000, "pad": "x" * 200} for i in range(5000)])
+        a = c.admin
+        assert a.command("getParameter", internalQueryMaxBlockingSortMemoryUsageBytes=1)[
+            "internalQueryMaxBlockingSortMemoryUsageBytes"] == 100 << 20
+        a.command("setParameter", 1, internalQueryMaxBlockingSortMemoryUsageBytes=200_000,
+                  internalDocumentSourceGroupMaxMemoryBytes=200_000)
+
+        for run in [lambda: list(coll.find().sort("k", 1)),
+                    lambda: list(coll.aggregate([{"$sort": {"k": 1}}])),
+                    lambda: list(coll.aggregate([{"$sort": {"k": 1}}], allowDiskUse=True)),
+                    lambda: list(coll.aggregate([{"$group": {"_id": None, "all": {"$push": "$$ROOT"}}}])),
+                    lambda: list(coll.aggregate([{"$group": {"_id": "$_id"}}]))]:
+            with pytest.raises(OperationFailure) as e:
+                run()
+            assert e.value.code == 292, e.value
+            assert "memory limit" in str(e.value)
+        # Bounded by a limit, or given by an index, or grouped into few keys: served.
+        top = list(coll.find().sort("k", -1).limit(5))
+        assert [d["k"] for d in top] == [4999, 4998, 4997, 4996, 4995]
+        assert len(list(coll.find().sort("k", 1).skip(10).limit(3))) == 3
+        assert [d["k"] for d in coll.aggregate([{"$sort": {"k": 1}}, {"$limit": 2}])] == [0, 1]
+        assert list(coll.aggregate([{"$group": {"_id": None, "n": {"$sum": 1}}}]))[0]["n"] == 5000
+        coll.create_index("k")
+        assert len(list(coll.find().sort("k", 1))) == 5000
+        a.command("setParameter", 1, internalQueryMaxBlockingSortMemoryUsageBytes=100 << 20,
+                  internalDocumentSourceGroupMaxMemoryBytes=100 << 20)
+        assert len(list(coll.aggregate([{"$sort": {"pad": 1, "_id": -1}}]))) == 5000
+    finally:
+        s.stop()
+        s.cleanup()
+
+
+def test_query_nesting_is_bounded():
+    """Filters and expressions nest at most as deep as BSON may (200 levels): deeper ones are
+    refused with InvalidBSON (22) before anything runs, and the server goes on."""
+    import pytest
+    from pymongo.errors import OperationFailure
+
+    s = Siltd().start()
+    try:
+        c = s.client()
+        f = {"a": 1}
+        for _ in range(90):
+            f = {"$and": [f]}
+        assert c.test.c.count_documents(f) == 0
+        for _ in range(20):
+            f = {"$and": [f]}
+        with pytest.raises(OperationFailure) as e:
+            c.test.c.count_documents(f)
+        assert e.value.code == 22
+        assert c.admin.command("ping")["ok"] == 1
+    finally:
+        s.stop()
+        s.cleanup()

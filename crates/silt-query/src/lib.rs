@@ -12,6 +12,7 @@ pub mod collation;
 pub mod error;
 pub mod expr;
 pub mod matcher;
+pub mod memory;
 pub mod plan;
 pub mod projection;
 pub mod text;

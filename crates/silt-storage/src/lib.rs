@@ -34,6 +34,8 @@ mod env;
 mod error;
 mod file;
 mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ids;
 pub mod inspect;
 mod locks;

@@ -328,6 +328,14 @@ impl Group {
     }
 }
 
+/// How many values a state keeps (`$push`, `$addToSet`); 0 for the others.
+fn held(s: &State) -> usize {
+    match s {
+        State::Push(items) | State::Set(items, _) => items.len(),
+        _ => 0,
+    }
+}
+
 /// Group `docs` by `key_of`, accumulating `accs`.
 fn group_by_key(
     docs: impl Iterator<Item = QResult<Document>>,
@@ -337,12 +345,15 @@ fn group_by_key(
 ) -> QResult<Vec<Document>> {
     let mut index: BTreeMap<ValueKey, usize> = BTreeMap::new();
     let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
+    let mut budget = crate::memory::Budget::new(crate::memory::Use::Group);
     for doc in docs {
         let doc = doc?;
         let key = key_of(&doc)?;
         let slot = match index.get(&ValueKey(key.clone())) {
             Some(i) => *i,
             None => {
+                // The key twice (index and group), and each accumulator's state.
+                budget.charge(2 * crate::memory::approx_size(&key) + 64 * (accs.len() + 1))?;
                 let states = accs.iter().map(Accumulator::init).collect();
                 groups.push((key.clone(), states));
                 index.insert(ValueKey(key), groups.len() - 1);
@@ -350,7 +361,18 @@ fn group_by_key(
             }
         };
         for (acc, state) in accs.iter().zip(groups[slot].1.iter_mut()) {
+            let before = held(state);
             acc.update(state, &doc, vars)?;
+            // `$push` and `$addToSet` keep what they are given.
+            if held(state) > before {
+                if let State::Push(items) | State::Set(items, _) = state {
+                    budget.charge(
+                        items
+                            .last()
+                            .map_or(0, |v| 2 * crate::memory::approx_size(v)),
+                    )?;
+                }
+            }
         }
     }
     Ok(groups

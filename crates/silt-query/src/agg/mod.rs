@@ -601,15 +601,23 @@ fn sort_limited(
     limit: Option<usize>,
     input: DocStream<'_>,
 ) -> QResult<Vec<Document>> {
-    let mut keyed: Vec<(Vec<Bson>, Document)> = Vec::new();
+    let mut keyed: Vec<(Vec<Bson>, Document, usize)> = Vec::new();
     let cap = limit.map(|l| l.max(1));
+    let mut budget = crate::memory::Budget::new(crate::memory::Use::Sort);
     for r in input {
         let d = r?;
-        keyed.push((spec.key(&d), d));
+        let size = crate::memory::doc_size(&d);
+        budget.charge(size)?;
+        keyed.push((spec.key(&d), d, size));
         if let Some(cap) = cap {
-            if keyed.len() >= cap.saturating_mul(2).max(1024) {
+            if keyed.len() > cap
+                && (keyed.len() >= cap.saturating_mul(2).max(1024)
+                    || (budget.past_half() && keyed.len() > cap + cap / 4))
+            {
                 keyed.sort_by(|a, b| spec.compare_keys(&a.0, &b.0));
-                keyed.truncate(cap);
+                for (_, _, n) in keyed.drain(cap..) {
+                    budget.release(n);
+                }
             }
         }
     }
@@ -617,5 +625,5 @@ fn sort_limited(
     if let Some(cap) = cap {
         keyed.truncate(cap);
     }
-    Ok(keyed.into_iter().map(|(_, d)| d).collect())
+    Ok(keyed.into_iter().map(|(_, d, _)| d).collect())
 }

@@ -48,9 +48,30 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
             Box::new(VecSource(all.into()))
         }
         Some(sort) if !planned.sorted() => {
+            // With a limit only the best `skip + limit` are kept as documents arrive (a
+            // stable sort keeps scan order among equals); the rest count against the sort's
+            // memory cap.
+            let keep = q.limit.map(|l| {
+                usize::try_from(l.saturating_add(q.skip))
+                    .unwrap_or(usize::MAX)
+                    .max(1)
+            });
             let mut all = Vec::new();
+            let mut budget = silt_query::memory::Budget::new(silt_query::memory::Use::Sort);
             while let Some(d) = src.next_doc()? {
+                budget.charge(silt_query::memory::doc_size(&d))?;
                 all.push(d);
+                if let Some(k) = keep {
+                    if all.len() > k
+                        && (all.len() >= k.saturating_mul(2).max(1024)
+                            || (budget.past_half() && all.len() > k + k / 4))
+                    {
+                        all = sort.sort(all);
+                        for d in all.drain(k..) {
+                            budget.release(silt_query::memory::doc_size(&d));
+                        }
+                    }
+                }
             }
             Box::new(VecSource(sort.sort(all).into()))
         }

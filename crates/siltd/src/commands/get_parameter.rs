@@ -29,6 +29,12 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 Some(Bson::Int32(s.ttl.sleep_secs.load(Ordering::Relaxed) as i32))
             }
             "ttlMonitorEnabled" => Some(Bson::Boolean(s.ttl.enabled.load(Ordering::Relaxed))),
+            "internalQueryMaxBlockingSortMemoryUsageBytes" => Some(Bson::Int64(
+                silt_query::memory::SORT_LIMIT.load(Ordering::Relaxed) as i64,
+            )),
+            "internalDocumentSourceGroupMaxMemoryBytes" => Some(Bson::Int64(
+                silt_query::memory::GROUP_LIMIT.load(Ordering::Relaxed) as i64,
+            )),
             _ => None,
         }
     };
@@ -43,6 +49,8 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "maxTransactionLockRequestTimeoutMillis",
         "ttlMonitorSleepSecs",
         "ttlMonitorEnabled",
+        "internalQueryMaxBlockingSortMemoryUsageBytes",
+        "internalDocumentSourceGroupMaxMemoryBytes",
     ];
     let mut out = Document::new();
     if all {

@@ -45,6 +45,23 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 let was = s.txn_lifetime_s.swap(n, Ordering::Relaxed);
                 out.insert("was", was as i32);
             }
+            (
+                "internalQueryMaxBlockingSortMemoryUsageBytes"
+                | "internalDocumentSourceGroupMaxMemoryBytes",
+                _,
+            ) => {
+                let n = match int_arg(cmd, k)? {
+                    Some(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+                    _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
+                };
+                let cap = if k.starts_with("internalQuery") {
+                    &silt_query::memory::SORT_LIMIT
+                } else {
+                    &silt_query::memory::GROUP_LIMIT
+                };
+                let was = cap.swap(n, Ordering::Relaxed);
+                out.insert("was", was as i64);
+            }
             ("maxTransactionLockRequestTimeoutMillis", _) => {
                 // MongoDB: a negative value waits without limit; a week stands for it here.
                 let n = match int_arg(cmd, k)? {
