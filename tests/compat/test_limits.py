@@ -213,3 +213,31 @@ def test_query_nesting_is_bounded():
     finally:
         s.stop()
         s.cleanup()
+
+
+def test_session_limit():
+    """`maxSessions` (MongoDB's parameter): a new session beyond it gets
+    TooManyLogicalSessions (261); known sessions and sessionless commands go on."""
+    import pytest
+    from pymongo.errors import OperationFailure
+
+    s = Siltd(extra=["--setParameter", "maxSessions=3"]).start()
+    try:
+        c = s.client()
+        assert c.admin.command("getParameter", maxSessions=1)["maxSessions"] == 3
+        held = [c.start_session() for _ in range(3)]
+        for sess in held:
+            c.test.s.insert_one({}, session=sess)
+        with c.start_session() as extra:
+            with pytest.raises(OperationFailure) as e:
+                c.test.s.insert_one({}, session=extra)
+            assert e.value.code == 261
+        c.test.s.find_one({}, session=held[0])
+        c.admin.command("endSessions", [sess.session_id for sess in held], session=held[0])
+        for sess in held:
+            sess.end_session()
+        with c.start_session() as again:
+            c.test.s.insert_one({}, session=again)
+    finally:
+        s.stop()
+        s.cleanup()

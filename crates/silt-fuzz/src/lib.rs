@@ -52,7 +52,10 @@ pub fn keyenc(data: &[u8]) {
         "{a:?} decoded as {back:?}"
     );
     if silt_bson::keyenc::is_exact(&a) {
-        assert!(same_bytes(&back, &a), "{a:?} is exact but decoded as {back:?}");
+        assert!(
+            same_bytes(&back, &a),
+            "{a:?} is exact but decoded as {back:?}"
+        );
     }
     let key = silt_bson::keyenc::encode_key(&[(&a, false), (&b, true)]);
     let parts = silt_bson::keyenc::decode_key(&key, &[false, true]).expect("a key decodes");

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use bson::{Document, Timestamp};
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex};
 use silt_collection::{Snapshot, Txn};
+use silt_query::QueryError;
 
 /// How long an unused session lives (MongoDB's `logicalSessionTimeoutMinutes`, 30).
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -66,9 +67,10 @@ impl SessionState {
 type Session = Mutex<SessionState>;
 
 /// Every session the server knows, by the bytes of its `lsid`.
-#[derive(Default)]
 pub struct Sessions {
     map: Mutex<HashMap<Vec<u8>, Arc<Session>>>,
+    /// `maxSessions`: at most this many sessions at once (MongoDB's default, 1,000,000).
+    pub max: std::sync::atomic::AtomicUsize,
     /// Snapshots of snapshot reads, by the cluster time they were given.
     snapshots: Mutex<BTreeMap<(u32, u32), (Snapshot, Instant)>>,
 }
@@ -80,13 +82,35 @@ pub fn lsid_key(lsid: &Document) -> Vec<u8> {
     v
 }
 
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            map: Mutex::default(),
+            max: std::sync::atomic::AtomicUsize::new(1_000_000),
+            snapshots: Mutex::default(),
+        }
+    }
+}
+
 impl Sessions {
-    /// Check out the session `lsid` (created on first use) for one command.
-    pub fn checkout(&self, lsid: &Document) -> SessionGuard {
+    /// Check out the session `lsid` (created on first use) for one command; a new session
+    /// beyond `maxSessions` is refused with TooManyLogicalSessions (261), as MongoDB does.
+    pub fn checkout(&self, lsid: &Document) -> Result<SessionGuard, QueryError> {
         let key = lsid_key(lsid);
-        let sess = self
-            .map
-            .lock()
+        let mut map = self.map.lock();
+        if !map.contains_key(&key)
+            && map.len() >= self.max.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(QueryError::coded(
+                261,
+                "TooManyLogicalSessions",
+                format!(
+                    "Unable to add session into the cache because the number of active sessions is too high (maxSessions {})",
+                    self.max.load(std::sync::atomic::Ordering::Relaxed)
+                ),
+            ));
+        }
+        let sess = map
             .entry(key)
             .or_insert_with(|| {
                 Arc::new(Mutex::new(SessionState {
@@ -96,12 +120,13 @@ impl Sessions {
                 }))
             })
             .clone();
-        SessionGuard::new(sess)
+        drop(map);
+        Ok(SessionGuard::new(sess))
     }
 
     /// Note a use of session `lsid` outside a transaction or retryable write (created on first
     /// use, as MongoDB's session cache does), so `$listLocalSessions` shows it.
-    pub fn touch(&self, lsid: &Document) {
+    pub fn touch(&self, lsid: &Document) -> Result<(), QueryError> {
         let key = lsid_key(lsid);
         let sess = self.map.lock().get(&key).cloned();
         match sess {
@@ -110,8 +135,9 @@ impl Sessions {
                     st.last_use = Instant::now();
                 }
             }
-            None => drop(self.checkout(lsid)),
+            None => drop(self.checkout(lsid)?),
         }
+        Ok(())
     }
 
     /// Every session, copied out of the map (so that no session is locked under its mutex).

@@ -263,11 +263,16 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
             )));
         }
         if let Some(lsid) = args.lsid {
-            s.sessions.touch(lsid);
+            if let Err(e) = s.sessions.touch(lsid) {
+                return Outcome::err(e);
+            }
         }
         return plain(s, db, name, cmd, conn, args.read_concern);
     };
-    let mut sess = s.sessions.checkout(lsid);
+    let mut sess = match s.sessions.checkout(lsid) {
+        Ok(g) => g,
+        Err(e) => return Outcome::err(e),
+    };
     if args.in_txn {
         statement(s, db, name, cmd, conn, &args, number, &mut sess)
     } else if RETRYABLE.contains(&name) {

@@ -29,6 +29,9 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 Some(Bson::Int32(s.ttl.sleep_secs.load(Ordering::Relaxed) as i32))
             }
             "ttlMonitorEnabled" => Some(Bson::Boolean(s.ttl.enabled.load(Ordering::Relaxed))),
+            "maxSessions" => Some(Bson::Int32(
+                i32::try_from(s.sessions.max.load(Ordering::Relaxed)).unwrap_or(i32::MAX),
+            )),
             "internalQueryMaxBlockingSortMemoryUsageBytes" => Some(Bson::Int64(
                 silt_query::memory::SORT_LIMIT.load(Ordering::Relaxed) as i64,
             )),
@@ -51,6 +54,7 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "ttlMonitorEnabled",
         "internalQueryMaxBlockingSortMemoryUsageBytes",
         "internalDocumentSourceGroupMaxMemoryBytes",
+        "maxSessions",
     ];
     let mut out = Document::new();
     if all {

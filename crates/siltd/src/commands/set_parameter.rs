@@ -62,6 +62,14 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 let was = cap.swap(n, Ordering::Relaxed);
                 out.insert("was", was as i64);
             }
+            ("maxSessions", _) => {
+                let n = match int_arg(cmd, k)? {
+                    Some(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+                    _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
+                };
+                let was = s.sessions.max.swap(n, Ordering::Relaxed);
+                out.insert("was", was as i64);
+            }
             ("maxTransactionLockRequestTimeoutMillis", _) => {
                 // MongoDB: a negative value waits without limit; a week stands for it here.
                 let n = match int_arg(cmd, k)? {
