@@ -140,11 +140,48 @@ impl Collection {
             self.compare_index(ix, expected, &mut r)?;
         }
         if full {
+            self.verify_files(&indexes, &mut r);
+        }
+        Ok(r)
+    }
+
+    /// [`Collection::validate`], with damage met while reading (a checksum that does not
+    /// match, naming the file and block) reported rather than returned: the scan stops
+    /// there, and `full` still verifies every file.
+    pub fn validate_reporting(
+        &self,
+        full: bool,
+        tmp: &Path,
+        memory: usize,
+    ) -> Result<ValidateReport> {
+        match self.validate(full, tmp, memory) {
+            Err(CollError::Storage(e @ silt_storage::Error::Corruption { .. })) => {
+                let mut r = ValidateReport::default();
+                r.error(format!("{}: {e}", self.ns));
+                if full {
+                    let indexes = self.indexes.read().clone();
+                    self.verify_files(&indexes, &mut r);
+                }
+                Ok(r)
+            }
+            other => other,
+        }
+    }
+
+    /// Verify every checksum of the collection's files into `r`.
+    fn verify_files(
+        &self,
+        indexes: &[std::sync::Arc<crate::index::Index>],
+        r: &mut ValidateReport,
+    ) {
+        let layout = self.layout();
+        let primary = &layout.primary;
+        {
             let mut files: Vec<_> = primary
                 .dicts()
                 .map(|d| (self.primary_index_name().to_string(), d.verify()))
                 .collect();
-            for ix in &indexes {
+            for ix in indexes {
                 for d in ix.parts().dicts() {
                     files.push((ix.name().to_string(), d.verify()));
                 }
@@ -159,7 +196,6 @@ impl Collection {
                 r.warnings.extend(v.warnings);
             }
         }
-        Ok(r)
     }
 
     /// Merge the sorted entries the documents need with the index's entries.
@@ -289,6 +325,7 @@ impl crate::Store {
                 source: e,
             })
         })?;
-        c.validate(full, &tmp, self.build_memory).map(Some)
+        c.validate_reporting(full, &tmp, self.build_memory)
+            .map(Some)
     }
 }
