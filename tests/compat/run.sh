@@ -11,6 +11,6 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/requirements.txt" "$stamp"; th
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
     cp "$here/requirements.txt" "$stamp"
 fi
-(cd "$root" && cargo build --release -p siltd --quiet)
+(cd "$root" && cargo build --release -p siltd -p siltctl --quiet)
 export SILTD_BIN="$root/target/release/siltd"
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$here" "$@"
