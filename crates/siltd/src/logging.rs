@@ -54,7 +54,7 @@ pub fn init(cfg: &Config) -> Result<(), String> {
 /// (`<path>.<timestamp>`, as mongod does) and a new one begun.
 fn open_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
     if !append && path.exists() {
-        let stamp = jiff_free_stamp();
+        let stamp = log_stamp();
         let aside = format!("{}.{stamp}", path.display());
         std::fs::rename(path, &aside)
             .map_err(|e| format!("cannot rename the old log {} aside: {e}", path.display()))?;
@@ -67,7 +67,7 @@ fn open_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
 }
 
 /// `YYYY-MM-DDTHH-MM-SS` in UTC, for a renamed log.
-fn jiff_free_stamp() -> String {
+fn log_stamp() -> String {
     let now = bson::DateTime::now()
         .try_to_rfc3339_string()
         .unwrap_or_default();

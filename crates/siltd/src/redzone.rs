@@ -101,16 +101,17 @@ impl RedZone {
 
     /// OutOfDiskSpace if command `name` writes and the filesystem is in the red zone.
     pub fn refuse(&self, name: &str) -> Result<(), QueryError> {
+        let now = self.started.elapsed().as_millis() as u64;
+        let due = now.saturating_sub(self.checked_ms.load(Ordering::Relaxed)) >= RECHECK_MS;
+        // Every command passes here: outside the zone with a fresh reading, nothing else is
+        // looked at (not even the command table).
+        if !due && !self.in_zone.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         if ALLOWED.contains(&name) || !crate::commands::is_write(name) {
             return Ok(());
         }
-        let now = self.started.elapsed().as_millis() as u64;
-        let zone = if now.saturating_sub(self.checked_ms.load(Ordering::Relaxed)) >= RECHECK_MS {
-            self.check_now()
-        } else {
-            self.in_zone.load(Ordering::Relaxed)
-        };
-        if !zone {
+        if due && !self.check_now() {
             return Ok(());
         }
         let (free, total) = *self.last.lock();
