@@ -119,7 +119,7 @@ pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), Quer
     set_parameter::set_parameter(s, &cmd).map(|_| ())
 }
 
-/// Commands that write documents, indexes or the catalog (by table name): they wait while
+/// Commands that write documents, indexes, users or the catalog (by table name): they wait while
 /// `fsync` holds its lock, and after them write concern `j`/`majority` makes the log durable
 /// (`crate::transactions`).
 const WRITES: &[&str] = &[
@@ -140,6 +140,12 @@ const WRITES: &[&str] = &[
     "dropPartition",
     "commitTransaction",
     "abortTransaction",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "dropAllUsersFromDatabase",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
 ];
 
 /// Whether command `name` (or an alias of it) writes.
