@@ -75,12 +75,13 @@ def test_flipped_bytes_in_a_data_file_are_reported():
         with pytest.raises(PyMongoError) as e:
             list(c.test.d.find())
         assert name in str(e.value) and "block" in str(e.value)
+        assert isinstance(e.value, OperationFailure) and e.value.code == 12, e.value  # DataCorruptionDetected
         # A damaged block is refused, never read as wrong data; the server goes on.
         for i in range(0, 6000, 500):
             try:
                 d = c.test.d.find_one({"_id": i})
             except OperationFailure as e:
-                assert name in str(e)
+                assert name in str(e) and e.code == 12
                 continue
             assert d == {"_id": i, "pad": "z" * 2000}
         assert c.admin.command("ping")["ok"] == 1

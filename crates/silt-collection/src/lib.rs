@@ -156,6 +156,15 @@ impl CollError {
         )
     }
 
+    /// Whether the engine met bytes on disk that are not what it wrote (a checksum or
+    /// structural check failed); the message names the file and block.
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            CollError::Storage(silt_storage::Error::Corruption { .. })
+        )
+    }
+
     /// The data directory, when another process holds its lock.
     pub fn locked_dir(&self) -> Option<&Path> {
         match self {

@@ -41,6 +41,7 @@ codes! {
     internal => 1, "InternalError";
     bad_value => 2, "BadValue";
     no_such_key => 4, "NoSuchKey";
+    data_corruption_detected => 12, "DataCorruptionDetected";
     failed_to_parse => 9, "FailedToParse";
     type_mismatch => 14, "TypeMismatch";
     overflow => 15, "Overflow";
