@@ -131,15 +131,28 @@ struct Shared {
 }
 
 fn document(rng: &mut SmallRng, a: &Args, id: i64, v: i64) -> Document {
+    w3_document(rng, a.fields, a.padding, a.compressibility, id, v)
+}
+
+/// One W3 document: `_id`, the transfer value `v`, `fields` random integers and `padding`
+/// bytes of which the fraction `compressibility` is random letters (the rest repeats).
+pub(crate) fn w3_document(
+    rng: &mut SmallRng,
+    fields: usize,
+    padding: usize,
+    compressibility: f64,
+    id: i64,
+    v: i64,
+) -> Document {
     let mut d = doc! { "_id": id, "v": v };
-    for f in 0..a.fields {
+    for f in 0..fields {
         d.insert(format!("f{f}"), rng.gen_range(0..1_000_000i64));
     }
-    let random = ((a.padding as f64) * a.compressibility.clamp(0.0, 1.0)) as usize;
+    let random = ((padding as f64) * compressibility.clamp(0.0, 1.0)) as usize;
     let mut pad: String = (0..random)
         .map(|_| char::from(b'a' + (rng.next_u32() % 26) as u8))
         .collect();
-    pad.extend(std::iter::repeat_n('x', a.padding - random));
+    pad.extend(std::iter::repeat_n('x', padding - random));
     d.insert("pad", pad);
     d
 }

@@ -14,8 +14,10 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::json;
 
 use crate::client::{Client, Server};
+use crate::progress::Bar;
+use crate::target::{PeerName, Target};
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct Args {
     /// Documents to load.
     #[arg(long, alias = "documents", default_value_t = 1_000_000)]
@@ -29,14 +31,48 @@ pub struct Args {
     /// Timed repetitions per figure (each at a random range start).
     #[arg(long, default_value_t = 20)]
     reps: u32,
+    /// Timed repetitions per figure on a peer (a peer that scans for every count takes
+    /// seconds per figure at the default size).
+    #[arg(long, default_value_t = 3)]
+    peer_reps: u32,
+    /// Also run against this peer (started by `bench/peers.sh`), with the same documents.
+    #[arg(long)]
+    peer: Vec<PeerName>,
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
+/// What one server measured.
+struct W4Run {
+    name: &'static str,
+    results: serde_json::Map<String, serde_json::Value>,
+    /// (keys, count us, count with matcher us, itcount us)
+    rows: Vec<(u64, f64, f64, f64)>,
+    full_us: f64,
+    est_us: f64,
+    load_per_s: f64,
+    ok: bool,
+}
+
 const DB: &str = "w4";
 const COLL: &str = "c";
 const A_VALUES: i64 = 100_000;
+
+/// One W4 document: `a` uniform in [0, 1e5), `x` uniform in [0, 100), and `pad_bytes` of
+/// padding, half random letters.
+pub(crate) fn w4_document(rng: &mut SmallRng, id: i64, pad_bytes: usize) -> Document {
+    let mut pad = vec![b'p'; pad_bytes];
+    for b in pad.iter_mut().take(pad_bytes / 2) {
+        *b = b'a' + (rng.next_u32() % 26) as u8;
+    }
+    doc! {
+        "_id": id,
+        "a": rng.gen_range(0..A_VALUES),
+        "x": rng.gen_range(0..100i64),
+        "pad": String::from_utf8(pad).unwrap_or_default(),
+    }
+}
 
 fn count(c: &mut Client, query: Document) -> Result<i64, String> {
     let r = c.command(DB, doc! { "count": COLL, "query": query })?;
@@ -64,11 +100,10 @@ fn time_us(reps: u32, mut f: impl FnMut(u32) -> Result<i64, String>) -> Result<(
     Ok((total / f64::from(reps), last))
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let cache = format!("{}MB", a.cache_mb);
-    let server = Server::start(None, &["--cache-size", &cache])?;
-    let mut c = Client::connect(server.port)?;
+fn measure(t: &Target, a: &Args) -> Result<W4Run, Box<dyn std::error::Error>> {
+    let mut c = t.connect()?;
     let mut rng = SmallRng::seed_from_u64(4);
+    let mut bar = Bar::new(&format!("{} load", t.name()), a.docs);
     let started = Instant::now();
     let mut raw = 0u64;
     let mut i = 0u64;
@@ -76,16 +111,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         let n = 1000.min(a.docs - i);
         let mut batch = Vec::with_capacity(n as usize);
         for j in i..i + n {
-            let mut pad = vec![b'p'; a.pad_bytes];
-            for b in pad.iter_mut().take(a.pad_bytes / 2) {
-                *b = b'a' + (rng.next_u32() % 26) as u8;
-            }
-            let d = doc! {
-                "_id": j as i64,
-                "a": rng.gen_range(0..A_VALUES),
-                "x": rng.gen_range(0..100i64),
-                "pad": String::from_utf8(pad).unwrap_or_default(),
-            };
+            let d = w4_document(&mut rng, j as i64, a.pad_bytes);
             let mut v = Vec::new();
             let _ = d.to_writer(&mut v);
             raw += v.len() as u64;
@@ -96,21 +122,17 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             doc! { "insert": COLL, "documents": batch, "ordered": false },
         )?;
         i += n;
-        if i.is_multiple_of((a.docs / 10).max(1)) {
-            eprintln!(
-                "[load] {}% {i} documents, {:.0} docs/s",
-                i * 100 / a.docs,
-                i as f64 / started.elapsed().as_secs_f64()
-            );
-        }
+        bar.set(i);
     }
+    bar.done();
+    let load_per_s = a.docs as f64 / started.elapsed().as_secs_f64();
     c.command(
         DB,
         doc! { "createIndexes": COLL, "indexes": [ { "key": { "a": 1 }, "name": "a_1" } ] },
     )?;
     // Warm up: one pass over the index and the documents.
     let _ = itcount(&mut c, doc! { "a": { "$gte": 0 } })?;
-    let warm_rss = server.rss();
+    let warm_rss = t.rss();
 
     let mut results = serde_json::Map::new();
     let mut rows = Vec::new();
@@ -167,39 +189,109 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         results.insert(format!("itcount_{keys}_us"), json!(it_us));
         rows.push((keys, nm_us, m_us, it_us));
     }
-    let status = c.command("admin", doc! { "serverStatus": 1 })?;
-    let disk = status
-        .get_document("silt")
-        .ok()
-        .and_then(|s| s.get_i64("bytesOnDisk").ok())
-        .unwrap_or(0);
+    let disk = t.bytes_on_disk(&mut c);
+    results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
+    results.insert("data_bytes".into(), json!(raw));
+    results.insert("bytes_on_disk".into(), json!(disk));
+    results.insert("server_peak_rss_bytes".into(), json!(t.peak_rss()));
+    results.insert("server_rss_after_warmup_bytes".into(), json!(warm_rss));
+    results.insert("load_per_s".into(), json!(load_per_s));
+    results.insert("counts_agree".into(), json!(ok));
+    println!("== {}", t.name());
+    print_run(&rows, full_us, full_n, est_us, est_n);
     println!(
-        "{:<26}{:>16}{:>16}{:>16}{:>10}",
-        "range (keys)", "count (us)", "count+x:7 (us)", "itcount (us)", "it/count"
-    );
-    for (keys, nm, m, it) in &rows {
-        println!("{keys:<26}{nm:>16.0}{m:>16.0}{it:>16.0}{:>9.1}x", it / nm);
-    }
-    println!("full collection count: {full_us:.0} us ({full_n} documents, countDocuments: the smallest tree counted)");
-    println!("estimatedDocumentCount: {est_us:.0} us ({est_n} documents, the maintained count)");
-    println!(
-        "documents {}, raw {} MiB, on disk {} MiB, cache {} MiB, server RSS after warm-up {} MiB (peak {} MiB); counts agree: {}",
+        "documents {}, raw {} MiB, on disk {} MiB, cache {} MiB, server RSS after warm-up {} MiB (peak {} MiB); load {load_per_s:.0} docs/s; counts agree: {}",
         a.docs,
         raw >> 20,
         disk >> 20,
         a.cache_mb,
         warm_rss >> 20,
-        server.peak_rss() >> 20,
+        t.peak_rss() >> 20,
         if ok { "yes" } else { "NO" }
     );
+    Ok(W4Run {
+        name: t.name(),
+        results,
+        rows,
+        full_us,
+        est_us,
+        load_per_s,
+        ok,
+    })
+}
+
+fn print_run(rows: &[(u64, f64, f64, f64)], full_us: f64, full_n: i64, est_us: f64, est_n: i64) {
+    println!(
+        "{:<26}{:>16}{:>16}{:>16}{:>10}",
+        "range (keys)", "count (us)", "count+x:7 (us)", "itcount (us)", "it/count"
+    );
+    for (keys, nm, m, it) in rows {
+        println!("{keys:<26}{nm:>16.0}{m:>16.0}{it:>16.0}{:>9.1}x", it / nm);
+    }
+    println!("full collection count: {full_us:.0} us ({full_n} documents, countDocuments)");
+    println!("estimatedDocumentCount: {est_us:.0} us ({est_n} documents)");
+}
+
+/// The geometric mean of `peer time / silt time` over every count figure (range counts with
+/// and without the matcher, the full count): how many times faster siltd answers counts.
+fn count_speedup(silt: &W4Run, peer: &W4Run) -> f64 {
+    let mut logs = Vec::new();
+    for (s, p) in silt.rows.iter().zip(&peer.rows) {
+        logs.push((p.1 / s.1).ln());
+        logs.push((p.2 / s.2).ln());
+    }
+    logs.push((peer.full_us / silt.full_us).ln());
+    (logs.iter().sum::<f64>() / logs.len() as f64).exp()
+}
+
+pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = format!("{}MB", a.cache_mb);
+    let mut runs = Vec::new();
+    {
+        let t = Target::Silt(Server::start(None, &["--cache-size", &cache])?);
+        runs.push(measure(&t, &a)?);
+    }
+    for p in &a.peer {
+        let t = Target::peer(*p, DB)?;
+        let pa = Args {
+            reps: a.peer_reps.min(a.reps),
+            peer: Vec::new(),
+            json: None,
+            ..a.clone()
+        };
+        runs.push(measure(&t, &pa)?);
+    }
+    let mut results = serde_json::Map::new();
+    let silt = &runs[0];
+    for (k, v) in &silt.results {
+        results.insert(k.clone(), v.clone());
+    }
+    for peer in &runs[1..] {
+        let n = peer.name;
+        let speedup = count_speedup(silt, peer);
+        println!(
+            "silt/{n}: counts {speedup:.2}x faster (geometric mean over the count figures), estimatedDocumentCount {:.2}x, load {:.2}x",
+            peer.est_us / silt.est_us,
+            silt.load_per_s / peer.load_per_s
+        );
+        results.insert(format!("{n}_count_speedup"), json!(speedup));
+        results.insert(
+            format!("{n}_load_ratio"),
+            json!(silt.load_per_s / peer.load_per_s),
+        );
+        results.insert(n.into(), serde_json::Value::Object(peer.results.clone()));
+    }
+    let ok = runs.iter().all(|r| r.ok);
     if let Some(p) = &a.json {
-        results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
-        results.insert("data_bytes".into(), json!(raw));
-        results.insert("bytes_on_disk".into(), json!(disk));
-        results.insert("server_peak_rss_bytes".into(), json!(server.peak_rss()));
-        results.insert("server_rss_after_warmup_bytes".into(), json!(warm_rss));
-        results.insert("counts_agree".into(), json!(ok));
-        results.insert("params".into(), json!({ "docs": a.docs, "pad_bytes": a.pad_bytes, "reps": a.reps, "cache_mb": a.cache_mb }));
+        let peers: Vec<String> = a
+            .peer
+            .iter()
+            .map(|p| format!("{p:?}").to_lowercase())
+            .collect();
+        results.insert(
+            "params".into(),
+            json!({ "docs": a.docs, "pad_bytes": a.pad_bytes, "reps": a.reps, "cache_mb": a.cache_mb, "peers": peers }),
+        );
         results.insert("workload".into(), json!("count"));
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
     }

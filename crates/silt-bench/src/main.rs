@@ -6,9 +6,16 @@ mod client;
 mod concurrency;
 mod count;
 mod engine;
+mod engine_peers;
 mod fast_update;
 mod iibench;
+mod kv;
+#[cfg(feature = "postgres")]
+mod pg;
 mod plot;
+mod progress;
+mod size;
+mod target;
 mod txn_oltp;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +31,9 @@ struct Cli {
 enum Cmd {
     /// Storage-engine micro-workloads on data larger than the cache.
     Engine(engine::Args),
+    /// The engine against RocksDB and SQLite (when built with `--features peers`): random
+    /// inserts beyond the cache, blind increments against merges, point reads, bytes on disk.
+    EnginePeers(engine_peers::Args),
     /// W1: fast updates by _id and by secondary key against a siltd child process.
     FastUpdate(fast_update::Args),
     /// W2: iiBench ingest with three secondary indexes, then retention by deleting the oldest
@@ -34,6 +44,9 @@ enum Cmd {
     Concurrency(concurrency::Args),
     /// W4: counts over index ranges with and without a matcher, against reading the documents.
     Count(count::Args),
+    /// W5: bytes on disk of the W3 and W4 documents for each compression setting, against
+    /// the raw BSON bytes (and against FerretDB and PostgreSQL with `--peer`).
+    Size(size::Args),
 }
 
 fn main() {
@@ -47,8 +60,10 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Engine(a) => engine::run(a).map_err(Into::into),
+        Cmd::EnginePeers(a) => engine_peers::run(a).map_err(Into::into),
         Cmd::FastUpdate(a) => fast_update::run(a),
         Cmd::Count(a) => count::run(a),
+        Cmd::Size(a) => size::run(a),
         Cmd::Iibench(a) => iibench::run(a),
         Cmd::Concurrency(a) => concurrency::run(a),
     };

@@ -44,8 +44,8 @@ use bson::{Bson, Document};
 /// it opens the store with, the registry of update functions (fast updates) and what they
 /// return, the engine's statistics, its poison state and its fail points, and snapshots.
 pub use silt_storage::{
-    EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy, Txn, UpdateOutcome,
-    UpdateRegistry,
+    Compression, EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy, Txn,
+    UpdateOutcome, UpdateRegistry,
 };
 
 pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING, BUILD_SCANNING};

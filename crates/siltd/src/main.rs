@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use silt_collection::{EnvOptions, Store, SyncPolicy, UpdateRegistry};
+use silt_collection::{Compression, EnvOptions, Store, SyncPolicy, UpdateRegistry};
 
 /// glibc malloc keeps one heap arena per thread (up to 8 per core) and each holds on to memory
 /// it freed; with commands running on many threads that kept siltd's resident memory at several
@@ -99,6 +99,7 @@ fn engine_options(cfg: &config::Config) -> EnvOptions {
         basement_bytes: defaults.basement_bytes.min(node_bytes),
         sync,
         direct_io: cfg.directio,
+        compression: Compression::parse(&cfg.compression).unwrap_or(defaults.compression),
         checkpoint_period: if cfg.checkpoint_interval.is_zero() {
             None
         } else {

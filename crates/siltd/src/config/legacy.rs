@@ -69,6 +69,9 @@ impl Flags {
                 "directio" => {
                     self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
                 }
+                "compression" => {
+                    self.compression.get_or_insert(v.clone());
+                }
                 "maxConns" | "max-conns" | "maxIncomingConnections" => {
                     let x = num(&v)?;
                     self.max_conns.get_or_insert(x);

@@ -58,6 +58,10 @@ pub struct Flags {
     /// the only memory holding data (TokuMX's `directio`). Off by default.
     #[arg(long)]
     pub directio: bool,
+    /// How tree nodes are compressed on disk: `none`, `lz4`, `zstd` or `zstd:LEVEL`
+    /// [default: zstd]. Nodes written earlier keep their own compression and stay readable.
+    #[arg(long)]
+    pub compression: Option<String>,
     /// Enable commands meant for tests only (`configureFailPoint`), as mongod's
     /// `enableTestCommands`. Off by default.
     #[arg(long)]
@@ -147,6 +151,8 @@ pub struct Config {
     pub max_conns: u64,
     pub fast_updates: bool,
     pub directio: bool,
+    /// `--compression`, checked at start (`none`, `lz4`, `zstd`, `zstd:LEVEL`).
+    pub compression: String,
     /// `--enable-test-commands`: `configureFailPoint` is answered.
     pub test_commands: bool,
     /// `--auth`: commands need an authenticated user holding the right roles.
@@ -175,6 +181,14 @@ pub struct Config {
     pub argv: Vec<String>,
     /// `--setParameter` pairs, applied once the server is up.
     pub set_parameters: Vec<(String, String)>,
+}
+
+/// The compressions the engine writes (`silt_storage::Compression::parse` reads the same).
+fn valid_compression(c: &str) -> bool {
+    matches!(c, "none" | "lz4" | "zstd")
+        || c.strip_prefix("zstd:")
+            .and_then(|l| l.parse::<i32>().ok())
+            .is_some_and(|l| (1..=22).contains(&l))
 }
 
 impl Flags {
@@ -211,6 +225,15 @@ impl Flags {
             max_conns: self.max_conns.unwrap_or(1_000_000).max(1),
             fast_updates: self.fast_updates,
             directio: self.directio,
+            compression: match self.compression {
+                None => "zstd".into(),
+                Some(c) if valid_compression(&c) => c,
+                Some(c) => {
+                    return Err(format!(
+                        "--compression: `{c}` is not none, lz4, zstd or zstd:LEVEL (1-22)"
+                    ))
+                }
+            },
             test_commands: self.enable_test_commands,
             auth: self.auth,
             tls: crate::tls::Settings {

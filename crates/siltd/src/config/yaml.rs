@@ -272,6 +272,10 @@ impl Flags {
                 }
                 "silt.fastUpdates" => self.fast_updates |= boolean(k, v)?,
                 "silt.directio" => self.directio |= boolean(k, v)?,
+                "silt.compression" => {
+                    let c = text(k, v)?;
+                    self.compression.get_or_insert(c);
+                }
                 "silt.enableTestCommands" => self.enable_test_commands |= boolean(k, v)?,
                 "silt.logLevel" => {
                     let l = text(k, v)?;
