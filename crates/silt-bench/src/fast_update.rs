@@ -16,6 +16,8 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::json;
 
 use crate::client::{Client, Server};
+use crate::progress::Bar;
+use crate::target::PeerName;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,6 +54,10 @@ pub struct Args {
     /// sysbench does) instead of one command with all of them.
     #[arg(long)]
     pub(crate) one_update_per_command: bool,
+    /// Also run against this peer after siltd, with the same documents, threads and time:
+    /// `ferretdb` (W1a-c) or `postgres` (W1a); see `bench/peers.sh`.
+    #[arg(long)]
+    pub(crate) peer: Vec<PeerName>,
     /// Write the figures as JSON here.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
@@ -69,12 +75,17 @@ fn text(rng: &mut SmallRng, n: usize) -> String {
         .collect()
 }
 
-fn load(c: &mut Client, a: &Args) -> Result<u64, String> {
+/// Generate the collection's documents in batches of 1,000 for `sink`; returns the raw BSON
+/// bytes generated.
+pub(crate) fn generate(
+    a: &Args,
+    label: &str,
+    mut sink: impl FnMut(Vec<Document>) -> Result<(), String>,
+) -> Result<u64, String> {
     let mut rng = SmallRng::seed_from_u64(1);
     let kmax = (a.docs / a.docs_per_k).max(1);
     let mut raw = 0u64;
-    let started = Instant::now();
-    let mut next_report = a.docs / 10;
+    let mut bar = Bar::new(label, a.docs);
     let mut i = 0u64;
     while i < a.docs {
         let n = 1000.min(a.docs - i);
@@ -95,32 +106,45 @@ fn load(c: &mut Client, a: &Args) -> Result<u64, String> {
             raw += v.len() as u64;
             batch.push(d);
         }
+        sink(batch)?;
+        i += n;
+        bar.set(i);
+    }
+    bar.done();
+    Ok(raw)
+}
+
+/// Load the collection through the wire and index `k`.
+pub(crate) fn load(c: &mut Client, a: &Args, label: &str) -> Result<u64, String> {
+    let raw = generate(a, label, |batch| {
         c.command(
             DB,
             doc! { "insert": COLL, "documents": batch, "ordered": false },
-        )?;
-        i += n;
-        if i >= next_report {
-            eprintln!(
-                "[load] {}% {i} documents, {:.0} docs/s",
-                i * 100 / a.docs,
-                i as f64 / started.elapsed().as_secs_f64()
-            );
-            next_report += a.docs / 10;
-        }
-    }
+        )
+        .map(|_| ())
+    })?;
+    c.command(
+        DB,
+        doc! { "createIndexes": COLL, "indexes": [ { "key": { "k": 1 }, "name": "k_1" } ] },
+    )?;
     Ok(raw)
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum W {
+pub(crate) enum W {
     A,
     B,
     C,
 }
 
-/// Run one phase; returns (updates/s, counter increments acknowledged, fast statements seen).
-fn phase(port: u16, a: &Args, w: W, fast: bool) -> Result<(f64, u64, u64), String> {
+/// Run one phase for a quarter of `--seconds`; returns (updates/s, counter increments
+/// acknowledged, fast statements seen). `fast: None` sends no `fastUpdate` field (a peer).
+pub(crate) fn phase(
+    port: u16,
+    a: &Args,
+    w: W,
+    fast: Option<bool>,
+) -> Result<(f64, u64, u64), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let incs = Arc::new(AtomicU64::new(0));
@@ -141,7 +165,11 @@ fn phase(port: u16, a: &Args, w: W, fast: bool) -> Result<(f64, u64, u64), Strin
                     W::B => doc! { "q": { "k": rng.gen_range(0..kmax) as i64 }, "u": { "$inc": { "counter": 1i64 } }, "multi": true },
                     W::C => doc! { "q": { "_id": rng.gen_range(0..docs) as i64 }, "u": { "$inc": { "k": 1i64 } } },
                 };
-                let r = c.command(DB, doc! { "update": COLL, "updates": [stmt], "fastUpdate": fast })?;
+                let mut cmd = doc! { "update": COLL, "updates": [stmt] };
+                if let Some(f) = fast {
+                    cmd.insert("fastUpdate", f);
+                }
+                let r = c.command(DB, cmd)?;
                 let n = match r.get("n") {
                     Some(Bson::Int32(n)) => *n as u64,
                     Some(Bson::Int64(n)) => *n as u64,
@@ -190,11 +218,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         "[load] {} documents with {} B of filler, cache {cache}",
         a.docs, a.blob_bytes
     );
-    let raw = load(&mut c, &a)?;
-    c.command(
-        DB,
-        doc! { "createIndexes": COLL, "indexes": [ { "key": { "k": 1 }, "name": "k_1" } ] },
-    )?;
+    let raw = load(&mut c, &a, "silt load")?;
     if let Some(n) = a.txn_updates {
         return crate::txn_oltp::run(&a, &server, &mut c, raw, n);
     }
@@ -209,7 +233,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         let order = [(0, false), (1, true), (1, true), (0, false)];
         for (slot, fast) in order.into_iter().cycle().take(2 * SLICES) {
             eprintln!("[{name}] fast updates {}", if fast { "on" } else { "off" });
-            let (rate, incs, fast_seen) = phase(server.port, &a, w, fast)?;
+            let (rate, incs, fast_seen) = phase(server.port, &a, w, Some(fast))?;
             increments += incs;
             pair[slot] += rate / SLICES as f64;
             fast_counts[slot] += fast_seen;
@@ -229,6 +253,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|d: &Document| d.get_i64("counter").unwrap_or(0))
         .sum();
     let ok = sum as u64 == increments && docs.len() as u64 == a.docs;
+    let peak_rss = server.peak_rss();
     println!(
         "{:<34}{:>14}{:>14}{:>9}",
         "workload", "off (/s)", "on (/s)", "on/off"
@@ -265,23 +290,55 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         "counter sum {sum}, acknowledged increments {increments}: {}",
         if ok { "OK" } else { "MISMATCH" }
     );
+    drop(server);
+    let mut peers_ok = true;
+    for p in &a.peer {
+        let r = crate::w1_peers::run_peer(*p, &a)?;
+        let n = r.name;
+        let silt_a = rows[0].2;
+        println!(
+            "{n}: W1a {:.0} updates/s (siltd with fast updates {:.2}x){}{}; counter sum {}",
+            r.w1a,
+            silt_a / r.w1a,
+            r.w1b.map_or(String::new(), |b| format!(
+                ", W1b {b:.0} (siltd {:.2}x)",
+                rows[1].2 / b
+            )),
+            r.w1c.map_or(String::new(), |c| format!(
+                ", W1c {c:.0} (siltd {:.2}x)",
+                rows[2].2 / c
+            )),
+            if r.sum_ok { "OK" } else { "MISMATCH" }
+        );
+        peers_ok &= r.sum_ok;
+        results.insert(format!("w1a_{n}_per_s"), json!(r.w1a));
+        if let Some(b) = r.w1b {
+            results.insert(format!("w1b_{n}_per_s"), json!(b));
+        }
+        if let Some(c) = r.w1c {
+            results.insert(format!("w1c_{n}_per_s"), json!(c));
+        }
+        results.insert(format!("{n}_counter_sum_ok"), json!(r.sum_ok));
+    }
+    results.insert("w1a_silt_per_s".into(), json!(rows[0].2));
     if let Some(p) = &a.json {
         results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
         results.insert("data_bytes".into(), json!(raw));
         results.insert("counter_sum_ok".into(), json!(ok));
         results.insert("counter_sum".into(), json!(sum));
         results.insert("acknowledged_increments".into(), json!(increments));
-        results.insert("server_peak_rss_bytes".into(), json!(server.peak_rss()));
+        results.insert("server_peak_rss_bytes".into(), json!(peak_rss));
         results.insert(
             "params".into(),
             json!({ "docs": a.docs, "blob_bytes": a.blob_bytes, "docs_per_k": a.docs_per_k,
                     "threads": a.threads, "seconds": a.seconds, "cache_mb": a.cache_mb,
-                    "directio": !a.buffered }),
+                    "directio": !a.buffered,
+                    "peers": a.peer.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>() }),
         );
         results.insert("workload".into(), json!("fast-update"));
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
     }
-    if !ok {
+    if !ok || !peers_ok {
         return Err("the counter sum does not match the acknowledged increments".into());
     }
     Ok(())

@@ -17,6 +17,7 @@ mod progress;
 mod size;
 mod target;
 mod txn_oltp;
+mod w1_peers;
 
 use clap::{Parser, Subcommand};
 

@@ -130,6 +130,11 @@ impl Pg {
             .map_err(|e| format!("postgres size: {e}"))
     }
 
+    /// Refresh the planner's statistics after a load (what autovacuum would do shortly).
+    pub fn analyze(&mut self, table: &str) -> Result<(), String> {
+        self.exec(&format!("ANALYZE {table}"))
+    }
+
     /// Drop the table.
     pub fn drop_table(&mut self, table: &str) -> Result<(), String> {
         self.exec(&format!("DROP TABLE IF EXISTS {table}"))
