@@ -25,24 +25,28 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use crate::client::{Client, Server};
+use crate::target::PeerName;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// T: the documents the collection holds (2 T are inserted).
     #[arg(long, default_value_t = 2_000_000)]
-    docs: u64,
+    pub(crate) docs: u64,
     /// The server's cache, in MiB.
     #[arg(long, default_value_t = 64)]
     cache_mb: u64,
     /// Bytes of the `data` string of each document.
     #[arg(long, default_value_t = 100)]
-    data_bytes: usize,
+    pub(crate) data_bytes: usize,
     /// Run siltd with buffered reads instead of `--directio`.
     #[arg(long)]
     buffered: bool,
     /// Which methods to run: `delete`, `partition` or `both`.
     #[arg(long, default_value = "both")]
     method: String,
+    /// Also run the ingest to T (W2a) on this peer after siltd: `ferretdb` or `postgres`.
+    #[arg(long)]
+    peer: Vec<PeerName>,
     /// Write the figures as JSON here (and the plot next to it, as `.svg`).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -51,9 +55,9 @@ pub struct Args {
     plot: Option<PathBuf>,
 }
 
-const DB: &str = "w2";
-const COLL: &str = "purchases";
-const BATCH: u64 = 1_000;
+pub(crate) const DB: &str = "w2";
+pub(crate) const COLL: &str = "purchases";
+pub(crate) const BATCH: u64 = 1_000;
 const DELETE_BATCH: i64 = 10_000;
 
 /// What the retention side of one run did.
@@ -84,19 +88,7 @@ struct Run {
 impl Run {
     /// Inserts/s between the marks where `from` and `to` documents had been inserted.
     fn rate(&self, from: u64, to: u64) -> f64 {
-        let at = |n: u64| {
-            self.marks
-                .iter()
-                .find(|(d, _)| *d >= n)
-                .map(|m| (m.0, m.1))
-                .unwrap_or((0, 0.0))
-        };
-        let ((d0, t0), (d1, t1)) = (if from == 0 { (0, 0.0) } else { at(from) }, at(to));
-        if t1 > t0 {
-            (d1 - d0) as f64 / (t1 - t0)
-        } else {
-            0.0
-        }
+        rate_of(&self.marks, from, to)
     }
 
     /// Inserts/s from the moment retention began to the end.
@@ -134,6 +126,23 @@ impl Run {
     }
 }
 
+/// Inserts/s between the marks where `from` and `to` documents had been inserted.
+fn rate_of(marks: &[(u64, f64)], from: u64, to: u64) -> f64 {
+    let at = |n: u64| {
+        marks
+            .iter()
+            .find(|(d, _)| *d >= n)
+            .map(|m| (m.0, m.1))
+            .unwrap_or((0, 0.0))
+    };
+    let ((d0, t0), (d1, t1)) = (if from == 0 { (0, 0.0) } else { at(from) }, at(to));
+    if t1 > t0 {
+        (d1 - d0) as f64 / (t1 - t0)
+    } else {
+        0.0
+    }
+}
+
 fn number(v: Option<&Bson>) -> i64 {
     match v {
         Some(Bson::Int32(n)) => i64::from(*n),
@@ -143,7 +152,7 @@ fn number(v: Option<&Bson>) -> i64 {
     }
 }
 
-fn purchase(rng: &mut SmallRng, id: i64, data: &str) -> Document {
+pub(crate) fn purchase(rng: &mut SmallRng, id: i64, data: &str) -> Document {
     let price = f64::from(rng.gen_range(0u32..50_000)) / 100.0;
     doc! {
         "_id": id,
@@ -361,6 +370,10 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     for m in methods {
         runs.push(run_method(&a, m)?);
     }
+    let mut peers = Vec::new();
+    for p in &a.peer {
+        peers.push(crate::w2_peers::run_peer(*p, &a)?);
+    }
     let total = 2 * a.docs;
     println!(
         "{:<11}{:>14}{:>14}{:>16}{:>14}{:>12}{:>14}",
@@ -439,6 +452,36 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("after retention began, partition/delete inserts: {ratio:.2}x");
         results.insert("partition_to_delete_after_retention".into(), json!(ratio));
     }
+    // W2a: the last quarter of the ingest to T (retention has not begun: both siltd runs
+    // are the same ingest up to there; the first is quoted).
+    let (q0, q1) = (a.docs * 3 / 4, a.docs);
+    let silt_q = runs[0].rate(q0, q1);
+    println!(
+        "W2a ingest to T, last quarter: siltd {silt_q:.0} inserts/s ({} run)",
+        runs[0].method
+    );
+    results.insert("w2_last_quarter_silt_per_s".into(), json!(silt_q));
+    for (name, marks) in &peers {
+        let q = rate_of(marks, q0, q1);
+        let curve: Vec<f64> = (1..=20)
+            .map(|i| rate_of(marks, (i - 1) * a.docs / 20, i * a.docs / 20))
+            .collect();
+        println!(
+            "  {name:<10} {q:.0} inserts/s: siltd {:.2}x; every 5% of T: {}",
+            silt_q / q,
+            curve
+                .iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        results.insert(format!("w2_last_quarter_{name}_per_s"), json!(q));
+        results.insert(format!("{name}_ingest_per_5pct_per_s"), json!(curve));
+        results.insert(
+            format!("{name}_ingest_seconds"),
+            json!(marks.last().map_or(0.0, |m| m.1)),
+        );
+    }
     println!(
         "T = {} documents, cache {} MiB, {}; every count checked against the inserts and removals",
         a.docs,
@@ -463,8 +506,17 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                         (hi as f64 / a.docs as f64, r.rate(lo, hi))
                     })
                     .collect();
-                (format!("{} retention", r.method), pts)
+                (format!("siltd, {} retention", r.method), pts)
             })
+            .chain(peers.iter().map(|(name, marks)| {
+                let pts = (1..=20u64)
+                    .map(|i| {
+                        let (lo, hi) = ((i - 1) * a.docs / 20, i * a.docs / 20);
+                        (hi as f64 / a.docs as f64, rate_of(marks, lo, hi))
+                    })
+                    .collect();
+                (format!("{name}, ingest to T"), pts)
+            }))
             .collect();
         let refs: Vec<(&str, &[(f64, f64)])> = series
             .iter()
@@ -483,7 +535,8 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         results.insert(
             "params".into(),
             json!({ "docs": a.docs, "cache_mb": a.cache_mb, "data_bytes": a.data_bytes,
-                    "directio": !a.buffered, "batch": BATCH, "delete_batch": DELETE_BATCH }),
+                    "directio": !a.buffered, "batch": BATCH, "delete_batch": DELETE_BATCH,
+                    "peers": a.peer.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>() }),
         );
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
     }

@@ -18,6 +18,7 @@ mod size;
 mod target;
 mod txn_oltp;
 mod w1_peers;
+mod w2_peers;
 
 use clap::{Parser, Subcommand};
 

@@ -8,8 +8,20 @@
 
 use bson::{Bson, Document};
 
-/// One field of an expression index and the SQL type its value is cast to.
+/// One key of an expression index: a path into the document (`price`, or `dateandtime.$date`
+/// for a date in extended JSON) and the SQL type its value is cast to.
 pub type IndexField = (&'static str, &'static str);
+
+/// The SQL expression of an index key: `((doc->'a'->>'b')::type)`.
+fn key_expr((path, ty): &IndexField) -> String {
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut e = String::from("doc");
+    for (i, p) in parts.iter().enumerate() {
+        let op = if i + 1 == parts.len() { "->>" } else { "->" };
+        e.push_str(&format!("{op}'{p}'"));
+    }
+    format!("(({e})::{ty})")
+}
 
 pub struct Pg {
     client: postgres::Client,
@@ -57,10 +69,7 @@ impl Pg {
             "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id bigint PRIMARY KEY, doc jsonb NOT NULL)"
         ))?;
         for (i, fields) in indexes.iter().enumerate() {
-            let cols: Vec<String> = fields
-                .iter()
-                .map(|(f, ty)| format!("((doc->>'{f}')::{ty})"))
-                .collect();
+            let cols: Vec<String> = fields.iter().map(key_expr).collect();
             self.exec(&format!(
                 "CREATE INDEX {table}_ix{i} ON {table} ({})",
                 cols.join(", ")

@@ -37,7 +37,12 @@ fn wire(p: PeerName, a: &Args) -> Result<PeerW1, String> {
             rates[i] += rate / SLICES as f64;
             increments += incs;
         }
-        eprintln!("[{} w1{}] {:.0} updates/s", t.name(), ["a", "b", "c"][i], rates[i]);
+        eprintln!(
+            "[{} w1{}] {:.0} updates/s",
+            t.name(),
+            ["a", "b", "c"][i],
+            rates[i]
+        );
     }
     let docs = c.find_all(DB, COLL, doc! {}, doc! { "counter": 1 })?;
     let sum: i64 = docs
