@@ -27,6 +27,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::json;
 
 use crate::client::{failure, Client, Server};
+use crate::target::{PeerName, Target};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -69,6 +70,11 @@ pub struct Args {
     /// The server's cache, in MiB.
     #[arg(long, default_value_t = 256)]
     cache_mb: u64,
+    /// Also run every phase on this peer after siltd (`ferretdb`). A peer without
+    /// transactions moves the value with two separate updates; the sum is checked once the
+    /// phase is over, when every pair has been applied.
+    #[arg(long)]
+    peer: Vec<PeerName>,
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -121,6 +127,8 @@ impl Phase {
 /// What the phases share.
 struct Shared {
     port: u16,
+    /// Whether the server runs transactions (siltd as a one-member replica set).
+    txn: bool,
     /// The next sequential key.
     next_seq: AtomicI64,
     /// Keys inserted by the insert phases: what the delete phase removes.
@@ -234,6 +242,17 @@ fn transfer(c: &mut Client, s: &mut Session, from: i64, to: i64, x: i64) -> Resu
     }
 }
 
+/// Move `x` of `v` from `from` to `to` with two plain updates (a peer without transactions).
+fn transfer_plain(c: &mut Client, from: i64, to: i64, x: i64) -> Result<(), String> {
+    for (id, dx) in [(from, -x), (to, x)] {
+        c.command(
+            DB,
+            doc! { "update": COLL, "updates": [{ "q": { "_id": id }, "u": { "$inc": { "v": dx } } }] },
+        )?;
+    }
+    Ok(())
+}
+
 /// One operation of `phase`; returns the documents it handled.
 fn one_op(
     c: &mut Client,
@@ -306,7 +325,12 @@ fn one_op(
             if to == from {
                 to = (to + 1) % n;
             }
-            if transfer(c, sess, from, to, rng.gen_range(1..10))? {
+            let x = rng.gen_range(1..10);
+            if !sh.txn {
+                transfer_plain(c, from, to, x)?;
+                return Ok(1);
+            }
+            if transfer(c, sess, from, to, x)? {
                 return Ok(1);
             }
             sh.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -452,13 +476,17 @@ fn read_latency(sh: &Arc<Shared>, a: &Arc<Args>, build: bool) -> Result<(f64, u6
         let (stop, builds, port) = (stop.clone(), builds.clone(), sh.port);
         std::thread::spawn(move || -> Result<(), String> {
             let mut c = Client::connect(port).map_err(|e| e.to_string())?;
+            // A new name each time: FerretDB 1.24 cannot re-create a dropped index's name.
+            let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let name = format!("f0_build{n}");
                 c.command(
                     DB,
-                    doc! { "createIndexes": OTHER, "indexes": [{ "key": { "f0": 1 }, "name": "f0_1" }] },
+                    doc! { "createIndexes": OTHER, "indexes": [{ "key": { "f0": 1 }, "name": &name }] },
                 )?;
                 builds.fetch_add(1, Ordering::Relaxed);
-                c.command(DB, doc! { "dropIndexes": OTHER, "index": "f0_1" })?;
+                c.command(DB, doc! { "dropIndexes": OTHER, "index": &name })?;
             }
             Ok(())
         })
@@ -475,15 +503,20 @@ fn read_latency(sh: &Arc<Shared>, a: &Arc<Args>, build: bool) -> Result<(f64, u6
     Ok((p99(lat), builds.load(Ordering::Relaxed)))
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let a = Arc::new(a);
-    if a.threads.is_empty() || a.documents < 2 {
-        return Err("need at least one thread count and two documents".into());
-    }
-    let cache = format!("{}MB", a.cache_mb);
-    let server = Server::start(None, &["--cache-size", &cache, "--replSet", "w3"])?;
-    let mut c = Client::connect(server.port)?;
-    eprintln!("[load] {} documents, cache {cache}", a.documents);
+/// What one server measured.
+struct W3Run {
+    name: &'static str,
+    table: Vec<(Phase, Vec<f64>)>,
+    invariant_ok: bool,
+    p99_base: f64,
+    p99_build: f64,
+    builds: u64,
+    conflicts: u64,
+}
+
+fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::Error>> {
+    let mut c = target.connect()?;
+    eprintln!("[{} load] {} documents", target.name(), a.documents);
     load(&mut c, &a, COLL, a.documents)?;
     for f in 0..a.indexes.min(a.fields) {
         c.command(
@@ -494,7 +527,8 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     load(&mut c, &a, OTHER, a.build_documents)?;
     let want = V0 * a.documents as i64;
     let sh = Arc::new(Shared {
-        port: server.port,
+        port: target.port(),
+        txn: matches!(target, Target::Silt(_)),
         next_seq: AtomicI64::new(a.documents as i64),
         inserted: Mutex::new(Vec::new()),
         conflicts: AtomicU64::new(0),
@@ -529,7 +563,11 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         for i in order {
             let t = a.threads[i];
             let (rate, _) = run_phase(&sh, &a, phase, t, false)?;
-            eprintln!("[{}] {t} threads: {rate:.0} ops/s", phase.name());
+            eprintln!(
+                "[{} {}] {t} threads: {rate:.0} ops/s",
+                target.name(),
+                phase.name()
+            );
             rates[i] += rate / 2.0;
         }
         if matches!(phase, Phase::Update | Phase::Delete) {
@@ -548,6 +586,82 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (p99_base, _) = read_latency(&sh, &a, false)?;
     let (p99_build, builds) = read_latency(&sh, &a, true)?;
 
+    Ok(W3Run {
+        name: target.name(),
+        table,
+        invariant_ok,
+        p99_base,
+        p99_build,
+        builds,
+        conflicts: sh.conflicts.load(Ordering::Relaxed),
+    })
+}
+
+/// The geometric mean over the workload's phases and thread counts of siltd's throughput
+/// divided by the peer's (`ping` left out).
+fn w3_ratio(silt: &W3Run, peer: &W3Run) -> f64 {
+    let mut logs = Vec::new();
+    for (phase, s) in &silt.table {
+        if *phase == Phase::Ping {
+            continue;
+        }
+        if let Some((_, p)) = peer.table.iter().find(|(q, _)| q == phase) {
+            for (x, y) in s.iter().zip(p) {
+                if *x > 0.0 && *y > 0.0 {
+                    logs.push((x / y).ln());
+                }
+            }
+        }
+    }
+    if logs.is_empty() {
+        return f64::NAN;
+    }
+    (logs.iter().sum::<f64>() / logs.len() as f64).exp()
+}
+
+fn print_table(a: &Args, run: &W3Run) {
+    println!("== {}", run.name);
+    print!("{:<12}", "threads");
+    for t in &a.threads {
+        print!("{t:>10}");
+    }
+    println!();
+    for (phase, rates) in &run.table {
+        print!("{:<12}", phase.name());
+        for r in rates {
+            print!("{r:>10.0}");
+        }
+        println!();
+    }
+}
+
+pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let a = Arc::new(a);
+    if a.threads.is_empty() || a.documents < 2 {
+        return Err("need at least one thread count and two documents".into());
+    }
+    let cache = format!("{}MB", a.cache_mb);
+    let silt = {
+        let t = Target::Silt(Server::start(
+            None,
+            &["--cache-size", &cache, "--replSet", "w3"],
+        )?);
+        measure(&t, &a)?
+    };
+    let mut peers = Vec::new();
+    for p in &a.peer {
+        let t = Target::peer(*p, DB)?;
+        peers.push(measure(&t, &a)?);
+    }
+    let W3Run {
+        ref table,
+        invariant_ok,
+        p99_base,
+        p99_build,
+        builds,
+        conflicts,
+        ..
+    } = silt;
     print!("{:<12}", "threads");
     for t in &a.threads {
         print!("{t:>10}");
@@ -562,7 +676,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             .map(|i| rates[i])
             .unwrap_or(f64::NAN)
     };
-    for (phase, rates) in &table {
+    for (phase, rates) in table {
         print!("{:<12}", phase.name());
         for r in rates {
             print!("{r:>10.0}");
@@ -607,9 +721,31 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "sum invariant over every update transaction ({} write conflicts retried): {}",
-        sh.conflicts.load(Ordering::Relaxed),
+        conflicts,
         if invariant_ok { "held" } else { "BROKEN" }
     );
+    let mut peers_ok = true;
+    for p in &peers {
+        print_table(&a, p);
+        let ratio = w3_ratio(&silt, p);
+        println!(
+            "silt/{}: {ratio:.2}x (geometric mean over phases and thread counts); sum invariant {}",
+            p.name,
+            if p.invariant_ok { "held" } else { "BROKEN" }
+        );
+        peers_ok &= p.invariant_ok;
+        results.insert(format!("{}_ratio", p.name), json!(ratio));
+        for (phase, rates) in &p.table {
+            let per: serde_json::Map<String, serde_json::Value> = a
+                .threads
+                .iter()
+                .zip(rates)
+                .map(|(t, r)| (t.to_string(), json!(r)))
+                .collect();
+            results.insert(format!("{}_{}_per_s", p.name, phase.name()), json!(per));
+        }
+        results.insert(format!("{}_invariant_ok", p.name), json!(p.invariant_ok));
+    }
     if let Some(p) = &a.json {
         results.insert("invariant_ok".into(), json!(invariant_ok));
         results.insert("insert_1t_per_s".into(), json!(at(ins, 1)));
@@ -620,16 +756,14 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         results.insert("p99_read_us_baseline".into(), json!(p99_base));
         results.insert("p99_read_us_during_index_build".into(), json!(p99_build));
         results.insert("index_builds_during_reads".into(), json!(builds));
-        results.insert(
-            "write_conflicts".into(),
-            json!(sh.conflicts.load(Ordering::Relaxed)),
-        );
+        results.insert("write_conflicts".into(), json!(conflicts));
         results.insert(
             "params".into(),
             json!({ "documents": a.documents, "fields": a.fields, "padding": a.padding,
                     "compressibility": a.compressibility, "indexes": a.indexes,
                     "threads": a.threads, "seconds": a.seconds, "insert_batch": a.insert_batch,
-                    "build_documents": a.build_documents, "cache_mb": a.cache_mb }),
+                    "build_documents": a.build_documents, "cache_mb": a.cache_mb,
+                    "peers": a.peer.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>() }),
         );
         results.insert("workload".into(), json!("concurrency"));
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
@@ -657,6 +791,9 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if !invariant_ok {
         return Err("the sum of v moved: an update transaction was not atomic".into());
+    }
+    if !peers_ok {
+        return Err("the sum of v moved on a peer".into());
     }
     Ok(())
 }
