@@ -517,14 +517,14 @@ struct W3Run {
 fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::Error>> {
     let mut c = target.connect()?;
     eprintln!("[{} load] {} documents", target.name(), a.documents);
-    load(&mut c, &a, COLL, a.documents)?;
+    load(&mut c, a, COLL, a.documents)?;
     for f in 0..a.indexes.min(a.fields) {
         c.command(
             DB,
             doc! { "createIndexes": COLL, "indexes": [{ "key": { format!("f{f}"): 1 }, "name": format!("f{f}_1") }] },
         )?;
     }
-    load(&mut c, &a, OTHER, a.build_documents)?;
+    load(&mut c, a, OTHER, a.build_documents)?;
     let want = V0 * a.documents as i64;
     let sh = Arc::new(Shared {
         port: target.port(),
@@ -551,7 +551,7 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
         }
         // Warm up at the most threads, not counted (see `warm_up`).
         let most = *a.threads.iter().max().expect("a thread count");
-        let (rate, secs) = warm_up(&sh, &a, phase, most)?;
+        let (rate, secs) = warm_up(&sh, a, phase, most)?;
         eprintln!(
             "[{}] {most} threads: {rate:.0} ops/s (warm-up, steady after {secs} s)",
             phase.name()
@@ -562,7 +562,7 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
             .collect();
         for i in order {
             let t = a.threads[i];
-            let (rate, _) = run_phase(&sh, &a, phase, t, false)?;
+            let (rate, _) = run_phase(&sh, a, phase, t, false)?;
             eprintln!(
                 "[{} {}] {t} threads: {rate:.0} ops/s",
                 target.name(),
@@ -583,8 +583,8 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
         table.push((phase, rates));
     }
     eprintln!("[reads] point-read latency without, then with, index builds on another collection");
-    let (p99_base, _) = read_latency(&sh, &a, false)?;
-    let (p99_build, builds) = read_latency(&sh, &a, true)?;
+    let (p99_base, _) = read_latency(&sh, a, false)?;
+    let (p99_build, builds) = read_latency(&sh, a, true)?;
 
     Ok(W3Run {
         name: target.name(),
