@@ -48,6 +48,7 @@ install() {
     # A target directory of its own, so that this build and `make test`'s never replace each
     # other's silt-bench: the binary is $peers/release/silt-bench.
     (cd "$root" && CARGO_TARGET_DIR="$peers" cargo build --release -p silt-bench --features peers)
+    (cd "$root" && cargo build --release -p siltd)
     if [ ! -x "$peers/bin/ferretdb" ]; then
         echo "building FerretDB $ferret_version (go build; a few minutes)"
         local src
@@ -117,6 +118,7 @@ env() {
     echo "export SILT_FERRETDB=127.0.0.1:$ferret_port"
     echo "export SILT_FERRETDB_DATA=\"$peers/ferretdata\""
     echo "export SILT_BENCH=\"$peers/release/silt-bench\""
+    echo "export SILTD_BIN=\"$root/target/release/siltd\""
 }
 
 case "${1:-}" in

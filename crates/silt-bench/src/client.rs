@@ -122,8 +122,12 @@ pub struct Server {
     _dir: Option<tempfile::TempDir>,
 }
 
-/// The `siltd` binary next to this one (both live in `target/<profile>/`).
+/// The `siltd` binary: `$SILTD_BIN` if set (the peers build of `silt-bench` lives in its own
+/// target directory), else the one next to this binary (both in `target/<profile>/`).
 pub fn siltd_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("SILTD_BIN") {
+        return PathBuf::from(p);
+    }
     std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("siltd")))

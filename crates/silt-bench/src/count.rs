@@ -282,6 +282,40 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         results.insert(n.into(), serde_json::Value::Object(peer.results.clone()));
     }
     let ok = runs.iter().all(|r| r.ok);
+    if let Some(path) = a.json.as_ref().map(|j| j.with_extension("svg")) {
+        // Mean latency of every figure, siltd's counts and reads beside each peer's counts.
+        let mut groups: Vec<String> = silt
+            .rows
+            .iter()
+            .map(|r| format!("{}-key range", r.0))
+            .collect();
+        groups.push("full count".into());
+        let mut series: Vec<(String, Vec<f64>)> = Vec::new();
+        for r in &runs {
+            let mut v: Vec<f64> = r.rows.iter().map(|x| x.1).collect();
+            v.push(r.full_us);
+            series.push((format!("{} count", r.name), v));
+            let mut m: Vec<f64> = r.rows.iter().map(|x| x.2).collect();
+            m.push(f64::NAN);
+            series.push((format!("{} count with x: 7", r.name), m));
+        }
+        let mut it: Vec<f64> = silt.rows.iter().map(|x| x.3).collect();
+        it.push(f64::NAN);
+        series.push(("silt reading the documents".into(), it));
+        let refs: Vec<(&str, Vec<f64>)> = series
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.clone()))
+            .collect();
+        crate::plot::bars(
+            &path,
+            &format!("W4: mean latency of counts ({} documents)", a.docs),
+            "microseconds (log scale)",
+            &groups,
+            &refs,
+            true,
+        )?;
+        println!("plot: {}", path.display());
+    }
     if let Some(p) = &a.json {
         let peers: Vec<String> = a
             .peer

@@ -137,14 +137,41 @@ pub(crate) enum W {
     C,
 }
 
-/// Run one phase for a quarter of `--seconds`; returns (updates/s, counter increments
-/// acknowledged, fast statements seen). `fast: None` sends no `fastUpdate` field (a peer).
-pub(crate) fn phase(
-    port: u16,
-    a: &Args,
-    w: W,
-    fast: Option<bool>,
-) -> Result<(f64, u64, u64), String> {
+/// What one phase measured.
+pub(crate) struct PhaseOut {
+    /// Updates/s over the phase.
+    pub rate: f64,
+    /// Counter increments acknowledged.
+    pub incs: u64,
+    /// Statements the server says took the fast path.
+    pub fast_seen: u64,
+    /// Updates/s in each `SAMPLE` of the phase, in order.
+    pub samples: Vec<f64>,
+}
+
+/// The spacing of [`PhaseOut::samples`].
+pub(crate) const SAMPLE: Duration = Duration::from_millis(500);
+
+/// Sleep `len` in steps of [`SAMPLE`], recording the rate of `ops` in each step.
+pub(crate) fn sample_for(len: Duration, ops: &AtomicU64) -> Vec<f64> {
+    let end = Instant::now() + len;
+    let mut out = Vec::new();
+    let (mut last_n, mut last_t) = (ops.load(Ordering::Relaxed), Instant::now());
+    while Instant::now() < end {
+        std::thread::sleep(SAMPLE.min(end.saturating_duration_since(Instant::now())));
+        let (n, t) = (ops.load(Ordering::Relaxed), Instant::now());
+        let dt = (t - last_t).as_secs_f64();
+        if dt > 0.05 {
+            out.push((n - last_n) as f64 / dt);
+        }
+        (last_n, last_t) = (n, t);
+    }
+    out
+}
+
+/// Run one phase for a quarter of `--seconds`. `fast: None` sends no `fastUpdate` field (a
+/// peer).
+pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<PhaseOut, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let incs = Arc::new(AtomicU64::new(0));
@@ -186,18 +213,46 @@ pub(crate) fn phase(
             Ok(())
         }));
     }
-    std::thread::sleep(Duration::from_millis(a.seconds * 1000 / SLICES as u64));
+    let samples = sample_for(
+        Duration::from_millis(a.seconds * 1000 / SLICES as u64),
+        &ops,
+    );
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join()
             .map_err(|_| "client thread panicked".to_string())??;
     }
     let rate = ops.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
-    Ok((
+    Ok(PhaseOut {
         rate,
-        incs.load(Ordering::Relaxed),
-        fast_seen.load(Ordering::Relaxed),
-    ))
+        incs: incs.load(Ordering::Relaxed),
+        fast_seen: fast_seen.load(Ordering::Relaxed),
+        samples,
+    })
+}
+
+/// Append a phase's samples to its series, on a clock that runs over every phase.
+pub(crate) fn add_samples(
+    timeline: &mut Vec<(String, Vec<(f64, f64)>)>,
+    label: &str,
+    clock: &mut f64,
+    samples: &[f64],
+) {
+    let step = SAMPLE.as_secs_f64();
+    let pts: Vec<(f64, f64)> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (*clock + step * (i + 1) as f64, *r))
+        .collect();
+    *clock += step * samples.len() as f64;
+    match timeline.iter_mut().find(|(n, _)| n == label) {
+        Some((_, v)) => {
+            // A gap (NaN) between slices keeps the line from joining across other phases.
+            v.push((pts.first().map_or(*clock, |p| p.0), f64::NAN));
+            v.extend(pts);
+        }
+        None => timeline.push((label.to_string(), pts)),
+    }
 }
 
 pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -224,6 +279,9 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut rows = Vec::new();
     let mut increments = 0u64;
+    // Throughput over the run for the plot: (series, [(seconds into the phases, updates/s)]).
+    let mut timeline: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut clock = 0f64;
     let mut results = serde_json::Map::new();
     for (w, name) in [(W::A, "w1a"), (W::B, "w1b"), (W::C, "w1c")] {
         let mut pair = [0f64; 2];
@@ -233,7 +291,18 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         let order = [(0, false), (1, true), (1, true), (0, false)];
         for (slot, fast) in order.into_iter().cycle().take(2 * SLICES) {
             eprintln!("[{name}] fast updates {}", if fast { "on" } else { "off" });
-            let (rate, incs, fast_seen) = phase(server.port, &a, w, Some(fast))?;
+            let PhaseOut {
+                rate,
+                incs,
+                fast_seen,
+                samples,
+            } = phase(server.port, &a, w, Some(fast))?;
+            let label = format!(
+                "siltd {}, fast updates {}",
+                name.to_uppercase(),
+                if fast { "on" } else { "off" }
+            );
+            add_samples(&mut timeline, &label, &mut clock, &samples);
             increments += incs;
             pair[slot] += rate / SLICES as f64;
             fast_counts[slot] += fast_seen;
@@ -294,6 +363,10 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut peers_ok = true;
     for p in &a.peer {
         let r = crate::w1_peers::run_peer(*p, &a)?;
+        let mut pclock = 0f64;
+        for (label, samples) in &r.samples {
+            add_samples(&mut timeline, label, &mut pclock, samples);
+        }
         let n = r.name;
         let silt_a = rows[0].2;
         println!(
@@ -321,6 +394,23 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         results.insert(format!("{n}_counter_sum_ok"), json!(r.sum_ok));
     }
     results.insert("w1a_silt_per_s".into(), json!(rows[0].2));
+    if let Some(path) = a.json.as_ref().map(|j| j.with_extension("svg")) {
+        let refs: Vec<(&str, &[(f64, f64)])> = timeline
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.as_slice()))
+            .collect();
+        crate::plot::over_run(
+            &path,
+            &format!(
+                "W1: updates/s over the run ({} documents, {} threads)",
+                a.docs, a.threads
+            ),
+            "seconds of update phases (each server's own clock)",
+            "updates/s",
+            &refs,
+        )?;
+        println!("plot: {}", path.display());
+    }
     if let Some(p) = &a.json {
         results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
         results.insert("data_bytes".into(), json!(raw));

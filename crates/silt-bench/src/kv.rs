@@ -391,6 +391,13 @@ mod lite {
     }
 }
 
+#[allow(dead_code)] // used only when a peer is not built in
+fn not_built(name: &str) -> String {
+    format!(
+        "silt-bench was built without the {name} peer: build with `--features {name}` (or `--features peers`)"
+    )
+}
+
 /// Open the store `name` (`silt`, `rocksdb`, `sqlite`), or say why it is not built in.
 pub fn open(name: &str, cfg: &KvConfig) -> KvResult<Box<dyn Kv>> {
     match name {
@@ -399,9 +406,10 @@ pub fn open(name: &str, cfg: &KvConfig) -> KvResult<Box<dyn Kv>> {
         "rocksdb" => Ok(Box::new(Rocks::open(cfg)?)),
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Box::new(Sqlite::open(cfg)?)),
-        "rocksdb" | "sqlite" => Err(format!(
-            "silt-bench was built without the {name} peer: build with `--features {name}` (or `--features peers`)"
-        )),
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => Err(not_built(name)),
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(not_built(name)),
         other => Err(format!("unknown store {other}: silt, rocksdb or sqlite")),
     }
 }

@@ -99,16 +99,6 @@ impl Pg {
             .map_err(|e| format!("postgres update: {e}"))
     }
 
-    /// Delete the rows with the smallest ids, `n` of them; returns how many went.
-    pub fn delete_oldest(&mut self, table: &str, n: i64) -> Result<u64, String> {
-        let sql = format!(
-            "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} ORDER BY id LIMIT $1)"
-        );
-        self.client
-            .execute(&sql, &[&n])
-            .map_err(|e| format!("postgres delete: {e}"))
-    }
-
     /// Rows in the table.
     pub fn count(&mut self, table: &str) -> Result<i64, String> {
         self.client

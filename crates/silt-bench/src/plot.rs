@@ -184,6 +184,111 @@ pub fn over_run(
     Ok(())
 }
 
+/// Grouped bars: one group per label on the x axis (a range width, a dataset), one bar per
+/// series in each group (a store, a setting). `log` draws the y axis on a log scale (for
+/// figures that differ by orders of magnitude, as latencies across servers do).
+pub fn bars(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    groups: &[String],
+    series: &[(&str, Vec<f64>)],
+    log: bool,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+    let vals = || {
+        series
+            .iter()
+            .flat_map(|(_, v)| v.iter().cloned())
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let hi = vals().fold(0.0, f64::max);
+    let lo = vals().fold(f64::INFINITY, f64::min);
+    if hi <= 0.0 || groups.is_empty() {
+        return Err(format!("nothing to draw in {}", path.display()));
+    }
+    let n = series.len().max(1) as f64;
+    let width = 0.8 / n;
+    let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(title, ("sans-serif", 20))
+        .map_err(|e| err(&e))?;
+    let x_range = -0.5..groups.len() as f64 - 0.5;
+    let label = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 {
+            groups.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    macro_rules! draw {
+        ($chart:expr, $base:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .light_line_style(TRANSPARENT)
+                .disable_x_mesh()
+                .x_labels(groups.len() * 2 + 1)
+                .x_label_formatter(&label)
+                .y_desc(y_desc)
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .draw()
+                .map_err(|e| err(&e))?;
+            for (k, (name, v)) in series.iter().enumerate() {
+                let colour = COLOURS[k % COLOURS.len()];
+                let off = -0.4 + width * k as f64;
+                chart
+                    .draw_series(
+                        v.iter()
+                            .enumerate()
+                            .filter(|(_, y)| y.is_finite() && **y > 0.0)
+                            .map(|(g, y)| {
+                                let x0 = g as f64 + off;
+                                Rectangle::new(
+                                    [(x0, $base), (x0 + width * 0.9, *y)],
+                                    colour.filled(),
+                                )
+                            }),
+                    )
+                    .map_err(|e| err(&e))?
+                    .label(name.to_string())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| err(&e))?;
+        }};
+    }
+    if log {
+        let base = lo / 2.0;
+        let chart = ChartBuilder::on(&root)
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x_range, (base..hi * 3.0).log_scale())
+            .map_err(|e| err(&e))?;
+        draw!(chart, base);
+    } else {
+        let chart = ChartBuilder::on(&root)
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x_range, 0.0..hi * 1.15)
+            .map_err(|e| err(&e))?;
+        draw!(chart, 0.0);
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +311,26 @@ mod tests {
         let s = std::fs::read_to_string(&p).unwrap();
         assert!(s.starts_with("<svg"), "{}", &s[..80.min(s.len())]);
         assert!(s.contains("insert") && s.contains("client threads"));
+    }
+
+    #[test]
+    fn draws_bars() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w4.svg");
+        let groups = vec!["10".to_string(), "100".to_string()];
+        bars(
+            &p,
+            "W4",
+            "µs",
+            &groups,
+            &[("silt", vec![5.0, 50.0]), ("peer", vec![500.0, f64::NAN])],
+            true,
+        )
+        .unwrap();
+        let s = std::fs::read_to_string(&p).unwrap();
+        assert!(s.starts_with("<svg") && s.contains("peer") && s.contains("µs"));
+        bars(&p, "W5", "MiB", &groups, &[("silt", vec![1.0, 2.0])], false).unwrap();
+        assert!(bars(&p, "W5", "MiB", &[], &[("silt", vec![])], false).is_err());
     }
 
     #[test]

@@ -231,6 +231,48 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
+    if let Some(path) = a.json.as_ref().map(|j| j.with_extension("svg")) {
+        let groups = vec!["W3 documents".to_string(), "W4 documents".to_string()];
+        let mut stores: Vec<String> = vec!["raw BSON".into()];
+        for r in &rows {
+            if !stores.contains(&r.store) {
+                stores.push(r.store.clone());
+            }
+        }
+        let series: Vec<(&str, Vec<f64>)> = stores
+            .iter()
+            .map(|st| {
+                let v = ["w3", "w4"]
+                    .iter()
+                    .map(|set| {
+                        rows.iter()
+                            .find(|r| r.set == *set && (r.store == *st || st == "raw BSON"))
+                            .map_or(f64::NAN, |r| {
+                                let b = if st == "raw BSON" {
+                                    r.raw
+                                } else {
+                                    r.after_checkpoint
+                                };
+                                mib(b)
+                            })
+                    })
+                    .collect();
+                (st.as_str(), v)
+            })
+            .collect();
+        crate::plot::bars(
+            &path,
+            &format!(
+                "W5: bytes on disk after a checkpoint ({} W3 and {} W4 documents)",
+                a.w3_docs, a.w4_docs
+            ),
+            "MiB",
+            &groups,
+            &series,
+            false,
+        )?;
+        println!("plot: {}", path.display());
+    }
     if let Some(path) = &a.json {
         let mut j = Map::new();
         j.insert("workload".into(), json!("size"));

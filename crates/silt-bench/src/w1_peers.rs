@@ -6,7 +6,7 @@
 
 use bson::{doc, Document};
 
-use crate::fast_update::{load, phase, Args, COLL, DB, SLICES, W};
+use crate::fast_update::{load, phase, Args, PhaseOut, COLL, DB, SLICES, W};
 use crate::target::{PeerName, Target};
 
 /// What a peer measured: updates/s for W1a, W1b and W1c (where it ran them).
@@ -16,6 +16,8 @@ pub struct PeerW1 {
     pub w1b: Option<f64>,
     pub w1c: Option<f64>,
     pub sum_ok: bool,
+    /// (series label, updates/s every half second) for the W1 plot.
+    pub samples: Vec<(String, Vec<f64>)>,
 }
 
 pub fn run_peer(p: PeerName, a: &Args) -> Result<PeerW1, String> {
@@ -31,11 +33,18 @@ fn wire(p: PeerName, a: &Args) -> Result<PeerW1, String> {
     load(&mut c, a, &format!("{} load", t.name()))?;
     let mut rates = [0f64; 3];
     let mut increments = 0u64;
+    let mut samples = Vec::new();
     for (i, w) in [W::A, W::B, W::C].into_iter().enumerate() {
         for _ in 0..SLICES {
-            let (rate, incs, _) = phase(t.port(), a, w, None)?;
+            let PhaseOut {
+                rate,
+                incs,
+                samples: s,
+                ..
+            } = phase(t.port(), a, w, None)?;
             rates[i] += rate / SLICES as f64;
             increments += incs;
+            samples.push((format!("{} W1{}", t.name(), ["A", "B", "C"][i]), s));
         }
         eprintln!(
             "[{} w1{}] {:.0} updates/s",
@@ -55,6 +64,7 @@ fn wire(p: PeerName, a: &Args) -> Result<PeerW1, String> {
         w1b: Some(rates[1]),
         w1c: Some(rates[2]),
         sum_ok: sum as u64 == increments && docs.len() as u64 == a.docs,
+        samples,
     })
 }
 
@@ -74,6 +84,7 @@ fn postgres(a: &Args) -> Result<PeerW1, String> {
     use std::time::{Duration, Instant};
 
     let mut pg = Pg::connect()?;
+    eprintln!("[postgres] server {}", pg.version());
     pg.create(COLL, &[&[("k", "bigint")]])?;
     generate(a, "postgres load", |b| pg.insert(COLL, &b).map(|_| ()))?;
     pg.analyze(COLL)?;
@@ -94,7 +105,7 @@ fn postgres(a: &Args) -> Result<PeerW1, String> {
             Ok(())
         }));
     }
-    std::thread::sleep(Duration::from_secs(a.seconds));
+    let samples = crate::fast_update::sample_for(Duration::from_secs(a.seconds), &incs);
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join()
@@ -112,5 +123,6 @@ fn postgres(a: &Args) -> Result<PeerW1, String> {
         w1b: None,
         w1c: None,
         sum_ok: sum as u64 == n && rows as u64 == a.docs,
+        samples: vec![("postgres W1A".into(), samples)],
     })
 }

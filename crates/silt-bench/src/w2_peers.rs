@@ -90,6 +90,7 @@ fn postgres(_: &Args) -> Result<Marks, String> {
 #[cfg(feature = "postgres")]
 fn postgres(a: &Args) -> Result<Marks, String> {
     let mut pg = crate::pg::Pg::connect()?;
+    eprintln!("[postgres] server {}", pg.version());
     pg.create(
         COLL,
         &[
