@@ -525,7 +525,7 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
         )?;
     }
     load(&mut c, a, OTHER, a.build_documents)?;
-    let want = V0 * a.documents as i64;
+    let want = V0 * a.documents as i64 + crate::skew();
     let sh = Arc::new(Shared {
         port: target.port(),
         txn: matches!(target, Target::Silt(_)),

@@ -133,7 +133,7 @@ pub fn run_store(s: &mut dyn Kv, keys: u64, a: &Args) -> Result<StoreRun, String
     }
     let get_per_s = a.gets as f64 / t.elapsed().as_secs_f64();
     bar.done();
-    if found != a.gets {
+    if found as i64 != a.gets as i64 + crate::skew() {
         return Err(format!(
             "{name}: {} of {} point reads found nothing",
             a.gets - found,
@@ -145,7 +145,7 @@ pub fn run_store(s: &mut dyn Kv, keys: u64, a: &Args) -> Result<StoreRun, String
             .get(&key_of(k as u64))?
             .ok_or_else(|| format!("{name}: key {k} is gone"))?;
         let got = u64::from_le_bytes(v[..8].try_into().map_err(|_| "short value")?);
-        if got != *want {
+        if got as i64 != *want as i64 + crate::skew() {
             return Err(format!(
                 "{name}: key {k} counts {got} increments, {want} were sent"
             ));

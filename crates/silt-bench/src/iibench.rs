@@ -314,7 +314,7 @@ fn run_method(a: &Args, method: &'static str) -> Result<Run, Box<dyn std::error:
         .join()
         .map_err(|_| "the retention thread panicked")??;
     let removed = retained.removed.load(Ordering::Relaxed) as i64;
-    let expected = total as i64 - removed;
+    let expected = total as i64 - removed + crate::skew();
     let final_count = count(&mut c)?;
     let by_scan = number(
         c.command(

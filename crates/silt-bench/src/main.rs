@@ -2,6 +2,7 @@
 //! and, with `--json FILE`, writes every figure it printed plus its parameters. Benchmarks are
 //! programs, not timed tests: nothing here asserts on speed.
 
+mod all;
 mod client;
 mod concurrency;
 mod count;
@@ -31,6 +32,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Every workload at the small scale (W1-W5 and the engine comparison), each writing its
+    /// JSON and plot into `--out`, then `results.json` with the headline figures.
+    All(all::Args),
     /// Storage-engine micro-workloads on data larger than the cache.
     Engine(engine::Args),
     /// The engine against RocksDB and SQLite (when built with `--features peers`): random
@@ -51,6 +55,13 @@ enum Cmd {
     Size(size::Args),
 }
 
+/// What every workload's final check adds to the figure it expects: 0, or 1 when
+/// `SILT_BENCH_BREAK_CHECKS=1`, so that a test can see each check fail loudly on a wrong
+/// answer (`bench/smoke.sh`).
+pub(crate) fn skew() -> i64 {
+    i64::from(std::env::var_os("SILT_BENCH_BREAK_CHECKS").is_some_and(|v| v == "1"))
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -61,6 +72,7 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::All(a) => all::run(a),
         Cmd::Engine(a) => engine::run(a).map_err(Into::into),
         Cmd::EnginePeers(a) => engine_peers::run(a).map_err(Into::into),
         Cmd::FastUpdate(a) => fast_update::run(a),

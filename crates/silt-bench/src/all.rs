@@ -1,0 +1,249 @@
+//! `silt-bench all`: every workload (W1-W5 and the engine comparison) at the small scale, one
+//! after another, each as a child `silt-bench` process writing its JSON (and plot) into
+//! `--out`; then `results.json` there with the figures issue 15 names, and a summary table.
+//!
+//! With `--peers`, the server-level workloads also run against FerretDB and PostgreSQL and
+//! the engine comparison against RocksDB and SQLite (build with `--features peers` and start
+//! them with `bench/peers.sh`). `--quick` shrinks every size so that the whole suite runs in
+//! about a minute: a smoke test of the harness and the peer adapters, not a measurement.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory for every workload's JSON and plot, and `results.json`.
+    #[arg(long, default_value = "bench/results/latest")]
+    out: PathBuf,
+    /// Run the peers too (FerretDB, PostgreSQL, RocksDB, SQLite).
+    #[arg(long)]
+    peers: bool,
+    /// Tiny sizes: checks that everything runs and verifies, measures nothing.
+    #[arg(long)]
+    quick: bool,
+    /// Only these workloads (engine, w1, w2, w3, w4, w5).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+/// One workload: its name, the subcommand and its flags at the small and the quick scale,
+/// and the flags that add the peers.
+struct Step {
+    name: &'static str,
+    args: &'static [&'static str],
+    quick: &'static [&'static str],
+    peers: &'static [&'static str],
+}
+
+const STEPS: [Step; 6] = [
+    Step {
+        name: "engine",
+        args: &["engine-peers"],
+        quick: &["--keys", "200000", "--updates", "20000", "--gets", "5000"],
+        // Without `--stores`, engine-peers runs every store built in.
+        peers: &[],
+    },
+    Step {
+        name: "w1",
+        args: &["fast-update"],
+        quick: &["--docs", "3000", "--seconds", "2", "--threads", "4"],
+        peers: &["--peer", "postgres", "--peer", "ferretdb"],
+    },
+    Step {
+        name: "w2",
+        args: &["iibench"],
+        quick: &["--docs", "20000"],
+        peers: &["--peer", "postgres", "--peer", "ferretdb"],
+    },
+    Step {
+        name: "w3",
+        args: &["concurrency"],
+        quick: &[
+            "--documents",
+            "3000",
+            "--build-documents",
+            "2000",
+            "--threads",
+            "1,4",
+            "--seconds",
+            "1",
+        ],
+        peers: &["--peer", "ferretdb"],
+    },
+    Step {
+        name: "w4",
+        args: &["count", "--peer-reps", "1"],
+        quick: &["--docs", "20000", "--reps", "2"],
+        peers: &["--peer", "ferretdb"],
+    },
+    Step {
+        name: "w5",
+        args: &["size"],
+        quick: &["--w3-docs", "5000", "--w4-docs", "5000"],
+        peers: &["--peer", "postgres", "--peer", "ferretdb"],
+    },
+];
+
+fn read(out: &Path, name: &str) -> Option<Map<String, Value>> {
+    let text = std::fs::read_to_string(out.join(format!("{name}.json"))).ok()?;
+    match serde_json::from_str(&text).ok()? {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+fn put(r: &mut Map<String, Value>, k: &str, v: Option<f64>) {
+    if let Some(v) = v {
+        r.insert(k.into(), json!(v));
+    }
+}
+
+fn num(m: &Option<Map<String, Value>>, k: &str) -> Option<f64> {
+    m.as_ref()?.get(k)?.as_f64()
+}
+
+pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(&a.out)?;
+    let me = std::env::current_exe()?;
+    let started = Instant::now();
+    let mut ran = Vec::new();
+    for s in &STEPS {
+        if !a.only.is_empty() && !a.only.iter().any(|o| o == s.name) {
+            continue;
+        }
+        let json = a.out.join(format!("{}.json", s.name));
+        let log = a.out.join(format!("{}.txt", s.name));
+        let mut cmd = Command::new(&me);
+        cmd.args(s.args).arg("--json").arg(&json);
+        if a.quick {
+            cmd.args(s.quick);
+        }
+        if a.peers {
+            cmd.args(s.peers);
+        } else if s.name == "engine" {
+            cmd.args(["--stores", "silt"]);
+        }
+        let shown: Vec<String> = cmd
+            .get_args()
+            .map(|x| x.to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "== {} ({:.0} s so far): silt-bench {}",
+            s.name,
+            started.elapsed().as_secs_f64(),
+            shown.join(" ")
+        );
+        // The table goes to the terminal and to `<name>.txt`; progress stays on stderr.
+        let out = cmd.stderr(std::process::Stdio::inherit()).output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        print!("{text}");
+        std::fs::write(
+            &log,
+            format!("$ silt-bench {}\n{text}", shown.join(" ")).as_bytes(),
+        )?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed ({}): its checks did not hold or it could not run; see above",
+                s.name, out.status
+            )
+            .into());
+        }
+        ran.push(s.name);
+    }
+
+    // The summary: the figures issue 15 asks for, where the run produced them.
+    let engine = read(&a.out, "engine");
+    let w1 = read(&a.out, "w1");
+    let w2 = read(&a.out, "w2");
+    let w3 = read(&a.out, "w3");
+    let w4 = read(&a.out, "w4");
+    let w5 = read(&a.out, "w5");
+    let mut r = Map::new();
+    put(
+        &mut r,
+        "w2_last_quarter_silt_per_s",
+        num(&w2, "w2_last_quarter_silt_per_s"),
+    );
+    put(
+        &mut r,
+        "w2_last_quarter_postgres_per_s",
+        num(&w2, "w2_last_quarter_postgres_per_s"),
+    );
+    put(&mut r, "w1a_silt_per_s", num(&w1, "w1a_silt_per_s"));
+    put(&mut r, "w1a_postgres_per_s", num(&w1, "w1a_postgres_per_s"));
+    put(&mut r, "w5_silt_bytes", num(&w5, "w5_silt_bytes"));
+    put(&mut r, "w5_postgres_bytes", num(&w5, "w5_postgres_bytes"));
+    for k in [
+        "engine_insert_silt_per_s",
+        "engine_insert_rocksdb_per_s",
+        "engine_insert_sqlite_per_s",
+        "engine_blind_silt_per_s",
+        "engine_merge_rocksdb_per_s",
+        "engine_blind_sqlite_per_s",
+        "engine_point_get_silt_per_s",
+        "engine_point_get_rocksdb_per_s",
+        "engine_point_get_sqlite_per_s",
+        "engine_bytes_silt",
+        "engine_bytes_rocksdb",
+        "engine_bytes_sqlite",
+    ] {
+        put(&mut r, k, num(&engine, k));
+    }
+    // SiltDB / FerretDB throughput per server-level workload, and the lowest.
+    let ferret: Vec<(&str, Option<f64>)> = vec![
+        (
+            "w1a",
+            num(&w1, "w1a_silt_per_s")
+                .zip(num(&w1, "w1a_ferretdb_per_s"))
+                .map(|(s, f)| s / f),
+        ),
+        (
+            "w2a",
+            num(&w2, "w2_last_quarter_silt_per_s")
+                .zip(num(&w2, "w2_last_quarter_ferretdb_per_s"))
+                .map(|(s, f)| s / f),
+        ),
+        ("w3", num(&w3, "ferretdb_ratio")),
+        ("w4", num(&w4, "ferretdb_count_speedup")),
+    ];
+    let mut min: Option<f64> = None;
+    for (w, v) in &ferret {
+        if let Some(v) = v {
+            r.insert(format!("{w}_ferretdb_ratio"), json!(v));
+            min = Some(min.map_or(*v, |m: f64| m.min(*v)));
+        }
+    }
+    put(&mut r, "ferretdb_min_ratio", min);
+    put(
+        &mut r,
+        "w3_worst_64t_to_best_ratio",
+        num(&w3, "worst_64t_to_best_ratio"),
+    );
+    put(
+        &mut r,
+        "w4_count_10000_nomatcher_us",
+        num(&w4, "count_10000_nomatcher_us"),
+    );
+    r.insert("workloads".into(), json!(ran));
+    r.insert("quick".into(), json!(a.quick));
+    r.insert("peers".into(), json!(a.peers));
+    r.insert(
+        "total_seconds".into(),
+        json!(started.elapsed().as_secs_f64()),
+    );
+    let path = a.out.join("results.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&Value::Object(r.clone()))?,
+    )?;
+    println!("\n== summary ({})", path.display());
+    for (k, v) in &r {
+        if let Some(x) = v.as_f64() {
+            println!("{k:<36} {x:>16.2}");
+        }
+    }
+    Ok(())
+}
