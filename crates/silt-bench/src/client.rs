@@ -36,6 +36,26 @@ impl Client {
         Ok(reply)
     }
 
+    /// [`Client::command`], retried while a peer answers that its database is busy (FerretDB
+    /// on SQLite answers `database is locked (SQLITE_BUSY)` to concurrent writers, and the
+    /// write did not happen); returns the reply and the retries it took.
+    pub fn command_retrying_busy(
+        &mut self,
+        db: &str,
+        cmd: Document,
+    ) -> Result<(Document, u64), CmdErr> {
+        let mut retries = 0u64;
+        loop {
+            match self.command(db, cmd.clone()) {
+                Err(e) if e.contains("SQLITE_BUSY") && retries < 100_000 => {
+                    retries += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                r => return r.map(|d| (d, retries)),
+            }
+        }
+    }
+
     /// Run `cmd` on `db` and return the reply as it is (`ok: 0` included); `Err` only for an
     /// I/O or protocol problem.
     pub fn reply(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {

@@ -147,6 +147,8 @@ pub(crate) struct PhaseOut {
     pub fast_seen: u64,
     /// Updates/s in each `SAMPLE` of the phase, in order.
     pub samples: Vec<f64>,
+    /// Retries of updates a peer refused as busy (not counted as updates).
+    pub busy_retries: u64,
 }
 
 /// The spacing of [`PhaseOut::samples`].
@@ -176,12 +178,18 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
     let ops = Arc::new(AtomicU64::new(0));
     let incs = Arc::new(AtomicU64::new(0));
     let fast_seen = Arc::new(AtomicU64::new(0));
+    let busy = Arc::new(AtomicU64::new(0));
     let kmax = (a.docs / a.docs_per_k).max(1);
     let mut handles = Vec::new();
     let started = Instant::now();
     for t in 0..a.threads {
-        let (stop, ops, incs, fast_seen) =
-            (stop.clone(), ops.clone(), incs.clone(), fast_seen.clone());
+        let (stop, ops, incs, fast_seen, busy) = (
+            stop.clone(),
+            ops.clone(),
+            incs.clone(),
+            fast_seen.clone(),
+            busy.clone(),
+        );
         let docs = a.docs;
         handles.push(std::thread::spawn(move || -> Result<(), String> {
             let mut c = Client::connect(port).map_err(|e| e.to_string())?;
@@ -196,7 +204,13 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
                 if let Some(f) = fast {
                     cmd.insert("fastUpdate", f);
                 }
-                let r = c.command(DB, cmd)?;
+                let r = if fast.is_some() {
+                    c.command(DB, cmd)?
+                } else {
+                    let (r, n) = c.command_retrying_busy(DB, cmd)?;
+                    busy.fetch_add(n, Ordering::Relaxed);
+                    r
+                };
                 let n = match r.get("n") {
                     Some(Bson::Int32(n)) => *n as u64,
                     Some(Bson::Int64(n)) => *n as u64,
@@ -228,6 +242,7 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
         incs: incs.load(Ordering::Relaxed),
         fast_seen: fast_seen.load(Ordering::Relaxed),
         samples,
+        busy_retries: busy.load(Ordering::Relaxed),
     })
 }
 
@@ -296,6 +311,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 incs,
                 fast_seen,
                 samples,
+                ..
             } = phase(server.port, &a, w, Some(fast))?;
             let label = format!(
                 "siltd {}, fast updates {}",

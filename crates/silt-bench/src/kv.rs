@@ -250,8 +250,8 @@ mod rocks {
         }
         fn describe(&self) -> String {
             format!(
-                "RocksDB {}: block cache {} MiB + memtables {} MiB, {} compression, bloom 10 bits/key, WAL on, sync off, direct reads {}",
-                "0.23 crate",
+                "RocksDB {} (rocksdb crate 0.23): block cache {} MiB + memtables {} MiB, {} compression, bloom 10 bits/key, WAL on, sync off, direct reads {}",
+                "10.4.2",
                 (self.cfg.cache_bytes - (self.cfg.cache_bytes / 4).max(1 << 20)) >> 20,
                 (self.cfg.cache_bytes / 4).max(1 << 20) >> 20,
                 self.cfg.compression,

@@ -34,14 +34,17 @@ fn wire(p: PeerName, a: &Args) -> Result<PeerW1, String> {
     let mut rates = [0f64; 3];
     let mut increments = 0u64;
     let mut samples = Vec::new();
+    let mut busy = 0u64;
     for (i, w) in [W::A, W::B, W::C].into_iter().enumerate() {
         for _ in 0..SLICES {
             let PhaseOut {
                 rate,
                 incs,
                 samples: s,
+                busy_retries,
                 ..
             } = phase(t.port(), a, w, None)?;
+            busy += busy_retries;
             rates[i] += rate / SLICES as f64;
             increments += incs;
             samples.push((format!("{} W1{}", t.name(), ["A", "B", "C"][i]), s));
@@ -51,6 +54,12 @@ fn wire(p: PeerName, a: &Args) -> Result<PeerW1, String> {
             t.name(),
             ["a", "b", "c"][i],
             rates[i]
+        );
+    }
+    if busy > 0 {
+        eprintln!(
+            "[{}] {busy} updates refused as busy (SQLITE_BUSY) and retried",
+            t.name()
         );
     }
     let docs = c.find_all(DB, COLL, doc! {}, doc! { "counter": 1 })?;
