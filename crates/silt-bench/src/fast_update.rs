@@ -410,6 +410,18 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         results.insert(format!("{n}_counter_sum_ok"), json!(r.sum_ok));
     }
     results.insert("w1a_silt_per_s".into(), json!(rows[0].2));
+    let series: serde_json::Map<String, serde_json::Value> = timeline
+        .iter()
+        .map(|(n, p)| {
+            let pts: Vec<serde_json::Value> = p
+                .iter()
+                .filter(|q| q.1.is_finite())
+                .map(|q| json!([q.0, q.1]))
+                .collect();
+            (n.clone(), json!(pts))
+        })
+        .collect();
+    results.insert("updates_per_s_over_run".into(), json!(series));
     if let Some(path) = a.json.as_ref().map(|j| j.with_extension("svg")) {
         let refs: Vec<(&str, &[(f64, f64)])> = timeline
             .iter()

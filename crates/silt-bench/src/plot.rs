@@ -163,21 +163,31 @@ pub fn over_run(
         .map_err(|e| err(&e))?;
     for (i, (name, p)) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let p: Vec<(f64, f64)> = p.iter().cloned().filter(|p| p.1.is_finite()).collect();
-        chart
-            .draw_series(LineSeries::new(p.clone(), colour.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(name.to_string())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
-        chart
-            .draw_series(p.iter().map(|q| Circle::new(*q, 2, colour.filled())))
-            .map_err(|e| err(&e))?;
+        // A NaN point breaks the line: each run of finite points is drawn on its own.
+        let runs: Vec<Vec<(f64, f64)>> = p
+            .split(|q| !q.1.is_finite())
+            .filter(|r| !r.is_empty())
+            .map(|r| r.to_vec())
+            .collect();
+        for (k, run) in runs.iter().enumerate() {
+            let drawn = chart
+                .draw_series(LineSeries::new(run.clone(), colour.stroke_width(2)))
+                .map_err(|e| err(&e))?;
+            if k == 0 {
+                drawn.label(name.to_string()).legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+            }
+            chart
+                .draw_series(run.iter().map(|q| Circle::new(*q, 2, colour.filled())))
+                .map_err(|e| err(&e))?;
+        }
     }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
