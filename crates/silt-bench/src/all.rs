@@ -220,13 +220,17 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         ("w4", num(&w4, "ferretdb_count_speedup")),
     ];
     let mut min: Option<f64> = None;
+    let mut over = Vec::new();
     for (w, v) in &ferret {
         if let Some(v) = v {
             r.insert(format!("{w}_ferretdb_ratio"), json!(v));
             min = Some(min.map_or(*v, |m: f64| m.min(*v)));
+            over.push(*w);
         }
     }
     put(&mut r, "ferretdb_min_ratio", min);
+    // Which workloads the minimum is over: a run without some of them says so.
+    r.insert("ferretdb_min_ratio_over".into(), json!(over));
     put(
         &mut r,
         "w3_worst_64t_to_best_ratio",
