@@ -631,6 +631,16 @@ fn w3_ratio(silt: &W3Run, peer: &W3Run) -> f64 {
     (logs.iter().sum::<f64>() / logs.len() as f64).exp()
 }
 
+/// `{"1": rate, "2": rate, ...}` for the JSON.
+fn per_thread(threads: &[usize], rates: &[f64]) -> serde_json::Value {
+    let m: serde_json::Map<String, serde_json::Value> = threads
+        .iter()
+        .zip(rates)
+        .map(|(t, r)| (t.to_string(), json!(r)))
+        .collect();
+    serde_json::Value::Object(m)
+}
+
 fn print_table(a: &Args, run: &W3Run) {
     println!("== {}", run.name);
     print!("{:<12}", "threads");
@@ -703,13 +713,10 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             worst = worst.min(ratio);
         }
         println!("{ratio:>12.2}");
-        let per: serde_json::Map<String, serde_json::Value> = a
-            .threads
-            .iter()
-            .zip(rates)
-            .map(|(t, r)| (t.to_string(), json!(r)))
-            .collect();
-        results.insert(format!("{}_per_s", phase.name()), json!(per));
+        results.insert(
+            format!("{}_per_s", phase.name()),
+            per_thread(&a.threads, rates),
+        );
     }
     let none = vec![f64::NAN; a.threads.len()];
     let rates_of = |p: Phase| {
@@ -748,13 +755,10 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         peers_ok &= p.invariant_ok;
         results.insert(format!("{}_ratio", p.name), json!(ratio));
         for (phase, rates) in &p.table {
-            let per: serde_json::Map<String, serde_json::Value> = a
-                .threads
-                .iter()
-                .zip(rates)
-                .map(|(t, r)| (t.to_string(), json!(r)))
-                .collect();
-            results.insert(format!("{}_{}_per_s", p.name, phase.name()), json!(per));
+            results.insert(
+                format!("{}_{}_per_s", p.name, phase.name()),
+                per_thread(&a.threads, rates),
+            );
         }
         results.insert(format!("{}_invariant_ok", p.name), json!(p.invariant_ok));
     }

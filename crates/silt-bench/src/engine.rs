@@ -50,7 +50,7 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
-fn key_of(i: u64) -> [u8; 8] {
+pub(crate) fn key_of(i: u64) -> [u8; 8] {
     // A bijective mix: distinct i give distinct keys, in an order unrelated to i.
     let mut x = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

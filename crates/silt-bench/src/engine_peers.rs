@@ -14,6 +14,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Map, Value};
 
+use crate::engine::key_of;
 use crate::kv::{self, Kv, KvConfig};
 use crate::progress::Bar;
 
@@ -67,13 +68,6 @@ pub struct StoreRun {
     pub blind_per_s: f64,
     pub get_per_s: f64,
     pub bytes_on_disk: u64,
-}
-
-fn key_of(i: u64) -> [u8; 8] {
-    let mut x = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x ^ (x >> 31)).to_be_bytes()
 }
 
 fn value(rng: &mut SmallRng, n: usize) -> Vec<u8> {

@@ -165,6 +165,19 @@ pub(crate) fn purchase(rng: &mut SmallRng, id: i64, data: &str) -> Document {
     }
 }
 
+/// W2's three secondary indexes.
+pub(crate) fn create_indexes(c: &mut Client) -> Result<(), String> {
+    c.command(
+        DB,
+        doc! { "createIndexes": COLL, "indexes": [
+            { "key": { "price": 1, "customerid": 1 }, "name": "pc" },
+            { "key": { "cashregisterid": 1, "price": 1, "customerid": 1 }, "name": "cpc" },
+            { "key": { "price": 1, "dateandtime": 1, "customerid": 1 }, "name": "pdc" },
+        ] },
+    )
+    .map(|_| ())
+}
+
 /// The partitions' ids and document counts.
 fn partitions(c: &mut Client) -> Result<Vec<(i64, i64)>, String> {
     let r = c.command(DB, doc! { "getPartitionInfo": COLL })?;
@@ -254,14 +267,7 @@ fn run_method(a: &Args, method: &'static str) -> Result<Run, Box<dyn std::error:
         create.insert("partitioned", true);
     }
     c.command(DB, create)?;
-    c.command(
-        DB,
-        doc! { "createIndexes": COLL, "indexes": [
-            { "key": { "price": 1, "customerid": 1 }, "name": "pc" },
-            { "key": { "cashregisterid": 1, "price": 1, "customerid": 1 }, "name": "cpc" },
-            { "key": { "price": 1, "dateandtime": 1, "customerid": 1 }, "name": "pdc" },
-        ] },
-    )?;
+    create_indexes(&mut c)?;
     let t = a.docs;
     let total = 2 * t;
     let live = Arc::new(AtomicU64::new(0));

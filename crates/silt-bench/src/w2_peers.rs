@@ -49,14 +49,7 @@ pub fn run_peer(p: PeerName, a: &Args) -> Result<(&'static str, Marks), String> 
         _ => {
             let t = Target::peer(p, DB)?;
             let mut c = t.connect()?;
-            c.command(
-                DB,
-                doc! { "createIndexes": COLL, "indexes": [
-                    { "key": { "price": 1, "customerid": 1 }, "name": "pc" },
-                    { "key": { "cashregisterid": 1, "price": 1, "customerid": 1 }, "name": "cpc" },
-                    { "key": { "price": 1, "dateandtime": 1, "customerid": 1 }, "name": "pdc" },
-                ] },
-            )?;
+            crate::iibench::create_indexes(&mut c)?;
             let marks = ingest(a, &format!("{} ingest", t.name()), |batch| {
                 c.command(
                     DB,
