@@ -779,7 +779,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                     "compressibility": a.compressibility, "indexes": a.indexes,
                     "threads": a.threads, "seconds": a.seconds, "insert_batch": a.insert_batch,
                     "build_documents": a.build_documents, "cache_mb": a.cache_mb,
-                    "peers": a.peer.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>() }),
+                    "peers": PeerName::names(&a.peer) }),
         );
         results.insert("workload".into(), json!("concurrency"));
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;

@@ -320,11 +320,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("plot: {}", path.display());
     }
     if let Some(p) = &a.json {
-        let peers: Vec<String> = a
-            .peer
-            .iter()
-            .map(|p| format!("{p:?}").to_lowercase())
-            .collect();
+        let peers = PeerName::names(&a.peer);
         results.insert(
             "params".into(),
             json!({ "docs": a.docs, "pad_bytes": a.pad_bytes, "reps": a.reps, "cache_mb": a.cache_mb, "peers": peers }),

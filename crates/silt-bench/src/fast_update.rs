@@ -451,7 +451,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             json!({ "docs": a.docs, "blob_bytes": a.blob_bytes, "docs_per_k": a.docs_per_k,
                     "threads": a.threads, "seconds": a.seconds, "cache_mb": a.cache_mb,
                     "directio": !a.buffered,
-                    "peers": a.peer.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>() }),
+                    "peers": PeerName::names(&a.peer) }),
         );
         results.insert("workload".into(), json!("fast-update"));
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;

@@ -542,7 +542,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             "params".into(),
             json!({ "docs": a.docs, "cache_mb": a.cache_mb, "data_bytes": a.data_bytes,
                     "directio": !a.buffered, "batch": BATCH, "delete_batch": DELETE_BATCH,
-                    "peers": a.peer.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>() }),
+                    "peers": PeerName::names(&a.peer) }),
         );
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
     }

@@ -276,11 +276,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &a.json {
         let mut j = Map::new();
         j.insert("workload".into(), json!("size"));
-        let peers: Vec<String> = a
-            .peer
-            .iter()
-            .map(|p| format!("{p:?}").to_lowercase())
-            .collect();
+        let peers = PeerName::names(&a.peer);
         j.insert(
             "params".into(),
             json!({ "w3_docs": a.w3_docs, "w4_docs": a.w4_docs, "cache_mb": a.cache_mb,

@@ -31,6 +31,19 @@ pub enum PeerName {
     Postgres,
 }
 
+impl PeerName {
+    /// The peers' names as the JSON records them (`["ferretdb", "postgres"]`).
+    pub fn names(peers: &[PeerName]) -> Vec<&'static str> {
+        peers
+            .iter()
+            .map(|p| match p {
+                PeerName::Ferretdb => "ferretdb",
+                PeerName::Postgres => "postgres",
+            })
+            .collect()
+    }
+}
+
 impl Target {
     pub fn name(&self) -> &'static str {
         match self {

@@ -30,6 +30,17 @@ const fn only(honoured: &'static [&'static str], refused: &'static [&'static str
 }
 
 /// Every command siltd answers: what both the dispatcher and `listCommands` read.
+/// The fields `createUser` and `updateUser` both honour.
+const USER_FIELDS: &[&str] = &[
+    "pwd",
+    "roles",
+    "customData",
+    "mechanisms",
+    "digestPassword",
+    "writeConcern",
+    "comment",
+];
+
 pub const TABLE: &[Command] = &[
     Command {
         name: "abortTransaction",
@@ -245,18 +256,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "createUser",
         aliases: &[],
-        fields: only(
-            &[
-                "pwd",
-                "roles",
-                "customData",
-                "mechanisms",
-                "digestPassword",
-                "writeConcern",
-                "comment",
-            ],
-            &["authenticationRestrictions"],
-        ),
+        fields: only(USER_FIELDS, &["authenticationRestrictions"]),
         help: "create a user with a password and roles",
         admin_only: false,
         auth: Need::UserAdmin,
@@ -830,18 +830,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "updateUser",
         aliases: &[],
-        fields: only(
-            &[
-                "pwd",
-                "roles",
-                "customData",
-                "mechanisms",
-                "digestPassword",
-                "writeConcern",
-                "comment",
-            ],
-            &["authenticationRestrictions"],
-        ),
+        fields: only(USER_FIELDS, &["authenticationRestrictions"]),
         help: "change a user's password, roles or customData",
         admin_only: false,
         auth: Need::UserAdmin,
