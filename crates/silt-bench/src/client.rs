@@ -56,6 +56,17 @@ impl Client {
         }
     }
 
+    /// The `count` command's `n` for `query` on `db.coll`.
+    pub fn count(&mut self, db: &str, coll: &str, query: Document) -> Result<u64, CmdErr> {
+        let r = self.command(db, bson::doc! { "count": coll, "query": query })?;
+        match r.get("n") {
+            Some(bson::Bson::Int32(n)) => Ok(*n as u64),
+            Some(bson::Bson::Int64(n)) => Ok(*n as u64),
+            Some(bson::Bson::Double(n)) => Ok(*n as u64),
+            other => Err(format!("count answered n = {other:?}")),
+        }
+    }
+
     /// Run `cmd` on `db` and return the reply as it is (`ok: 0` included); `Err` only for an
     /// I/O or protocol problem.
     pub fn reply(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {

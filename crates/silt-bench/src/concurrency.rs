@@ -688,7 +688,10 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     for t in &a.threads {
         print!("{t:>10}");
     }
-    println!("{:>12}", "64t/best");
+    println!(
+        "{:>12}",
+        format!("{}t/best", a.threads.last().expect("a thread count"))
+    );
     let mut results = serde_json::Map::new();
     let mut worst = f64::INFINITY;
     let at = |rates: &[f64], t: usize| {

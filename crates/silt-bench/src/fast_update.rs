@@ -149,6 +149,10 @@ pub(crate) struct PhaseOut {
     pub samples: Vec<f64>,
     /// Retries of updates a peer refused as busy (not counted as updates).
     pub busy_retries: u64,
+    /// Increments that refused updates may have applied before they failed: a peer's
+    /// multi-document update can stop part way (FerretDB writes each document on its own), so
+    /// the counter sum lies between `incs` and `incs + uncertain`. Zero on siltd.
+    pub uncertain: u64,
 }
 
 /// The spacing of [`PhaseOut::samples`].
@@ -179,26 +183,34 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
     let incs = Arc::new(AtomicU64::new(0));
     let fast_seen = Arc::new(AtomicU64::new(0));
     let busy = Arc::new(AtomicU64::new(0));
+    let uncertain = Arc::new(AtomicU64::new(0));
     let kmax = (a.docs / a.docs_per_k).max(1);
     let mut handles = Vec::new();
     let started = Instant::now();
     for t in 0..a.threads {
-        let (stop, ops, incs, fast_seen, busy) = (
+        let (stop, ops, incs, fast_seen, busy, uncertain) = (
             stop.clone(),
             ops.clone(),
             incs.clone(),
             fast_seen.clone(),
             busy.clone(),
+            uncertain.clone(),
         );
         let docs = a.docs;
         handles.push(std::thread::spawn(move || -> Result<(), String> {
             let mut c = Client::connect(port).map_err(|e| e.to_string())?;
             let mut rng = SmallRng::seed_from_u64(1000 + t as u64);
             while !stop.load(Ordering::Relaxed) {
+                let q = match w {
+                    W::B => doc! { "k": rng.gen_range(0..kmax) as i64 },
+                    W::A | W::C => doc! { "_id": rng.gen_range(0..docs) as i64 },
+                };
                 let stmt = match w {
-                    W::A => doc! { "q": { "_id": rng.gen_range(0..docs) as i64 }, "u": { "$inc": { "counter": 1i64 } } },
-                    W::B => doc! { "q": { "k": rng.gen_range(0..kmax) as i64 }, "u": { "$inc": { "counter": 1i64 } }, "multi": true },
-                    W::C => doc! { "q": { "_id": rng.gen_range(0..docs) as i64 }, "u": { "$inc": { "k": 1i64 } } },
+                    W::A => doc! { "q": q.clone(), "u": { "$inc": { "counter": 1i64 } } },
+                    W::B => {
+                        doc! { "q": q.clone(), "u": { "$inc": { "counter": 1i64 } }, "multi": true }
+                    }
+                    W::C => doc! { "q": q.clone(), "u": { "$inc": { "k": 1i64 } } },
                 };
                 let mut cmd = doc! { "update": COLL, "updates": [stmt] };
                 if let Some(f) = fast {
@@ -208,7 +220,17 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
                     c.command(DB, cmd)?
                 } else {
                     let (r, n) = c.command_retrying_busy(DB, cmd)?;
-                    busy.fetch_add(n, Ordering::Relaxed);
+                    if n > 0 {
+                        busy.fetch_add(n, Ordering::Relaxed);
+                        // Each refused attempt may have incremented some of the documents it
+                        // matches (W1c's updates touch no counter).
+                        let matched = match w {
+                            W::A => 1,
+                            W::B => c.count(DB, COLL, q)?,
+                            W::C => 0,
+                        };
+                        uncertain.fetch_add(n * matched, Ordering::Relaxed);
+                    }
                     r
                 };
                 let n = match r.get("n") {
@@ -243,6 +265,7 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
         fast_seen: fast_seen.load(Ordering::Relaxed),
         samples,
         busy_retries: busy.load(Ordering::Relaxed),
+        uncertain: uncertain.load(Ordering::Relaxed),
     })
 }
 
