@@ -16,6 +16,9 @@
 #     fsync on, synchronous_commit off (a commit is acknowledged before its WAL is flushed;
 #     the WAL writer flushes every 200 ms, as siltd's group commit acknowledges an insert
 #     before its log record is synced), full_page_writes on, autovacuum on.
+#     With PG_MEM_MB set, PostgreSQL runs in a memory cgroup of that size (cgroup v1 or v2):
+#     its processes and the file pages they read share the limit, so its table and indexes
+#     cannot stay in the OS page cache beyond it (siltd reads with O_DIRECT in the benchmarks).
 #   FerretDB: the SQLite handler (its own defaults: WAL journal mode).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,6 +27,7 @@ ferret_version=v1.24.2
 pg_port="${PG_PORT:-54329}"
 ferret_port="${FERRET_PORT:-27919}"
 pg_cache_mb="${PG_CACHE_MB:-64}"
+pg_mem_mb="${PG_MEM_MB:-}"
 mkdir -p "$peers"
 
 pg_bin() {
@@ -86,7 +90,18 @@ wal_writer_delay = 200ms
 full_page_writes = on
 max_wal_size = 4GB
 EOF
-    "${pguser[@]}" "$bin/pg_ctl" -D "$peers/pgdata" -l "$peers/pgdata/log" -w start >/dev/null
+    local cg=""
+    if [ -n "$pg_mem_mb" ]; then
+        cg="$(pg_cgroup)" || { echo "PG_MEM_MB=$pg_mem_mb: no writable memory cgroup here" >&2; exit 1; }
+        echo "$pg_mem_mb" > "$peers/pg_mem_mb"
+    else
+        rm -f "$peers/pg_mem_mb"
+    fi
+    # The subshell joins the cgroup first; pg_ctl and the postmaster it starts inherit it.
+    (
+        [ -z "$cg" ] || echo "$BASHPID" > "$cg/cgroup.procs"
+        exec "${pguser[@]}" "$bin/pg_ctl" -D "$peers/pgdata" -l "$peers/pgdata/log" -w start >/dev/null
+    )
     "$peers/bin/ferretdb" --handler=sqlite --sqlite-url="file:$peers/ferretdata/" \
         --state-dir="$peers/ferretstate" --listen-addr="127.0.0.1:$ferret_port" \
         --telemetry=disable --log-level=warn >"$peers/ferretdb.log" 2>&1 &
@@ -96,6 +111,23 @@ EOF
         sleep 0.2
     done
     env
+}
+
+# Create (or reset) the memory cgroup for PostgreSQL, limited to PG_MEM_MB; print its path.
+pg_cgroup() {
+    local cg
+    if [ -d /sys/fs/cgroup/memory ]; then
+        cg=/sys/fs/cgroup/memory/silt-bench-pg
+        mkdir -p "$cg" 2>/dev/null || return 1
+        echo $((pg_mem_mb << 20)) > "$cg/memory.limit_in_bytes" 2>/dev/null || return 1
+    elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        cg=/sys/fs/cgroup/silt-bench-pg
+        mkdir -p "$cg" 2>/dev/null || return 1
+        echo $((pg_mem_mb << 20)) > "$cg/memory.max" 2>/dev/null || return 1
+    else
+        return 1
+    fi
+    echo "$cg"
 }
 
 stop() {
@@ -108,7 +140,7 @@ stop() {
         [ "$(id -u)" = 0 ] && pguser=(runuser -u postgres --)
         "${pguser[@]}" "$(pg_bin)/pg_ctl" -D "$peers/pgdata" -m fast -w stop >/dev/null || true
     fi
-    rm -rf "$peers/pgdata" "$peers/ferretdata" "$peers/ferretstate"
+    rm -rf "$peers/pgdata" "$peers/ferretdata" "$peers/ferretstate" "$peers/pg_mem_mb"
     [ "${1:-}" = quiet ] || echo "peers stopped"
 }
 
@@ -119,6 +151,11 @@ env() {
     echo "export SILT_FERRETDB_DATA=\"$peers/ferretdata\""
     echo "export SILT_BENCH=\"$peers/release/silt-bench\""
     echo "export SILTD_BIN=\"$root/target/release/siltd\""
+    if [ -f "$peers/pg_mem_mb" ]; then
+        echo "export SILT_PG_MEM_MB=$(cat "$peers/pg_mem_mb")"
+    else
+        echo "unset SILT_PG_MEM_MB"
+    fi
 }
 
 case "${1:-}" in

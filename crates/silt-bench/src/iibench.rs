@@ -83,6 +83,8 @@ struct Run {
     final_count: i64,
     expected: i64,
     partitions: Option<i64>,
+    /// siltd's peak resident memory over the run (bytes).
+    peak_rss: u64,
 }
 
 impl Run {
@@ -359,6 +361,7 @@ fn run_method(a: &Args, method: &'static str) -> Result<Run, Box<dyn std::error:
         final_count,
         expected,
         partitions: parts,
+        peak_rss: server.peak_rss(),
     })
 }
 
@@ -467,6 +470,12 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         runs[0].method
     );
     results.insert("w2_last_quarter_silt_per_s".into(), json!(silt_q));
+    results.insert("silt_peak_rss_bytes".into(), json!(runs[0].peak_rss));
+    // What bench/peers.sh capped PostgreSQL's memory at (its processes and the file pages
+    // they read), if it did: without a cap its indexes stay in the OS page cache.
+    let pg_cap_mb = std::env::var("SILT_PG_MEM_MB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
     for (name, marks) in &peers {
         let q = rate_of(marks, q0, q1);
         let curve: Vec<f64> = (1..=20)
@@ -489,15 +498,25 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "T = {} documents, cache {} MiB, {}; every count checked against the inserts and removals",
+        "T = {} documents, cache {} MiB, {}, siltd peak RSS {} MiB; every count checked against the inserts and removals",
         a.docs,
         a.cache_mb,
         if a.buffered {
             "buffered reads"
         } else {
             "O_DIRECT (siltd --directio)"
-        }
+        },
+        runs[0].peak_rss >> 20
     );
+    if a.peer.contains(&PeerName::Postgres) {
+        println!(
+            "PostgreSQL memory: {}",
+            pg_cap_mb.map_or(
+                "not capped (the OS page cache may hold its table and indexes)".to_string(),
+                |m| format!("capped at {m} MiB for its processes and the file pages they read (a memory cgroup)")
+            )
+        );
+    }
     let plot = a
         .plot
         .clone()
@@ -542,7 +561,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             "params".into(),
             json!({ "docs": a.docs, "cache_mb": a.cache_mb, "data_bytes": a.data_bytes,
                     "directio": !a.buffered, "batch": BATCH, "delete_batch": DELETE_BATCH,
-                    "peers": PeerName::names(&a.peer) }),
+                    "peers": PeerName::names(&a.peer), "postgres_memory_cap_mb": pg_cap_mb }),
         );
         std::fs::write(p, serde_json::to_string_pretty(&results)?)?;
     }

@@ -39,6 +39,8 @@ pub mod fuzzing;
 mod ids;
 pub mod inspect;
 mod locks;
+#[doc(hidden)]
+pub mod microbench;
 mod msg;
 mod options;
 mod poison;
