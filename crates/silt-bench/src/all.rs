@@ -286,6 +286,13 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     put(&mut r, "ferretdb_min_ratio", min);
     // Which workloads the minimum is over: a run without some of them says so.
     r.insert("ferretdb_min_ratio_over".into(), json!(over));
+    // W3's ratio is a geometric mean over phases and thread counts; its lowest single
+    // phase and thread count is kept beside it.
+    put(
+        &mut r,
+        "w3_ferretdb_lowest_ratio",
+        num(&w3_ferretdb, "ferretdb_lowest_ratio"),
+    );
     put(
         &mut r,
         "w3_worst_64t_to_best_ratio",

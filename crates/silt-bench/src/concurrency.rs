@@ -609,26 +609,32 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
     })
 }
 
-/// The geometric mean over the workload's phases and thread counts of siltd's throughput
-/// divided by the peer's (`ping` left out).
-fn w3_ratio(silt: &W3Run, peer: &W3Run) -> f64 {
+/// siltd's throughput divided by the peer's for every phase and thread count both ran
+/// (`ping` left out): their geometric mean, and the lowest with its phase and thread count.
+/// A phase the peer finished no operation of counts as a ratio of infinity for the lowest,
+/// and is left out of the mean (it has no finite logarithm).
+fn w3_ratio(silt: &W3Run, peer: &W3Run, threads: &[usize]) -> (f64, Option<(f64, Phase, usize)>) {
     let mut logs = Vec::new();
+    let mut lowest: Option<(f64, Phase, usize)> = None;
     for (phase, s) in &silt.table {
         if *phase == Phase::Ping {
             continue;
         }
         if let Some((_, p)) = peer.table.iter().find(|(q, _)| q == phase) {
-            for (x, y) in s.iter().zip(p) {
+            for ((x, y), t) in s.iter().zip(p).zip(threads) {
                 if *x > 0.0 && *y > 0.0 {
                     logs.push((x / y).ln());
+                    if lowest.is_none_or(|(r, _, _)| x / y < r) {
+                        lowest = Some((x / y, *phase, *t));
+                    }
                 }
             }
         }
     }
     if logs.is_empty() {
-        return f64::NAN;
+        return (f64::NAN, None);
     }
-    (logs.iter().sum::<f64>() / logs.len() as f64).exp()
+    ((logs.iter().sum::<f64>() / logs.len() as f64).exp(), lowest)
 }
 
 /// `{"1": rate, "2": rate, ...}` for the JSON.
@@ -749,12 +755,23 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut peers_ok = true;
     for p in &peers {
         print_table(&a, p);
-        let ratio = w3_ratio(&silt, p);
+        let (ratio, lowest) = w3_ratio(&silt, p, &a.threads);
         println!(
-            "silt/{}: {ratio:.2}x (geometric mean over phases and thread counts); sum invariant {}",
+            "silt/{}: {ratio:.2}x (geometric mean over phases and thread counts){}; sum invariant {}",
             p.name,
+            lowest.map_or(String::new(), |(r, ph, t)| format!(
+                ", lowest {r:.2}x ({} at {t} threads)",
+                ph.name()
+            )),
             if p.invariant_ok { "held" } else { "BROKEN" }
         );
+        if let Some((r, ph, t)) = lowest {
+            results.insert(format!("{}_lowest_ratio", p.name), json!(r));
+            results.insert(
+                format!("{}_lowest_ratio_at", p.name),
+                json!(format!("{} at {t} threads", ph.name())),
+            );
+        }
         peers_ok &= p.invariant_ok;
         results.insert(format!("{}_ratio", p.name), json!(ratio));
         for (phase, rates) in &p.table {

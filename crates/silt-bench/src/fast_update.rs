@@ -269,6 +269,16 @@ pub(crate) fn phase(port: u16, a: &Args, w: W, fast: Option<bool>) -> Result<Pha
     })
 }
 
+/// A rate for the table: whole numbers, and two decimals below 10 (a peer that scans for
+/// every update runs at a fraction of one per second).
+pub(crate) fn rate(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.2}")
+    } else {
+        format!("{r:.0}")
+    }
+}
+
 /// Append a phase's samples to its series, on a clock that runs over every phase.
 pub(crate) fn add_samples(
     timeline: &mut Vec<(String, Vec<(f64, f64)>)>,
@@ -409,15 +419,17 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         let n = r.name;
         let silt_a = rows[0].2;
         println!(
-            "{n}: W1a {:.0} updates/s (siltd with fast updates {:.2}x){}{}; counter sum {}",
-            r.w1a,
+            "{n}: W1a {} updates/s (siltd with fast updates {:.2}x){}{}; counter sum {}",
+            rate(r.w1a),
             silt_a / r.w1a,
             r.w1b.map_or(String::new(), |b| format!(
-                ", W1b {b:.0} (siltd {:.2}x)",
+                ", W1b {} (siltd {:.2}x)",
+                rate(b),
                 rows[1].2 / b
             )),
             r.w1c.map_or(String::new(), |c| format!(
-                ", W1c {c:.0} (siltd {:.2}x)",
+                ", W1c {} (siltd {:.2}x)",
+                rate(c),
                 rows[2].2 / c
             )),
             if r.sum_ok { "OK" } else { "MISMATCH" }

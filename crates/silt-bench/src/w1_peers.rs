@@ -53,10 +53,10 @@ fn wire(p: PeerName, a: &Args) -> Result<PeerW1, String> {
             samples.push((format!("{} W1{}", t.name(), ["A", "B", "C"][i]), s));
         }
         eprintln!(
-            "[{} w1{}] {:.0} updates/s",
+            "[{} w1{}] {} updates/s",
             t.name(),
             ["a", "b", "c"][i],
-            rates[i]
+            crate::fast_update::rate(rates[i])
         );
     }
     if busy > 0 {
