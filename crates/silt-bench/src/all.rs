@@ -61,6 +61,18 @@ const W3_PEER_SCALE: &[&str] = &[
     "1,4,16",
 ];
 
+/// W3 at tiny sizes, for itself and for the comparison with FerretDB.
+const W3_QUICK: &[&str] = &[
+    "--documents",
+    "3000",
+    "--build-documents",
+    "2000",
+    "--threads",
+    "1,4",
+    "--seconds",
+    "1",
+];
+
 const STEPS: [Step; 7] = [
     Step {
         name: "engine",
@@ -90,16 +102,7 @@ const STEPS: [Step; 7] = [
     Step {
         name: "w3",
         args: &["concurrency"],
-        quick: &[
-            "--documents",
-            "3000",
-            "--build-documents",
-            "2000",
-            "--threads",
-            "1,4",
-            "--seconds",
-            "1",
-        ],
+        quick: W3_QUICK,
         // The comparison with FerretDB is the next step, at a scale FerretDB can finish.
         peers: &[],
         small: &[],
@@ -108,16 +111,7 @@ const STEPS: [Step; 7] = [
     Step {
         name: "w3_ferretdb",
         args: &["concurrency"],
-        quick: &[
-            "--documents",
-            "3000",
-            "--build-documents",
-            "2000",
-            "--threads",
-            "1,4",
-            "--seconds",
-            "1",
-        ],
+        quick: W3_QUICK,
         small: W3_PEER_SCALE,
         peers: &["--peer", "ferretdb"],
         peers_only: true,
