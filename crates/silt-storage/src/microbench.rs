@@ -186,16 +186,8 @@ impl LeafNode {
     /// then every partition (checksum, decompression, basement index). Returns the entries.
     pub fn decode(block: &[u8]) -> usize {
         let h = node::decode_header(block).expect("a block made by encode");
-        h.parts
-            .iter()
-            .map(|loc| {
-                let at = loc.offset as usize;
-                let stored = &block[at..at + loc.disk_len as usize];
-                match node::decode_part(stored, loc, true).expect("a block made by encode") {
-                    PartData::Leaf(b) => b.len(),
-                    PartData::Buf(b) => b.len(),
-                }
-            })
+        (0..h.parts.len())
+            .map(|i| decode_part_at(block, &h, i))
             .sum()
     }
 
@@ -203,18 +195,23 @@ impl LeafNode {
     /// the header, then that one partition. Returns its entries.
     pub fn decode_one(block: &[u8], basement: usize) -> usize {
         let h = node::decode_header(block).expect("a block made by encode");
-        let loc = &h.parts[basement.min(h.parts.len() - 1)];
-        let at = loc.offset as usize;
-        let stored = &block[at..at + loc.disk_len as usize];
-        match node::decode_part(stored, loc, true).expect("a block made by encode") {
-            PartData::Leaf(b) => b.len(),
-            PartData::Buf(b) => b.len(),
-        }
+        decode_part_at(block, &h, basement.min(h.parts.len() - 1))
     }
 
     /// The basements of the node.
     pub fn basements(&self) -> usize {
         self.img.parts.len()
+    }
+}
+
+/// Verify, decompress and decode partition `i` of `block`; returns its entries.
+fn decode_part_at(block: &[u8], h: &node::BlockHeader, i: usize) -> usize {
+    let loc = &h.parts[i];
+    let at = loc.offset as usize;
+    let stored = &block[at..at + loc.disk_len as usize];
+    match node::decode_part(stored, loc, true).expect("a block made by encode") {
+        PartData::Leaf(b) => b.len(),
+        PartData::Buf(b) => b.len(),
     }
 }
 
