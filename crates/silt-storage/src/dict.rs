@@ -440,9 +440,10 @@ impl Dict {
     }
 
     /// Keep buffers and memory in bounds: wake the background workers, and help them when
-    /// the writer is far ahead.
-    pub(crate) fn after_write(&self) -> Result<()> {
-        let pressure = self.core.tree.read().root_pressure();
+    /// the writer is far ahead. `pressure` is the root's ([`Ready::root_pressure`]), measured
+    /// by the writer before it let the tree go: taking the tree's lock again only to read it
+    /// queued every writer behind the next one at 64 clients.
+    pub(crate) fn after_write(&self, pressure: f64) -> Result<()> {
         if pressure > 1.0 {
             self.env.wake_flusher(&self.core);
             if pressure > 2.0 {

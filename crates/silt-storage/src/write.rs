@@ -62,6 +62,11 @@ fn whole<'a>(
         .collect()
 }
 
+/// The root pressure of each tree a writer holds, to take along when it lets them go.
+fn pressures(ready: &[Ready<'_>]) -> Vec<f64> {
+    ready.iter().map(Ready::root_pressure).collect()
+}
+
 /// Marks an auto-committed write's xid finished when dropped (also on an error path).
 struct AutoXid<'a>(&'a EnvInner, Xid);
 
@@ -122,7 +127,7 @@ pub(crate) fn commit(
             rec: Box::new(rec),
         };
     }
-    let lsn = loop {
+    let (lsn, pressure) = loop {
         let gate = env.gate.lock.read();
         // Every tree is locked while the record is appended, so that each dictionary's
         // messages get their MSNs in log order.
@@ -147,15 +152,15 @@ pub(crate) fn commit(
                 .expect("every dictionary of the batch is locked");
             apply_record(&mut ready[i], &env.fns, r, xid, txn.is_some());
         }
-        break lsn;
+        break (lsn, pressures(&ready));
     };
     drop(_auto);
     if txn.is_none() {
         env.wal
             .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
     }
-    for d in &dicts {
-        d.after_write()?;
+    for (d, p) in dicts.iter().zip(pressure) {
+        d.after_write(p)?;
     }
     Ok(())
 }
@@ -166,7 +171,7 @@ pub(crate) fn commit_one(d: &Dict, rec: LogRecord) -> Result<()> {
     let env = &d.env;
     let x = env.txns.begin();
     let auto = AutoXid(env, x);
-    let lsn = loop {
+    let (lsn, pressure) = loop {
         let gate = env.gate.lock.read();
         let mut t = d.core.tree.write();
         let mut ready = match t.ready() {
@@ -180,12 +185,12 @@ pub(crate) fn commit_one(d: &Dict, rec: LogRecord) -> Result<()> {
         };
         let lsn = env.wal.append(&rec)?;
         apply_record(&mut ready, &env.fns, rec, x, false);
-        break lsn;
+        break (lsn, ready.root_pressure());
     };
     drop(auto);
     env.wal
         .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
-    d.after_write()
+    d.after_write(pressure)
 }
 
 /// End transaction `t`: log its commit (or abort) and send a COMMIT (ABORT) message to every
@@ -211,7 +216,7 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
     for (d, _) in &dicts {
         d.live()?;
     }
-    let lsn = loop {
+    let (lsn, pressure) = loop {
         let gate = env.gate.lock.read();
         let mut trees: Vec<_> = dicts.iter().map(|(d, _)| d.core.tree.write()).collect();
         let mut ready = match whole(&mut trees) {
@@ -239,15 +244,15 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
                 tree.inject(&env.fns, key, kind, t.xid, false);
             }
         }
-        break lsn;
+        break (lsn, pressures(&ready));
     };
     env.txns.finish(t.xid);
     if commit {
         env.wal
             .wait(lsn, durable || env.opts.sync == SyncPolicy::EveryCommit)?;
     }
-    for (d, _) in &dicts {
-        d.after_write()?;
+    for ((d, _), p) in dicts.iter().zip(pressure) {
+        d.after_write(p)?;
     }
     Ok(())
 }

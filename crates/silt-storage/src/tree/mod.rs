@@ -102,6 +102,11 @@ pub(crate) struct Tree {
 pub(crate) struct Ready<'a>(&'a mut Tree);
 
 impl Ready<'_> {
+    /// [`Tree::root_pressure`], for the writer to take along when it lets the tree go.
+    pub fn root_pressure(&self) -> f64 {
+        self.0.root_pressure()
+    }
+
     /// Inject a keyed message at the root. `prov`: a data message written inside
     /// transaction `xid` (provisional until its commit).
     pub fn inject(
