@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bson::{doc, Bson, Document};
-use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Condvar, Mutex, RwLock};
 
 /// `fsync: 1, lock: true`: while held, write commands wait. Lock order: taken alone, never
 /// while holding another lock of the server or the store.
@@ -85,10 +87,11 @@ fn sample() -> f64 {
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Profiling levels by database.
+/// Profiling levels by database. Every command reads them ([`Profiler::any`]), so they sit
+/// behind a reader-writer lock: only `profile` writes.
 #[derive(Debug, Default)]
 pub struct Profiler {
-    levels: Mutex<HashMap<String, ProfileLevel>>,
+    levels: RwLock<HashMap<String, ProfileLevel>>,
     /// The level of a database `profile` has not set (`--profile`).
     default_level: std::sync::atomic::AtomicI32,
 }
@@ -105,7 +108,7 @@ impl Profiler {
     }
 
     pub fn get(&self, db: &str, default_slow_ms: i64) -> ProfileLevel {
-        self.levels.lock().get(db).cloned().unwrap_or(ProfileLevel {
+        self.levels.read().get(db).cloned().unwrap_or(ProfileLevel {
             level: self.default_level(),
             slow_ms: default_slow_ms,
             sample_rate: 1.0,
@@ -114,34 +117,50 @@ impl Profiler {
     }
 
     pub fn set(&self, db: &str, p: ProfileLevel) {
-        self.levels.lock().insert(db.to_string(), p);
+        self.levels.write().insert(db.to_string(), p);
     }
 
     /// Whether any database profiles (a cheap check for every command).
     pub fn any(&self) -> bool {
-        self.default_level() > 0 || self.levels.lock().values().any(|p| p.level > 0)
+        self.default_level() > 0 || self.levels.read().values().any(|p| p.level > 0)
     }
 }
 
-/// One namespace's `top` counters: (microseconds, count) per kind.
-#[derive(Debug, Default, Clone)]
+/// The kinds of operation `top` reports, in its order.
+const TOP_KINDS: [&str; 9] = [
+    "total",
+    "readLock",
+    "writeLock",
+    "queries",
+    "getmore",
+    "insert",
+    "update",
+    "remove",
+    "commands",
+];
+
+/// One namespace's `top` counters: (microseconds, count) per kind of [`TOP_KINDS`].
+#[derive(Debug, Default)]
 struct TopEntry {
-    kinds: BTreeMap<&'static str, (u64, u64)>,
+    kinds: [[AtomicU64; 2]; TOP_KINDS.len()],
+}
+
+impl TopEntry {
+    fn add(&self, kind: &str, micros: u64) {
+        if let Some(i) = TOP_KINDS.iter().position(|k| *k == kind) {
+            self.kinds[i][0].fetch_add(micros, Ordering::Relaxed);
+            self.kinds[i][1].fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// `top`: time and counts per namespace and kind of operation, since the server started.
-/// Striped by namespace so that commands on different collections do not meet on one mutex.
-#[derive(Debug)]
+/// Every command records itself, so the counters are atomics under a reader-writer lock that
+/// only a namespace's first command takes for writing: a mutex, even striped by namespace,
+/// put every command on one collection on one lock.
+#[derive(Debug, Default)]
 pub struct Top {
-    stripes: Vec<Mutex<HashMap<String, TopEntry>>>,
-}
-
-impl Default for Top {
-    fn default() -> Self {
-        Top {
-            stripes: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
-    }
+    entries: RwLock<HashMap<String, TopEntry>>,
 }
 
 /// The `top` kind of a command, and whether it reads or writes.
@@ -159,45 +178,28 @@ fn kind_of(command: &str) -> (&'static str, &'static str) {
 impl Top {
     pub fn record(&self, ns: &str, command: &str, micros: u64) {
         let (kind, lock) = kind_of(command);
-        let stripe = ns
-            .bytes()
-            .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
-        let mut m = self.stripes[stripe % self.stripes.len()].lock();
-        let e = match m.get_mut(ns) {
-            Some(e) => e,
-            None => m.entry(ns.to_string()).or_default(),
+        let add = |e: &TopEntry| {
+            for k in ["total", kind, lock] {
+                e.add(k, micros);
+            }
         };
-        for k in ["total", kind, lock] {
-            let slot = e.kinds.entry(k).or_insert((0, 0));
-            slot.0 += micros;
-            slot.1 += 1;
+        if let Some(e) = self.entries.read().get(ns) {
+            add(e);
+            return;
         }
+        add(self.entries.write().entry(ns.to_string()).or_default());
     }
 
     /// The `top` reply's `totals`.
     pub fn totals(&self) -> Document {
-        let mut m: BTreeMap<String, TopEntry> = BTreeMap::new();
-        for s in &self.stripes {
-            for (k, v) in s.lock().iter() {
-                m.insert(k.clone(), v.clone());
-            }
-        }
+        let entries = self.entries.read();
+        let sorted: BTreeMap<&String, &TopEntry> = entries.iter().collect();
         let mut out = doc! { "note": "all times in microseconds" };
-        for (ns, e) in &m {
+        for (ns, e) in sorted {
             let mut d = Document::new();
-            for k in [
-                "total",
-                "readLock",
-                "writeLock",
-                "queries",
-                "getmore",
-                "insert",
-                "update",
-                "remove",
-                "commands",
-            ] {
-                let (t, c) = e.kinds.get(k).copied().unwrap_or((0, 0));
-                d.insert(k, doc! { "time": t as i64, "count": c as i64 });
+            for (k, [t, c]) in TOP_KINDS.iter().zip(&e.kinds) {
+                let (t, c) = (t.load(Ordering::Relaxed), c.load(Ordering::Relaxed));
+                d.insert(*k, doc! { "time": t as i64, "count": c as i64 });
             }
             out.insert(ns.clone(), Bson::Document(d));
         }

@@ -93,11 +93,17 @@ struct Conn {
     metadata: Option<Document>,
 }
 
+/// Shards of the running-operation table. Every command registers and unregisters itself, so
+/// one lock over the table was the most contended lock of the server at 64 clients on two
+/// cores (a holder descheduled inside it stalled every other command); by opid, consecutive
+/// commands land on different shards.
+const OP_SHARDS: usize = 16;
+
 /// The operation table.
 #[derive(Default)]
 pub struct Ops {
     next: AtomicU32,
-    running: Mutex<BTreeMap<u32, Arc<Op>>>,
+    running: [Mutex<BTreeMap<u32, Arc<Op>>>; OP_SHARDS],
     conns: Mutex<BTreeMap<u64, Conn>>,
 }
 
@@ -114,7 +120,7 @@ pub struct Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.ops.running.lock().remove(&self.op.opid);
+        self.ops.shard(self.op.opid).lock().remove(&self.op.opid);
         CURRENT.with(|c| c.borrow_mut().take());
     }
 }
@@ -207,6 +213,10 @@ pub struct ReportOptions {
 }
 
 impl Ops {
+    fn shard(&self, opid: u32) -> &Mutex<BTreeMap<u32, Arc<Op>>> {
+        &self.running[opid as usize % OP_SHARDS]
+    }
+
     /// A connection opened.
     pub fn connected(&self, info: &ConnInfo) {
         self.conns.lock().insert(
@@ -248,14 +258,14 @@ impl Ops {
             done: AtomicU64::new(0),
             total: AtomicU64::new(0),
         });
-        self.running.lock().insert(opid, op.clone());
+        self.shard(opid).lock().insert(opid, op.clone());
         CURRENT.with(|c| *c.borrow_mut() = Some(op.clone()));
         Running { ops: self, op }
     }
 
     /// Mark operation `opid` killed; false if no such operation runs.
     pub fn kill(&self, opid: u32) -> bool {
-        match self.running.lock().get(&opid) {
+        match self.shard(opid).lock().get(&opid) {
             Some(op) => {
                 op.kill();
                 true
@@ -270,7 +280,12 @@ impl Ops {
         let now = Instant::now();
         let wall = bson::DateTime::from_system_time(SystemTime::now());
         let wall = wall.try_to_rfc3339_string().unwrap_or_default();
-        let ops: Vec<Arc<Op>> = self.running.lock().values().cloned().collect();
+        let mut ops: Vec<Arc<Op>> = self
+            .running
+            .iter()
+            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+            .collect();
+        ops.sort_by_key(|op| op.opid);
         let conns = self.conns.lock();
         let limit = if opts.truncate_ops {
             TRUNCATE_OPS_BYTES
