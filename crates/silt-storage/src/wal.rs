@@ -404,7 +404,7 @@ struct Inner {
     cut: Option<usize>,
     /// The LSN of the last record before `cut`.
     cut_last: u64,
-    /// Committers waiting for a write in progress, in arrival order.
+    /// Committers waiting for a write in progress (in no order: `wake` picks by LSN).
     waiters: Vec<Waiter>,
 }
 
