@@ -279,17 +279,23 @@ impl DictCore {
         {
             let mut t = self.tree.write();
             let root = t.root;
-            // Leaves first: internal nodes are on every path and hold the buffers that make
-            // writes cheap, so they go only when leaves alone cannot meet the target. The root
-            // comes last; it stays resident, but an idle one gives up its partitions.
+            // The sweep goes round the resident nodes in (height, block) order: leaves, then
+            // the internal nodes, which are on every path and hold the buffers that make
+            // writes cheap, so every access winds their clocks up again; the root stays
+            // resident, but an idle one gives up its partitions. Each sweep starts where the
+            // last one stopped: starting from the front every time made the lowest-numbered
+            // leaves the only victims, however often they were read, while leaves nobody
+            // read kept their place.
             let mut ids: Vec<(u32, BlockNum)> =
                 t.nodes.iter().map(|(&b, n)| (n.height, b)).collect();
             ids.sort_unstable();
-            let ids: Vec<BlockNum> = ids.into_iter().map(|(_, b)| b).collect();
-            for b in ids {
+            let start = ids.partition_point(|x| *x <= t.evict_hand);
+            ids.rotate_left(start);
+            for (h, b) in ids {
                 if freed >= want {
                     break;
                 }
+                t.evict_hand = (h, b);
                 let n = t.nodes.get_mut(&b).expect("listed");
                 let c = n.clock.load(Ordering::Relaxed);
                 if c > 0 {

@@ -216,6 +216,7 @@ fn open_core(
         file: file.clone(),
         cache: cache.clone(),
         horizon: txns.horizon_cell(),
+        evict_hand: (0, BlockNum(0)),
     };
     txns.observe(Xid(header.next_xid.saturating_sub(1)));
     tree.insert_node(root);

@@ -95,6 +95,9 @@ pub(crate) struct Tree {
     /// The environment's MVCC horizon (`txn.rs`): committed versions below it that a newer
     /// committed version hides are garbage.
     pub horizon: Arc<AtomicU64>,
+    /// The eviction clock's hand: the `(height, block)` the last sweep stopped at. The next
+    /// sweep goes on from there (`Dict::evict_pass`).
+    pub evict_hand: (u32, BlockNum),
 }
 
 /// A write-locked tree whose root is resident with every partition ([`Tree::ready`]): the only
