@@ -193,7 +193,14 @@ fn load(c: &mut Client, a: &Args, coll: &str, n: u64) -> Result<(), String> {
 struct Session {
     lsid: Document,
     number: i64,
+    /// Keys this thread inserted, or took from the pool to delete, not yet handed back to
+    /// [`Shared::inserted`]: the pool's lock is taken once per [`POOL_CHUNK`] operations and
+    /// at the end of a run, so that 64 client threads do not queue on it.
+    keys: Vec<i64>,
 }
+
+/// Keys a client thread moves between its own list and the shared pool at a time.
+const POOL_CHUNK: usize = 64;
 
 impl Session {
     fn new() -> Session {
@@ -204,6 +211,14 @@ impl Session {
         Session {
             lsid: doc! { "id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: id } },
             number: 0,
+            keys: Vec::new(),
+        }
+    }
+
+    /// Hand the keys this thread holds back to the pool (at the end of a run).
+    fn return_keys(&mut self, sh: &Shared) {
+        if !self.keys.is_empty() {
+            sh.inserted.lock().expect("pool").append(&mut self.keys);
         }
     }
 }
@@ -291,7 +306,10 @@ fn one_op(
                     Some((_, m)) => return Err(m),
                 }
             }
-            sh.inserted.lock().expect("pool").extend(&ids);
+            sess.keys.extend(&ids);
+            if sess.keys.len() >= POOL_CHUNK {
+                sess.return_keys(sh);
+            }
             Ok(ids.len() as u64)
         }
         Phase::Point => {
@@ -345,8 +363,12 @@ fn one_op(
             Ok(1)
         }
         Phase::Delete => {
-            let id = sh.inserted.lock().expect("pool").pop();
-            let Some(id) = id else {
+            if sess.keys.is_empty() {
+                let mut pool = sh.inserted.lock().expect("pool");
+                let from = pool.len().saturating_sub(POOL_CHUNK);
+                sess.keys.extend(pool.drain(from..));
+            }
+            let Some(id) = sess.keys.pop() else {
                 return Ok(0);
             };
             c.command_retrying_busy(
@@ -389,6 +411,7 @@ fn run_for(
                 }
                 done.fetch_add(k, Ordering::Relaxed);
             }
+            sess.return_keys(&sh);
             Ok(lat)
         }));
     }

@@ -23,6 +23,14 @@ mod w2_peers;
 
 use clap::{Parser, Subcommand};
 
+/// The same allocator as `siltd`'s (with the same settings, `.cargo/config.toml`). Client
+/// workloads run up to 64 threads on the machine's few cores beside the server, and glibc's
+/// malloc made those threads queue on its arenas' locks: at 64 threads the client's share of
+/// the CPU grew with the thread count and took it from the server being measured. The engine
+/// workloads run in this process, so they also allocate as `siltd` does.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "silt-bench", about = "SiltDB benchmarks")]
 struct Cli {
