@@ -71,6 +71,8 @@ const W3_QUICK: &[&str] = &[
     "1,4",
     "--seconds",
     "1",
+    "--passes",
+    "2",
 ];
 
 const STEPS: [Step; 7] = [

@@ -7,10 +7,12 @@
 //! two random documents inside one multi-document transaction (retrying on write conflicts),
 //! so the sum of `v` over the collection never changes; it is checked after the update and
 //! delete phases, and the run fails when it moved. Inserted documents carry `v: 0` and only
-//! they are deleted. Each thread count runs twice per phase, in ascending then descending
-//! order, and reports the mean (the collection grows or shrinks during a phase; the mirrored
-//! order cancels that drift), after a warm-up at the most threads, until its rate is steady,
-//! that is not counted. The
+//! they are deleted. Each phase goes over the thread counts `--passes` times, alternately in
+//! ascending and descending order (the collection grows or shrinks during a phase; the
+//! mirrored order cancels that drift), after a warm-up at the most threads, until its rate is
+//! steady, that is not counted. A thread count's figure is the median of its runs: one slice
+//! that another tenant of the machine or a checkpoint slowed (or that ran alone) does not
+//! decide a phase's ratio, and every run is in the JSON. The
 //! delete phase removes the inserted keys in random order, so that every run deletes the same
 //! mix. Last, point reads at 4 threads are timed with and without index
 //! builds running on another collection.
@@ -58,9 +60,13 @@ pub struct Args {
     /// Client thread counts, each phase runs at every one.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
     threads: Vec<usize>,
-    /// Seconds per run of a phase at one thread count (each runs twice).
-    #[arg(long, default_value_t = 3)]
+    /// Seconds per run of a phase at one thread count (each runs `--passes` times).
+    #[arg(long, default_value_t = 2)]
     seconds: u64,
+    /// Passes over the thread counts per phase, alternately ascending and descending; each
+    /// thread count's figure is the median of its runs.
+    #[arg(long, default_value_t = 4)]
+    passes: usize,
     /// Documents per insert command (1: every insert is one operation, as an application's).
     #[arg(long, default_value_t = 1)]
     insert_batch: usize,
@@ -534,7 +540,10 @@ fn read_latency(sh: &Arc<Shared>, a: &Arc<Args>, build: bool) -> Result<(f64, u6
 /// What one server measured.
 struct W3Run {
     name: &'static str,
+    /// Per phase, the figure (median of the runs) of each thread count.
     table: Vec<(Phase, Vec<f64>)>,
+    /// Per phase, every run of each thread count, in the order they ran.
+    runs: Vec<(Phase, Vec<Vec<f64>>)>,
     invariant_ok: bool,
     p99_base: f64,
     p99_build: f64,
@@ -563,14 +572,16 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
         documents: a.documents,
     });
     let mut table: Vec<(Phase, Vec<f64>)> = Vec::new();
+    let mut all_runs: Vec<(Phase, Vec<Vec<f64>>)> = Vec::new();
     let mut invariant_ok = true;
     for phase in Phase::ALL {
         if !a.phases.iter().any(|p| p == phase.name()) {
             continue;
         }
-        // Every thread count runs twice, in ascending then descending order, and its figure
-        // is the mean: the collection grows (or shrinks) during a phase and the machine
-        // drifts, and the mirrored order cancels what is linear in time.
+        // Every thread count runs once per pass, the passes alternately ascending and
+        // descending, and its figure is the median of its runs: the collection grows (or
+        // shrinks) during a phase and the machine drifts, and the mirrored order cancels what
+        // is linear in time; the median keeps one disturbed slice from deciding the figure.
         if phase == Phase::Delete {
             // Each run deletes the same mix of keys from both insert phases, not the random
             // ones first and the sequential ones last.
@@ -591,9 +602,18 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
             "[{}] {most} threads: {rate:.0} ops/s (warm-up, steady after {secs} s)",
             phase.name()
         );
-        let mut rates = vec![0.0; a.threads.len()];
-        let order: Vec<usize> = (0..a.threads.len())
-            .chain((0..a.threads.len()).rev())
+        let n = a.threads.len();
+        let mut runs: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let order: Vec<usize> = (0..a.passes.max(1))
+            .flat_map(|p| {
+                let up = 0..n;
+                let pass: Vec<usize> = if p % 2 == 0 {
+                    up.collect()
+                } else {
+                    up.rev().collect()
+                };
+                pass
+            })
             .collect();
         for i in order {
             let t = a.threads[i];
@@ -603,8 +623,9 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
                 target.name(),
                 phase.name()
             );
-            rates[i] += rate / 2.0;
+            runs[i].push(rate);
         }
+        let rates: Vec<f64> = runs.iter().map(|r| median(r)).collect();
         if matches!(phase, Phase::Update | Phase::Delete) {
             let s = sum_v(&mut c)?;
             let ok = s == want;
@@ -616,6 +637,7 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
             );
         }
         table.push((phase, rates));
+        all_runs.push((phase, runs));
     }
     eprintln!("[reads] point-read latency without, then with, index builds on another collection");
     let (p99_base, _) = read_latency(&sh, a, false)?;
@@ -624,6 +646,7 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
     Ok(W3Run {
         name: target.name(),
         table,
+        runs: all_runs,
         invariant_ok,
         p99_base,
         p99_build,
@@ -661,6 +684,17 @@ fn w3_ratio(silt: &W3Run, peer: &W3Run, threads: &[usize]) -> (f64, Option<(f64,
 }
 
 /// `{"1": rate, "2": rate, ...}` for the JSON.
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 fn per_thread(threads: &[usize], rates: &[f64]) -> serde_json::Value {
     let m: serde_json::Map<String, serde_json::Value> = threads
         .iter()
@@ -706,6 +740,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let W3Run {
         ref table,
+        ref runs,
         invariant_ok,
         p99_base,
         p99_build,
@@ -749,6 +784,15 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             format!("{}_per_s", phase.name()),
             per_thread(&a.threads, rates),
         );
+    }
+    for (phase, runs) in runs {
+        let m: serde_json::Map<String, serde_json::Value> = a
+            .threads
+            .iter()
+            .zip(runs)
+            .map(|(t, r)| (t.to_string(), json!(r)))
+            .collect();
+        results.insert(format!("{}_runs_per_s", phase.name()), m.into());
     }
     let none = vec![f64::NAN; a.threads.len()];
     let rates_of = |p: Phase| {
@@ -820,7 +864,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             "params".into(),
             json!({ "documents": a.documents, "fields": a.fields, "padding": a.padding,
                     "compressibility": a.compressibility, "indexes": a.indexes,
-                    "threads": a.threads, "seconds": a.seconds, "insert_batch": a.insert_batch,
+                    "threads": a.threads, "seconds": a.seconds, "passes": a.passes, "insert_batch": a.insert_batch,
                     "build_documents": a.build_documents, "cache_mb": a.cache_mb,
                     "peers": PeerName::names(&a.peer) }),
         );
@@ -855,4 +899,18 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err("the sum of v moved on a peer".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_runs() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        // One slice far off either way does not move the figure much.
+        assert_eq!(median(&[10.0, 1.0, 11.0, 12.0]), 10.5);
+        assert_eq!(median(&[10.0, 100.0, 11.0, 12.0]), 11.5);
+        assert!(median(&[]).is_nan());
+    }
 }
