@@ -1,7 +1,7 @@
 //! The cache's replacement policy: what is read often stays resident while a stream of reads
 //! of other data passes through a cache much smaller than the data.
 
-use silt_storage::{Compression, Env, EnvOptions, SyncPolicy, UpdateRegistry};
+use silt_storage::{Env, EnvOptions, SyncPolicy, UpdateRegistry};
 
 const KEYS: u32 = 160_000;
 /// The keys read over and over: about a sixth of the cache, in the leaves written first
@@ -10,17 +10,15 @@ const HOT: u32 = 1_600;
 const ROUNDS: u32 = 40;
 
 fn opts() -> EnvOptions {
+    // Nodes of 16 basements, as with the defaults (4 MiB of 128 KiB), at a small scale.
     EnvOptions {
         cache_bytes: 1 << 20,
         node_bytes: 64 << 10,
         basement_bytes: 4 << 10,
         fanout: 8,
-        compression: Compression::Lz4,
         sync: SyncPolicy::Never,
         checkpoint_period: None,
-        log_file_bytes: 1 << 20,
-        flusher_threads: 1,
-        direct_io: false,
+        ..EnvOptions::default()
     }
 }
 
