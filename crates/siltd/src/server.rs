@@ -37,6 +37,10 @@ fn request_id() -> i32 {
 /// Stack of a connection thread. Commands recurse over nested documents and expressions; the
 /// stack is reserved address space, and only the pages a command touches become resident.
 const CONN_STACK_BYTES: usize = 16 << 20;
+/// A connection reads through a buffer of this size, so that a request's header and a body
+/// that fits arrive in one `recv` instead of two; a larger body is read straight into its
+/// own allocation.
+const READ_BUFFER_BYTES: usize = 16 << 10;
 
 /// An open connection: a handle on its socket and its thread.
 type OpenConn = (TcpStream, Option<JoinHandle<()>>);
@@ -289,8 +293,10 @@ fn serve_connection(
     info: &ConnInfo,
 ) -> Result<(), String> {
     let mut head = [0u8; HEADER_LEN];
+    // Replies go straight to the stream under the buffer (`reader.get_mut()`).
+    let mut reader = std::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     loop {
-        match stream.read_exact(&mut head) {
+        match reader.read_exact(&mut head) {
             Ok(_) => {}
             Err(_) if conns.stopping() => return Err("server shutting down".into()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
@@ -308,7 +314,7 @@ fn serve_connection(
             return Err("message too large".into());
         }
         let mut body = vec![0u8; len];
-        if let Err(e) = stream.read_exact(&mut body) {
+        if let Err(e) = reader.read_exact(&mut body) {
             return Err(format!("truncated message: {e}"));
         }
         let parsed = silt_wire::parse_message_with_compressor(&header, &body);
@@ -324,7 +330,7 @@ fn serve_connection(
                 let reply = error_doc(code, name, &e.to_string());
                 let bytes = silt_wire::op_msg_reply(&reply, request_id(), header.request_id)
                     .map_err(|e| e.to_string())?;
-                write_all(stream, &bytes)?;
+                write_all(reader.get_mut(), &bytes)?;
                 continue;
             }
         };
@@ -390,7 +396,7 @@ fn serve_connection(
             Some(c) => silt_wire::compress_message(&reply_bytes, c).unwrap_or(reply_bytes),
             None => reply_bytes,
         };
-        write_all(stream, &out)?;
+        write_all(reader.get_mut(), &out)?;
     }
 }
 
