@@ -2,7 +2,7 @@
 //! child process for workloads that measure the server. Enough for benchmarks; tests use
 //! real drivers.
 
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use bson::{doc, Document};
 use silt_wire::{MsgHeader, OpMsg, Request, HEADER_LEN};
 
-/// One connection.
+/// One connection. Replies are read through a buffer (a reply's header and a body that fits
+/// in one `recv`); requests are written to the socket under it.
 pub struct Client {
-    stream: TcpStream,
+    stream: BufReader<TcpStream>,
     next_id: i32,
 }
 
@@ -24,7 +25,10 @@ impl Client {
     pub fn connect(port: u16) -> std::io::Result<Client> {
         let stream = TcpStream::connect(("127.0.0.1", port))?;
         stream.set_nodelay(true)?;
-        Ok(Client { stream, next_id: 1 })
+        Ok(Client {
+            stream: BufReader::with_capacity(16 << 10, stream),
+            next_id: 1,
+        })
     }
 
     /// Run `cmd` on `db`; `Err` carries `errmsg` of an `ok: 0` reply, or an I/O problem.
@@ -75,7 +79,10 @@ impl Client {
         let bytes = OpMsg::new(cmd)
             .to_message(self.next_id, 0)
             .map_err(|e| e.to_string())?;
-        self.stream.write_all(&bytes).map_err(|e| e.to_string())?;
+        self.stream
+            .get_mut()
+            .write_all(&bytes)
+            .map_err(|e| e.to_string())?;
         let mut head = [0u8; HEADER_LEN];
         self.stream
             .read_exact(&mut head)
