@@ -197,21 +197,18 @@ fn a_conflict_is_transient_an_abort_leaves_nothing_and_a_snapshot_holds() {
         .snapshot(true)
         .run()
         .expect("session");
-    let before = acc
-        .find_one(doc! {"_id": 1})
-        .session(&mut snap)
-        .run()
-        .expect("find")
-        .expect("doc");
+    let mut read_in_snapshot = || {
+        acc.find_one(doc! {"_id": 1})
+            .session(&mut snap)
+            .run()
+            .expect("find")
+            .expect("doc")
+    };
+    let before = read_in_snapshot();
     acc.update_one(doc! {"_id": 1}, doc! {"$inc": {"v": 1000}})
         .run()
         .expect("update outside");
-    let again = acc
-        .find_one(doc! {"_id": 1})
-        .session(&mut snap)
-        .run()
-        .expect("find")
-        .expect("doc");
+    let again = read_in_snapshot();
     assert_eq!(before, again);
     let now = acc
         .find_one(doc! {"_id": 1})
