@@ -604,17 +604,8 @@ fn measure(target: &Target, a: &Arc<Args>) -> Result<W3Run, Box<dyn std::error::
         );
         let n = a.threads.len();
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); n];
-        let order: Vec<usize> = (0..a.passes.max(1))
-            .flat_map(|p| {
-                let up = 0..n;
-                let pass: Vec<usize> = if p % 2 == 0 {
-                    up.collect()
-                } else {
-                    up.rev().collect()
-                };
-                pass
-            })
-            .collect();
+        let order = (0..a.passes.max(1))
+            .flat_map(|p| (0..n).map(move |i| if p % 2 == 0 { i } else { n - 1 - i }));
         for i in order {
             let t = a.threads[i];
             let (rate, _) = run_phase(&sh, a, phase, t, false)?;
@@ -683,7 +674,6 @@ fn w3_ratio(silt: &W3Run, peer: &W3Run, threads: &[usize]) -> (f64, Option<(f64,
     ((logs.iter().sum::<f64>() / logs.len() as f64).exp(), lowest)
 }
 
-/// `{"1": rate, "2": rate, ...}` for the JSON.
 /// The median of `v` (the mean of the middle two for an even count).
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
@@ -695,11 +685,15 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn per_thread(threads: &[usize], rates: &[f64]) -> serde_json::Value {
+/// `{"1": rate, "2": rate, ...}` for the JSON (a rate, or the list of a count's runs).
+fn per_thread<T: Into<serde_json::Value>>(
+    threads: &[usize],
+    rates: impl IntoIterator<Item = T>,
+) -> serde_json::Value {
     let m: serde_json::Map<String, serde_json::Value> = threads
         .iter()
         .zip(rates)
-        .map(|(t, r)| (t.to_string(), json!(r)))
+        .map(|(t, r)| (t.to_string(), r.into()))
         .collect();
     serde_json::Value::Object(m)
 }
@@ -782,17 +776,14 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("{ratio:>12.2}");
         results.insert(
             format!("{}_per_s", phase.name()),
-            per_thread(&a.threads, rates),
+            per_thread(&a.threads, rates.iter().copied()),
         );
     }
     for (phase, runs) in runs {
-        let m: serde_json::Map<String, serde_json::Value> = a
-            .threads
-            .iter()
-            .zip(runs)
-            .map(|(t, r)| (t.to_string(), json!(r)))
-            .collect();
-        results.insert(format!("{}_runs_per_s", phase.name()), m.into());
+        results.insert(
+            format!("{}_runs_per_s", phase.name()),
+            per_thread(&a.threads, runs.iter().cloned()),
+        );
     }
     let none = vec![f64::NAN; a.threads.len()];
     let rates_of = |p: Phase| {
@@ -844,7 +835,7 @@ pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         for (phase, rates) in &p.table {
             results.insert(
                 format!("{}_{}_per_s", p.name, phase.name()),
-                per_thread(&a.threads, rates),
+                per_thread(&a.threads, rates.iter().copied()),
             );
         }
         results.insert(format!("{}_invariant_ok", p.name), json!(p.invariant_ok));
