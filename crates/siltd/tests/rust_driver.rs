@@ -89,6 +89,12 @@ fn sum(acc: &Collection<Document>) -> i64 {
         .sum()
 }
 
+/// `v` of document `id`, read outside any session.
+fn v_of(acc: &Collection<Document>, id: i32) -> i32 {
+    let d = acc.find_one(doc! {"_id": id}).run().expect("find");
+    d.expect("document").get_i32("v").expect("v")
+}
+
 #[test]
 fn with_transaction_keeps_the_sum_while_threads_conflict() {
     let server = Siltd::start();
@@ -168,12 +174,7 @@ fn a_conflict_is_transient_an_abort_leaves_nothing_and_a_snapshot_holds() {
     // A commit sent again (as a driver does after a network error) succeeds again.
     s1.commit_transaction().run().expect("commit retried");
     let _ = s2.abort_transaction().run();
-    let v = acc
-        .find_one(doc! {"_id": 1})
-        .run()
-        .expect("find")
-        .expect("doc");
-    assert_eq!(v.get_i32("v").expect("v"), 2);
+    assert_eq!(v_of(&acc, 1), 2);
 
     // Uncommitted writes are invisible outside; aborted ones leave nothing.
     s2.start_transaction().run().expect("start");
@@ -210,10 +211,5 @@ fn a_conflict_is_transient_an_abort_leaves_nothing_and_a_snapshot_holds() {
         .expect("update outside");
     let again = read_in_snapshot();
     assert_eq!(before, again);
-    let now = acc
-        .find_one(doc! {"_id": 1})
-        .run()
-        .expect("find")
-        .expect("doc");
-    assert_eq!(now.get_i32("v").expect("v"), 1002);
+    assert_eq!(v_of(&acc, 1), 1002);
 }
