@@ -158,7 +158,6 @@ pub struct OpenCursor {
     pub source: Box<dyn DocSource>,
     /// A document read past the end of the last batch (it did not fit).
     pub held: Option<Document>,
-    pub batch_size: Option<usize>,
     last_used: Instant,
     /// `noCursorTimeout`: never closed for being idle.
     no_timeout: bool,
@@ -230,19 +229,12 @@ impl Cursors {
     }
 
     /// Register a cursor; returns its id.
-    pub fn register(
-        &self,
-        ns: String,
-        source: Box<dyn DocSource>,
-        held: Option<Document>,
-        batch_size: Option<usize>,
-    ) -> i64 {
+    pub fn register(&self, ns: String, source: Box<dyn DocSource>, held: Option<Document>) -> i64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let c = OpenCursor {
             ns,
             source,
             held,
-            batch_size,
             last_used: Instant::now(),
             no_timeout: false,
             collation: current_collation(),
@@ -263,21 +255,20 @@ impl Cursors {
             ns: ns.to_string(),
             source,
             held: None,
-            batch_size,
             last_used: Instant::now(),
             no_timeout: false,
             collation: current_collation(),
         };
         if batch_size == Some(0) && !single_batch {
             // An empty first batch: the client will ask with getMore.
-            let id = self.register(cur.ns, cur.source, None, None);
+            let id = self.register(cur.ns, cur.source, None);
             return Ok((Vec::new(), id));
         }
         let (batch, done) = Cursors::fill(&mut cur, batch_size.unwrap_or(DEFAULT_FIRST_BATCH))?;
         if done || single_batch {
             return Ok((batch, 0));
         }
-        let id = self.register(cur.ns, cur.source, cur.held, batch_size);
+        let id = self.register(cur.ns, cur.source, cur.held);
         Ok((batch, id))
     }
 
@@ -307,7 +298,9 @@ impl Cursors {
                 cur.ns
             )));
         }
-        let limit = batch_size.or(cur.batch_size).unwrap_or(0);
+        // Without a batchSize, as in mongod, the rest of the results up to the reply limit
+        // (16 MiB): the first batch's size does not carry over.
+        let limit = batch_size.unwrap_or(0);
         let _collation = CollationScope::enter(cur.collation.clone());
         let mut r = Cursors::fill(&mut cur, limit);
         // awaitData: an empty batch waits (up to the getMore's maxTimeMS) for new documents.

@@ -6,56 +6,157 @@
 //! number per message text (mongod's ids are per log statement).
 
 use std::fmt;
-use std::fs::OpenOptions;
-use std::path::Path;
-use std::sync::Mutex;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::{Layered, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
 use crate::config::Config;
 
+/// What can change in the log while the server runs: its level (`setParameter: {logLevel}`)
+/// and its file (`logRotate`).
+struct Control {
+    filter: reload::Handle<EnvFilter, Registry>,
+    level: AtomicI32,
+    file: Option<(PathBuf, Arc<Mutex<File>>)>,
+}
+
+static CONTROL: OnceLock<Control> = OnceLock::new();
+
+/// The `--logpath` file, shared by the subscriber and `logRotate`.
+#[derive(Clone)]
+struct SharedFile(Arc<Mutex<File>>);
+
+/// One event's hold on the log file.
+struct FileGuard<'a>(MutexGuard<'a, File>);
+
+impl io::Write for FileGuard<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<'a> MakeWriter<'a> for SharedFile {
+    type Writer = FileGuard<'a>;
+
+    fn make_writer(&'a self) -> FileGuard<'a> {
+        FileGuard(self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// mongod's `logLevel` (verbosity) as a filter: 0 is info, 1 debug, 2 and more trace.
+fn level_filter(level: i32) -> &'static str {
+    match level {
+        i32::MIN..=0 => "info",
+        1 => "debug",
+        _ => "trace",
+    }
+}
+
 /// Set up the global subscriber from the configuration.
 pub fn init(cfg: &Config) -> Result<(), String> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&cfg.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false);
-    match &cfg.logpath {
-        Some(path) => {
-            let file = open_log(path, cfg.logappend)?;
-            let b = builder.with_ansi(false).with_writer(Mutex::new(file));
-            if cfg.log_json {
-                b.event_format(MongoJson).init();
-            } else {
-                b.init();
-            }
-        }
-        None => {
-            let b = builder
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && !cfg.log_json)
-                .with_writer(std::io::stderr);
-            if cfg.log_json {
-                b.event_format(MongoJson).init();
-            } else {
-                b.init();
-            }
-        }
-    }
+    let filter = EnvFilter::try_new(&cfg.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let level = match cfg.log_level.as_str() {
+        "debug" => 1,
+        "trace" => 2,
+        _ => 0,
+    };
+    let (filter, handle) = reload::Layer::new(filter);
+    let file = match &cfg.logpath {
+        Some(path) => Some((
+            path.clone(),
+            Arc::new(Mutex::new(open_log(path, cfg.logappend)?)),
+        )),
+        None => None,
+    };
+    type Boxed =
+        Box<dyn Layer<Layered<reload::Layer<EnvFilter, Registry>, Registry>> + Send + Sync>;
+    let base = tracing_subscriber::fmt::layer().with_target(false);
+    let layer: Boxed = match (&file, cfg.log_json) {
+        (Some((_, f)), true) => Box::new(
+            base.with_ansi(false)
+                .with_writer(SharedFile(f.clone()))
+                .event_format(MongoJson),
+        ),
+        (Some((_, f)), false) => Box::new(base.with_ansi(false).with_writer(SharedFile(f.clone()))),
+        (None, true) => Box::new(
+            base.with_ansi(false)
+                .with_writer(io::stderr)
+                .event_format(MongoJson),
+        ),
+        (None, false) => Box::new(
+            base.with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+                .with_writer(io::stderr),
+        ),
+    };
+    Registry::default()
+        .with(filter)
+        .with(layer)
+        .try_init()
+        .map_err(|e| format!("cannot set up the log: {e}"))?;
+    let _ = CONTROL.set(Control {
+        filter: handle,
+        level: AtomicI32::new(level),
+        file,
+    });
     Ok(())
+}
+
+/// The current `logLevel` (0 before `init`).
+pub fn level() -> i32 {
+    CONTROL.get().map_or(0, |c| c.level.load(Ordering::Relaxed))
+}
+
+/// Set `logLevel`; the previous one.
+pub fn set_level(level: i32) -> Result<i32, String> {
+    let c = CONTROL.get().ok_or("the log is not set up")?;
+    c.filter
+        .reload(EnvFilter::new(level_filter(level)))
+        .map_err(|e| format!("cannot change the log level: {e}"))?;
+    Ok(c.level.swap(level, Ordering::Relaxed))
+}
+
+/// `logRotate`: the log file is renamed aside (`<path>.<timestamp>`, mongod's default
+/// `rename` mode) and a new one opened in its place. `false` when the log goes to standard
+/// error (there is nothing to rotate).
+pub fn rotate() -> Result<bool, String> {
+    let Some((path, file)) = CONTROL.get().and_then(|c| c.file.as_ref()) else {
+        return Ok(false);
+    };
+    let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+    let new = open_log(path, false)?;
+    *f = new;
+    Ok(true)
 }
 
 /// Open `--logpath`: appended to with `--logappend`, else an existing file is renamed aside
 /// (`<path>.<timestamp>`, as mongod does) and a new one begun.
-fn open_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
+fn open_log(path: &Path, append: bool) -> Result<File, String> {
     if !append && path.exists() {
         let stamp = log_stamp();
-        let aside = format!("{}.{stamp}", path.display());
+        let mut aside = format!("{}.{stamp}", path.display());
+        // Two rotations in one second: the second file gets a counter, never overwriting.
+        let mut n = 1;
+        while Path::new(&aside).exists() {
+            aside = format!("{}.{stamp}.{n}", path.display());
+            n += 1;
+        }
         std::fs::rename(path, &aside)
             .map_err(|e| format!("cannot rename the old log {} aside: {e}", path.display()))?;
     }

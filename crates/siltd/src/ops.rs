@@ -274,6 +274,21 @@ impl Ops {
         }
     }
 
+    /// How many operations run now: `(readers, writers)`, by MongoDB's operation type
+    /// (`serverStatus.globalLock.activeClients`). `serverStatus` itself is one of them.
+    pub fn active(&self) -> (u64, u64) {
+        let (mut r, mut w) = (0, 0);
+        for shard in &self.running {
+            for op in shard.lock().values() {
+                match op.op {
+                    "insert" | "update" | "remove" => w += 1,
+                    _ => r += 1,
+                }
+            }
+        }
+        (r, w)
+    }
+
     /// The `inprog` entries, in MongoDB's shape: running operations by opid, then (if asked)
     /// idle connections by connection id.
     pub fn report(&self, host: &str, opts: ReportOptions) -> Vec<Document> {

@@ -317,6 +317,7 @@ fn serve_connection(
         if let Err(e) = reader.read_exact(&mut body) {
             return Err(format!("truncated message: {e}"));
         }
+        s.net.received(HEADER_LEN + len);
         let parsed = silt_wire::parse_message_with_compressor(&header, &body);
         drop(body);
         let (req, compressor) = match parsed {
@@ -331,6 +332,7 @@ fn serve_connection(
                 let bytes = silt_wire::op_msg_reply(&reply, request_id(), header.request_id)
                     .map_err(|e| e.to_string())?;
                 write_all(reader.get_mut(), &bytes)?;
+                s.net.sent(bytes.len());
                 continue;
             }
         };
@@ -397,6 +399,7 @@ fn serve_connection(
             None => reply_bytes,
         };
         write_all(reader.get_mut(), &out)?;
+        s.net.sent(out.len());
     }
 }
 

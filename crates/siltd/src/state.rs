@@ -144,6 +144,29 @@ impl std::ops::Deref for Ctx<'_> {
     }
 }
 
+/// Traffic counters for `serverStatus.network` (bytes as sent on the wire, compressed or
+/// not) and the user-error count of `serverStatus.asserts`.
+#[derive(Default, Debug)]
+pub struct NetCounters {
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub requests: AtomicU64,
+    pub user_asserts: AtomicU64,
+}
+
+impl NetCounters {
+    /// A request of `n` bytes arrived.
+    pub fn received(&self, n: usize) {
+        self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A reply of `n` bytes went out.
+    pub fn sent(&self, n: usize) {
+        self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
 /// Operation counters for `serverStatus.opcounters`.
 #[derive(Default, Debug)]
 pub struct OpCounters {
@@ -167,6 +190,7 @@ pub struct Server {
     pub conns_current: AtomicU64,
     pub conns_total: AtomicU64,
     pub ops: OpCounters,
+    pub net: NetCounters,
     /// Recent log lines for `getLog` (the last 1,024).
     pub recent_log: Mutex<VecDeque<String>>,
     /// Operations in flight and open connections, for `currentOp` and `killOp`.
@@ -205,7 +229,7 @@ impl Server {
     pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>, tls: crate::tls::Tls) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
         let views = crate::views::Views::load(&store);
-        let auth = crate::auth::Auth::new(cfg.auth, crate::auth::Users::load(&store));
+        let auth = crate::auth::Auth::load(cfg.auth, &store);
         let redzone =
             crate::redzone::RedZone::new(&cfg.dbpath, cfg.fs_redzone_percent, cfg.fs_redzone_bytes);
         let repl = cfg
@@ -226,6 +250,7 @@ impl Server {
             conns_current: AtomicU64::new(0),
             conns_total: AtomicU64::new(0),
             ops: OpCounters::default(),
+            net: NetCounters::default(),
             recent_log: Mutex::new(VecDeque::new()),
             inprog: Ops::default(),
             ttl: crate::ttl::TtlState::default(),
@@ -364,6 +389,12 @@ impl Server {
         let elapsed = started.elapsed();
         if let Some(cmd) = &profiled {
             let ns = match cmd.get(&name) {
+                // These commands name a whole namespace, whatever database they run on.
+                Some(Bson::String(full))
+                    if matches!(name.as_str(), "renameCollection" | "dataSize") =>
+                {
+                    full.clone()
+                }
                 Some(Bson::String(c)) => format!("{db}.{c}"),
                 _ => format!("{db}.$cmd"),
             };
@@ -397,6 +428,7 @@ impl Server {
             }
             Err(e) => {
                 tracing::debug!(command = %name, code = e.code, err = %e.msg, "command failed");
+                self.net.user_asserts.fetch_add(1, Ordering::Relaxed);
                 error_reply(&e)
             }
         };

@@ -8,8 +8,11 @@
 //! Lock order: a connection's [`ConnAuth`] lock is never held while [`Users`] is locked for
 //! writing; it is taken alone, and released before anything else is locked.
 
+pub mod privileges;
+pub mod role_defs;
 pub mod roles;
 pub mod scram;
+pub mod system_docs;
 pub mod users;
 
 use std::sync::Arc;
@@ -18,27 +21,42 @@ use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
 use silt_query::QueryError;
 
+pub use role_defs::{RoleDef, RoleDefs};
 pub use roles::{Need, Role};
 use scram::{ClientFirst, Credential, Mech, Pending, ScramError};
 pub use users::{User, Users};
 
 use crate::state::{ConnInfo, Server};
 
-/// The server-wide side: whether `--auth` is on, the users, and the secret that makes the
-/// decoy salts of unknown users stable.
+/// The server-wide side: whether `--auth` is on, the users, the user-defined roles, and the
+/// secret that makes the decoy salts of unknown users stable.
 pub struct Auth {
     pub enabled: bool,
     pub users: Users,
+    pub roles: RoleDefs,
     secret: [u8; 32],
 }
 
 impl Auth {
-    pub fn new(enabled: bool, users: Users) -> Auth {
+    /// Read the users and roles of `store`, and write the `admin.system.version` documents
+    /// mongod keeps (a store that cannot be written starts all the same).
+    pub fn load(enabled: bool, store: &silt_collection::Store) -> Auth {
+        let users = Users::load(store);
+        let roles = RoleDefs::load(store);
+        let with_schema = !users.is_empty() || !roles.list(None).is_empty();
+        if let Err(e) = system_docs::ensure_version_docs(store, with_schema) {
+            tracing::warn!(error = %e, "cannot write admin.system.version");
+        }
+        Auth::new(enabled, users, roles)
+    }
+
+    pub fn new(enabled: bool, users: Users, roles: RoleDefs) -> Auth {
         let mut secret = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut secret);
         Auth {
             enabled,
             users,
+            roles,
             secret,
         }
     }
@@ -283,16 +301,37 @@ fn current_roles(s: &Server, conn: &ConnInfo) -> Option<Vec<Role>> {
 
 /// Whether the connection's user may see every database in `listDatabases`.
 pub fn sees_every_database(s: &Server, conn: &ConnInfo) -> bool {
-    !s.auth.enabled || current_roles(s, conn).is_some_and(|r| r.iter().any(Role::any_database))
+    if !s.auth.enabled {
+        return true;
+    }
+    let Some(roles) = current_roles(s, conn) else {
+        return false;
+    };
+    s.auth.roles.closure(&roles).iter().any(Role::any_database)
+        || s.auth.roles.privileges(&roles).iter().any(|p| {
+            matches!(&p.resource, privileges::Resource::Any)
+                || matches!(&p.resource, privileges::Resource::Namespace { db, .. } if db.is_empty())
+        })
 }
 
 /// The databases the connection's user holds some role on.
 pub fn role_databases(s: &Server, conn: &ConnInfo) -> Vec<String> {
-    current_roles(s, conn)
-        .unwrap_or_default()
+    let roles = current_roles(s, conn).unwrap_or_default();
+    let mut dbs: Vec<String> = s
+        .auth
+        .roles
+        .closure(&roles)
         .into_iter()
         .map(|r| r.db)
-        .collect()
+        .collect();
+    for p in s.auth.roles.privileges(&roles) {
+        if let privileges::Resource::Namespace { db, .. } = p.resource {
+            dbs.push(db);
+        }
+    }
+    dbs.sort();
+    dbs.dedup();
+    dbs
 }
 
 /// What command `name` needs, and on which databases.
@@ -337,7 +376,8 @@ fn needs(c: &crate::commands::Command, db: &str, cmd: &Document) -> Vec<(Need, S
                 }
             }
         }
-        "createUser" | "updateUser" | "grantRolesToUser" => {
+        "createUser" | "updateUser" | "grantRolesToUser" | "createRole" | "updateRole"
+        | "grantRolesToRole" => {
             // Granting a role needs userAdmin on the role's database too.
             if let Ok(rs) = cmd.get_array("roles") {
                 for r in rs {
@@ -349,9 +389,11 @@ fn needs(c: &crate::commands::Command, db: &str, cmd: &Document) -> Vec<(Need, S
         }
         _ => {}
     }
-    // The users' collection: readable by user administrators of `admin`, written only by
+    // The users' and roles' collections: readable by user administrators of `admin`, written only by
     // the user commands (or root).
-    if db == "admin" && matches!(first, Some(Bson::String(c)) if c == "system.users") {
+    if db == "admin"
+        && matches!(first, Some(Bson::String(c)) if c == "system.users" || c == "system.roles")
+    {
         for (n, _) in out.iter_mut() {
             *n = match *n {
                 Need::Read | Need::Inspect => Need::UserAdmin,
@@ -395,11 +437,15 @@ pub fn authorize(
     if c.name == "usersInfo" && asks_only_self(conn, db, cmd) {
         return Ok(());
     }
+    let coll = match cmd.iter().next() {
+        Some((_, Bson::String(c))) => Some(c.as_str()),
+        _ => None,
+    };
     for (need, ndb) in &wanted {
         if matches!(need, Need::Nothing | Need::Authenticated) {
             continue;
         }
-        if !roles.iter().any(|r| r.grants(*need, ndb)) {
+        if !s.auth.roles.grant(&roles, *need, c.name, ndb, coll) {
             let target = cmd
                 .iter()
                 .next()
@@ -427,19 +473,40 @@ fn asks_only_self(conn: &ConnInfo, db: &str, cmd: &Document) -> bool {
     }
 }
 
-/// `connectionStatus`'s `authInfo`.
-pub fn auth_info(s: &Server, conn: &ConnInfo) -> Document {
+/// `connectionStatus`'s `authInfo`: the user, the roles it holds (inherited ones included,
+/// as mongod lists them) and, with `show_privileges`, what they grant.
+pub fn auth_info(s: &Server, conn: &ConnInfo, show_privileges: bool) -> Document {
     let (users, roles) = match conn.auth.user() {
         Some((db, user)) => {
             let roles = s
                 .auth
                 .users
                 .get(&db, &user)
-                .map(|u| u.roles.iter().map(|r| Bson::Document(r.to_doc())).collect())
+                .map(|u| u.roles)
                 .unwrap_or_default();
             (vec![Bson::Document(doc! { "user": user, "db": db })], roles)
         }
-        None => (Vec::new(), Vec::<Bson>::new()),
+        None => (Vec::new(), Vec::new()),
     };
-    doc! { "authenticatedUsers": users, "authenticatedUserRoles": roles }
+    let mut d = doc! {
+        "authenticatedUsers": users,
+        "authenticatedUserRoles": s
+            .auth
+            .roles
+            .closure(&roles)
+            .iter()
+            .map(|r| Bson::Document(r.to_doc()))
+            .collect::<Vec<_>>(),
+    };
+    if show_privileges {
+        let privs = s.auth.roles.privileges(&roles);
+        d.insert(
+            "authenticatedUserPrivileges",
+            privs
+                .iter()
+                .map(|p| Bson::Document(p.to_doc()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    d
 }

@@ -62,8 +62,8 @@ impl Role {
         doc! { "role": &self.role, "db": &self.db }
     }
 
-    /// A role as commands name it: `"read"` (on `default_db`) or `{role, db}`; refused with
-    /// RoleNotFound (31) unless it is a built-in role that exists on that database.
+    /// A role as commands name it: `"read"` (on `default_db`) or `{role, db}`. Whether it
+    /// exists is `RoleDefs::exists`.
     pub fn parse(v: &Bson, default_db: &str) -> Result<Role, QueryError> {
         let r =
             match v {
@@ -86,14 +86,31 @@ impl Role {
                     ))
                 }
             };
-        match BUILT_IN.iter().find(|(n, _)| *n == r.role) {
-            Some((_, admin_only)) if !admin_only || r.db == "admin" => Ok(r),
-            _ => Err(QueryError::coded(
-                31,
-                "RoleNotFound",
-                format!("Could not find role: {}@{}", r.role, r.db),
-            )),
+        Ok(r)
+    }
+
+    /// Whether this names a built-in role that exists on its database.
+    pub fn is_built_in(&self) -> bool {
+        BUILT_IN
+            .iter()
+            .any(|(n, admin_only)| *n == self.role && (!admin_only || self.db == "admin"))
+    }
+
+    /// The names of the built-in roles that exist on `db`.
+    pub fn built_in_names(db: &str) -> impl Iterator<Item = &'static str> + '_ {
+        BUILT_IN
+            .iter()
+            .filter(move |(_, admin_only)| !admin_only || db == "admin")
+            .map(|(n, _)| *n)
+    }
+
+    /// A built-in role's privileges, written out (`None` for another role).
+    pub fn built_in_privileges(&self) -> Option<Vec<super::privileges::Privilege>> {
+        if !self.is_built_in() {
+            return None;
         }
+        let db = if self.any_database() { "" } else { &self.db };
+        super::privileges::built_in(&self.role, db)
     }
 
     /// Whether this role grants `need` on database `db`.
@@ -129,8 +146,13 @@ impl Role {
     }
 }
 
-/// The `roles` array of a user command.
-pub fn parse_roles(v: Option<&Bson>, default_db: &str, cmd: &str) -> Result<Vec<Role>, QueryError> {
+/// The `roles` array of a user or role command; every role must exist (RoleNotFound, 31).
+pub fn parse_roles(
+    v: Option<&Bson>,
+    default_db: &str,
+    cmd: &str,
+    defs: &super::RoleDefs,
+) -> Result<Vec<Role>, QueryError> {
     let Some(Bson::Array(a)) = v else {
         return Err(QueryError::bad_value(format!(
             "\"{cmd}\" command requires a \"roles\" array"
@@ -139,6 +161,7 @@ pub fn parse_roles(v: Option<&Bson>, default_db: &str, cmd: &str) -> Result<Vec<
     let mut out: Vec<Role> = Vec::new();
     for r in a {
         let r = Role::parse(r, default_db)?;
+        defs.check_exist(std::slice::from_ref(&r))?;
         if !out.contains(&r) {
             out.push(r);
         }
@@ -161,7 +184,8 @@ mod tests {
         assert!(r("readAnyDatabase", "admin").grants(Need::Read, "x"));
         assert!(r("root", "admin").grants(Need::ClusterAdmin, "admin"));
         assert!(!r("clusterMonitor", "admin").grants(Need::Read, "x"));
-        assert!(Role::parse(&Bson::String("root".into()), "test").is_err());
-        assert!(Role::parse(&Bson::String("nosuch".into()), "test").is_err());
+        assert!(!r("root", "test").is_built_in());
+        assert!(r("root", "admin").is_built_in());
+        assert!(!r("nosuch", "test").is_built_in());
     }
 }

@@ -4,7 +4,6 @@
 //! truth; it is written first and the memory follows.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use bson::{doc, Bson, Document};
 use parking_lot::RwLock;
@@ -13,7 +12,6 @@ use silt_query::QueryError;
 
 use super::roles::Role;
 use super::scram::{Credential, Mech};
-use crate::state::coll_err;
 
 /// Where users live, as in MongoDB.
 pub const USERS_NS: &str = "admin.system.users";
@@ -65,7 +63,7 @@ impl User {
         d
     }
 
-    fn from_doc(d: &Document) -> Option<User> {
+    pub fn from_doc(d: &Document) -> Option<User> {
         let creds = d.get_document("credentials").ok()?;
         Some(User {
             user: d.get_str("user").ok()?.to_string(),
@@ -115,23 +113,13 @@ impl Users {
     /// Read `admin.system.users`.
     pub fn load(store: &Store) -> Users {
         let mut map = BTreeMap::new();
-        if let Some(c) = store.get(USERS_NS) {
-            let mut cur = c.scan(Bound::Unbounded, Bound::Unbounded);
-            loop {
-                match cur.next_doc() {
-                    Ok(Some((_, d))) => match User::from_doc(&d) {
-                        Some(u) => {
-                            map.insert((u.db.clone(), u.user.clone()), u);
-                        }
-                        None => tracing::warn!(id = %d.get("_id").cloned().unwrap_or(Bson::Null),
-                            "skipping a malformed document in admin.system.users"),
-                    },
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot read admin.system.users");
-                        break;
-                    }
+        for d in super::system_docs::load(store, USERS_NS) {
+            match User::from_doc(&d) {
+                Some(u) => {
+                    map.insert((u.db.clone(), u.user.clone()), u);
                 }
+                None => tracing::warn!(id = %d.get("_id").cloned().unwrap_or(Bson::Null),
+                    "skipping a malformed document in admin.system.users"),
             }
         }
         Users {
@@ -171,16 +159,10 @@ impl Users {
         if !create && !map.contains_key(&key) {
             return Err(not_found(&u.user, &u.db));
         }
-        let coll = store.get_or_create(USERS_NS).map_err(coll_err)?;
-        let lock = coll
-            .lock_doc(silt_collection::id_key(&Bson::String(u.id())))
-            .map_err(coll_err)?;
-        let new = u.to_doc();
-        match lock.read().map_err(coll_err)? {
-            Some(old) => coll.replace(&lock, &old, &new),
-            None => coll.insert_under(&lock, &new),
+        if create {
+            super::system_docs::ensure_version_docs(store, true)?;
         }
-        .map_err(coll_err)?;
+        super::system_docs::put(store, USERS_NS, &u.id(), Some(&u.to_doc()))?;
         map.insert(key, u);
         Ok(())
     }
@@ -201,14 +183,8 @@ impl Users {
         if gone.is_empty() {
             return Ok(0);
         }
-        let coll = store.get_or_create(USERS_NS).map_err(coll_err)?;
         for u in &gone {
-            let lock = coll
-                .lock_doc(silt_collection::id_key(&Bson::String(u.id())))
-                .map_err(coll_err)?;
-            if let Some(old) = lock.read().map_err(coll_err)? {
-                coll.delete(&lock, &old).map_err(coll_err)?;
-            }
+            super::system_docs::put(store, USERS_NS, &u.id(), None)?;
             map.remove(&(u.db.clone(), u.user.clone()));
         }
         Ok(gone.len())

@@ -384,23 +384,30 @@ impl Merge {
     fn write(&self, s: &Server, op: &Ctx, docs: Vec<Document>) -> QResult<()> {
         let ns = format!("{}.{}", self.db, self.coll);
         let target = s.store.get(&ns);
-        if self.on != ["_id"] {
-            let backed = target.as_ref().is_some_and(|c| {
-                c.indexes().iter().any(|ix| {
+        // The unique index that backs `on`: its name and key pattern name a duplicate.
+        let backing: (String, Document) = if self.on == ["_id"] {
+            ("_id_".into(), doc! { "_id": 1 })
+        } else {
+            let found = target.as_ref().and_then(|c| {
+                c.indexes().iter().find_map(|ix| {
                     let sp = &ix.spec;
-                    sp.unique
+                    (sp.unique
                         && sp.partial.is_none()
                         && sp.fields.len() == self.on.len()
-                        && sp.fields.iter().all(|(f, _)| self.on.contains(f))
+                        && sp.fields.iter().all(|(f, _)| self.on.contains(f)))
+                    .then(|| (sp.name.clone(), sp.key_pattern.clone()))
                 })
             });
-            if !backed {
-                return Err(QueryError::located(
-                    51183,
-                    "Cannot find index to verify that join fields will be unique",
-                ));
+            match found {
+                Some(b) => b,
+                None => {
+                    return Err(QueryError::located(
+                        51183,
+                        "Cannot find index to verify that join fields will be unique",
+                    ))
+                }
             }
-        }
+        };
         let now = bson::DateTime::now();
         for d in docs {
             let mut d = d;
@@ -439,11 +446,20 @@ impl Merge {
                 .map_err(|f| f.into_error())?;
             if r.matched > 0 {
                 if matches!(self.matched, WhenMatched::Fail) {
+                    // mongod inserts and its unique index refuses the document: its error.
+                    let (name, pattern) = &backing;
+                    let mut value = Document::new();
+                    for f in pattern.keys() {
+                        let v = silt_bson::path::get_path(&d, f)
+                            .cloned()
+                            .unwrap_or(Bson::Null);
+                        value.insert(f.clone(), v);
+                    }
                     return Err(QueryError::duplicate_key(format!(
-                        "$merge with whenMatched: fail found an existing document with the \
-                         same values for the 'on' field: {}",
-                        silt_query::expr::fmt_doc(&filter)
-                    )));
+                        "E11000 duplicate key error collection: {ns} index: {name} dup key: {}",
+                        silt_query::expr::fmt_doc(&value)
+                    ))
+                    .with_info(doc! { "keyPattern": pattern.clone(), "keyValue": value }));
                 }
                 continue;
             }

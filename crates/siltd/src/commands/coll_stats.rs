@@ -14,6 +14,8 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         .ok_or_else(|| QueryError::namespace_not_found(format!("Collection [{ns}] not found.")))?;
     let st = c.stats();
     let avg = st.size.checked_div(st.count).unwrap_or(0);
+    let options = c.options();
+    let capped = options.get_bool("capped").unwrap_or(false);
     let mut sizes = doc! { c.primary_index_name(): 0i64 };
     for (n, b) in &st.index_sizes {
         sizes.insert(n.clone(), *b as i64 / scale);
@@ -25,7 +27,23 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         "avgObjSize": avg as i64,
         "storageSize": st.storage_size as i64 / scale,
         "freeStorageSize": 0i64,
-        "capped": c.options().get_bool("capped").unwrap_or(false),
+        "capped": capped,
+    };
+    if capped {
+        // mongod's capped figures: the document limit (0 when there is none) and the size
+        // limit, scaled.
+        let num = |k: &str| match options.get(k) {
+            Some(v) => match silt_bson::compare::as_num(v) {
+                Some(silt_bson::compare::Num::Int(n)) => n,
+                Some(silt_bson::compare::Num::Float(f)) => f as i64,
+                None => 0,
+            },
+            None => 0,
+        };
+        out.insert("max", num("max"));
+        out.insert("maxSize", num("size") / scale);
+    }
+    out.extend(doc! {
         "nindexes": (st.index_sizes.len() + 1) as i32,
         "indexDetails": {},
         "indexBuilds": [],
@@ -34,7 +52,7 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
         "indexSizes": sizes,
         "scaleFactor": scale,
         "silt": { "clusteredBy": "_id", "note": "the _id index is the collection's own tree" },
-    };
+    });
     // TokuMX's shape for a partitioned collection: the totals above, and each partition.
     if c.is_partitioned() {
         out.insert("partitioned", true);

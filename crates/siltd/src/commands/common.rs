@@ -175,6 +175,9 @@ pub(super) fn scale_arg(cmd: &Document) -> Result<i64, QueryError> {
 /// The MongoDB release whose protocol and behaviour we follow.
 pub const MONGO_VERSION: &str = "7.0.0";
 
+/// The feature compatibility version siltd reports (`getParameter`, `admin.system.version`).
+pub const FCV: &str = "7.0";
+
 /// Wire version of MongoDB 7.0.
 pub const MAX_WIRE_VERSION: i32 = 21;
 
@@ -208,4 +211,16 @@ pub(super) fn stage_docs(a: &[Bson]) -> QResult<Vec<Document>> {
             )),
         })
         .collect()
+}
+
+/// A clustered collection's `clusteredIndex` as mongod shows it (`v`, `key`, `name`,
+/// `unique`), from the option as `create` stored it; `None` for another collection.
+pub fn clustered_index(options: &Document) -> Option<Document> {
+    let ci = options.get_document("clusteredIndex").ok()?;
+    Some(bson::doc! {
+        "v": ci.get("v").cloned().unwrap_or(Bson::Int32(2)),
+        "key": ci.get_document("key").cloned().unwrap_or_else(|_| bson::doc! { "_id": 1 }),
+        "name": ci.get_str("name").unwrap_or("_id_"),
+        "unique": true,
+    })
 }

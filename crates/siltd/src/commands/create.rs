@@ -138,6 +138,7 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         }
     }
     add_validation_options(cmd, &mut options)?;
+    engine_options(cmd, &mut options)?;
     match cmd.get("clusteredIndex") {
         None | Some(Bson::Null) => {}
         Some(Bson::Document(ci)) => {
@@ -184,6 +185,56 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         )),
         Err(other) => Err(coll_err(other)),
     }
+}
+
+/// A `storageEngine` document: one embedded document per engine name, as mongod checks it
+/// (the settings inside are only read by the engine they name, and siltd is none of those).
+pub(super) fn check_engine_options(v: &Bson) -> QResult<()> {
+    let Bson::Document(d) = v else {
+        return Err(QueryError::type_mismatch(format!(
+            "'storageEngine' has to be an embedded document, not {}",
+            silt_bson::compare::type_name(v)
+        )));
+    };
+    match d.iter().find(|(_, e)| !matches!(e, Bson::Document(_))) {
+        Some((name, _)) => Err(QueryError::bad_value(format!(
+            "'storageEngine.{name}' has to be an embedded document."
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `storageEngine` and `indexOptionDefaults: {storageEngine}`: another engine's tuning, which
+/// changes no answer. Kept in the options, as mongod keeps them, so that `listCollections`
+/// shows them and a dump restores them; siltd reads nothing in them.
+fn engine_options(cmd: &Document, options: &mut Document) -> QResult<()> {
+    for k in ["storageEngine", "indexOptionDefaults"] {
+        match cmd.get(k) {
+            None | Some(Bson::Null) => {}
+            Some(v @ Bson::Document(d)) => {
+                if k == "indexOptionDefaults" {
+                    if let Some(f) = d.keys().find(|f| f.as_str() != "storageEngine") {
+                        return Err(super::args::unknown_field(&format!(
+                            "create.indexOptionDefaults.{f}"
+                        )));
+                    }
+                    if let Some(se) = d.get("storageEngine") {
+                        check_engine_options(se)?;
+                    }
+                } else {
+                    check_engine_options(v)?;
+                }
+                options.insert(k, d.clone());
+            }
+            Some(other) => {
+                return Err(QueryError::type_mismatch(format!(
+                    "BSON field 'create.{k}' is the wrong type '{}', expected type 'object'",
+                    silt_bson::compare::type_name(other)
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether two collections' options are the same (field order and `capped: false` aside).

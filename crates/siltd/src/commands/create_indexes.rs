@@ -29,7 +29,6 @@ const INDEX_HONOURED: &[&str] = &[
 
 /// Index options MongoDB knows and siltd does not implement: refused unless default.
 const INDEX_REFUSED: &[&str] = &[
-    "storageEngine",
     "2dsphereIndexVersion",
     "bits",
     "min",
@@ -64,6 +63,20 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if specs.is_empty() {
         return Err(QueryError::bad_value("Must specify at least one index"));
     }
+    // mongorestore sends `ignoreUnknownIndexOptions: true` (as does any tool restoring specs
+    // from another server): options no version of MongoDB knows are then dropped, as mongod
+    // drops them. Known options siltd does not implement are still refused.
+    let ignore_unknown = match cmd.get("ignoreUnknownIndexOptions") {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'createIndexes.ignoreUnknownIndexOptions' is the wrong type '{}', \
+                 expected type 'bool'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    };
     let mut parsed = Vec::new();
     // An index that names no collation takes the collection's default.
     let default = s
@@ -85,9 +98,16 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             }
             _ => spec,
         };
+        let mut kept = Document::new();
         for (k, v) in spec {
             let k = k.as_str();
             if INDEX_HONOURED.contains(&k) {
+                kept.insert(k, v.clone());
+                continue;
+            }
+            if k == "storageEngine" {
+                // Another engine's tuning: mongod validates it only for the engine it runs.
+                super::create::check_engine_options(v)?;
                 continue;
             }
             if INDEX_REFUSED.contains(&k) {
@@ -98,10 +118,14 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     "createIndexes.indexes.{k}"
                 )));
             }
+            if ignore_unknown {
+                continue;
+            }
             return Err(QueryError::invalid_index_specification_option(format!(
                 "The field '{k}' is not valid for an index specification. Specification: {spec}"
             )));
         }
+        let spec = &kept;
         if !spec.contains_key("key") {
             return Err(QueryError::failed_to_parse(
                 "The 'key' field is a required property of an index specification",

@@ -99,7 +99,7 @@ pub fn create_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let Some(pwd) = password(cmd)? else {
         return Err(QueryError::bad_value("Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db"));
     };
-    let roles = parse_roles(cmd.get("roles"), db, "createUser")?;
+    let roles = parse_roles(cmd.get("roles"), db, "createUser", &s.auth.roles)?;
     let mechs = mechanisms(cmd)?.unwrap_or(Mech::ALL.to_vec());
     let user = User {
         user: name.to_string(),

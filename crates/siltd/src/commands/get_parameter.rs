@@ -13,9 +13,12 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get_bool("allParameters").unwrap_or(false));
     let known = |name: &str| -> Option<Bson> {
         match name {
-            "featureCompatibilityVersion" => Some(Bson::Document(doc! { "version": "7.0" })),
+            "featureCompatibilityVersion" => {
+                Some(Bson::Document(doc! { "version": super::common::FCV }))
+            }
             "quiet" => Some(Bson::Boolean(false)),
-            "logLevel" => Some(Bson::Int32(0)),
+            "logLevel" => Some(Bson::Int32(crate::logging::level())),
+            "authSchemaVersion" => Some(Bson::Int32(crate::auth::system_docs::AUTH_SCHEMA_VERSION)),
             "maxBSONDepth" => Some(Bson::Int32(100)),
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
             "fastUpdates" => Some(Bson::Boolean(fast)),
@@ -45,6 +48,7 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "featureCompatibilityVersion",
         "quiet",
         "logLevel",
+        "authSchemaVersion",
         "maxBSONDepth",
         "cursorTimeoutMillis",
         "fastUpdates",

@@ -15,7 +15,7 @@ pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdRes
         "revokeRolesFromUser"
     };
     let name = user_name(cmd, command)?;
-    let roles = parse_roles(cmd.get("roles"), db, command)?;
+    let roles = parse_roles(cmd.get("roles"), db, command, &s.auth.roles)?;
     let Some(mut u) = s.auth.users.get(db, name) else {
         return Err(not_found(name, db));
     };

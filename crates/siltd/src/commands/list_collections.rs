@@ -3,7 +3,7 @@
 use bson::{doc, Document};
 use silt_query::matcher::Matcher;
 
-use super::common::{bool_arg, cursor_reply, doc_arg};
+use super::common::{bool_arg, clustered_index, cursor_reply, doc_arg};
 use crate::state::{CmdResult, Server};
 
 pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -12,13 +12,23 @@ pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);
     let mut out = Vec::new();
     for (name, c) in s.store.list_collections(db) {
-        let full = doc! {
-            "name": &name,
-            "type": "collection",
-            "options": c.options(),
-            "info": { "readOnly": false },
-            "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
-        };
+        let mut options = c.options();
+        let clustered = clustered_index(&options);
+        let mut full = doc! { "name": &name, "type": "collection" };
+        // A clustered collection has no separate `_id` index: mongod shows the clustered
+        // index in full among the options, and no `idIndex`.
+        if let Some(ci) = clustered {
+            options.insert("clusteredIndex", ci);
+            full.insert("options", options);
+            full.insert("info", doc! { "readOnly": false });
+        } else {
+            full.insert("options", options);
+            full.insert("info", doc! { "readOnly": false });
+            full.insert(
+                "idIndex",
+                doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+            );
+        }
         if !matcher.matches(&full) {
             continue;
         }

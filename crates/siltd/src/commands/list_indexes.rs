@@ -3,7 +3,7 @@
 use bson::Document;
 use silt_query::QueryError;
 
-use super::common::{coll_arg, cursor_reply};
+use super::common::{clustered_index, coll_arg, cursor_reply};
 use crate::state::{CmdResult, Server};
 
 pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -19,6 +19,10 @@ pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let mut out =
         if c.primary_key().is_natural() || (c.primary_key().is_id() && c.index("_id_").is_some()) {
             Vec::new()
+        } else if let Some(mut ci) = clustered_index(&c.options()) {
+            // mongod lists a clustered collection's index with `clustered: true`.
+            ci.insert("clustered", true);
+            vec![ci]
         } else {
             vec![c.primary_index_doc()]
         };

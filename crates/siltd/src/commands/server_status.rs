@@ -2,30 +2,82 @@
 
 use std::sync::atomic::Ordering;
 
-use bson::doc;
+use bson::{doc, Document};
 
 use super::common::{host, MONGO_VERSION};
-use crate::state::{CmdResult, Server};
+use crate::state::{CmdResult, OpCounters, Server};
 
-fn rss_mb() -> (i64, i64) {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        s.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<i64>().ok())
-            .unwrap_or(0)
-            / 1024
-    };
-    (field("VmRSS:"), field("VmSize:"))
+/// A number field of `/proc/self/status` (`VmRSS:  1234 kB` gives 1234).
+fn status_field(status: &str, name: &str) -> i64 {
+    status
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(0)
+}
+
+/// `extra_info` as mongod reports it on Linux (from `/proc`, as `getrusage` would give it).
+fn extra_info(status: &str) -> Document {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest: Vec<i64> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| {
+            r.split_whitespace()
+                .map(|f| f.parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default();
+    let at = |i: usize| rest.get(i).copied().unwrap_or(0);
+    // After ')': state(0) ppid pgrp session tty tpgid flags minflt(7) cminflt majflt(9)
+    // cmajflt utime(11) stime(12), in clock ticks of 10 ms.
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let io_field = |name: &str| status_field(&io, name);
+    doc! {
+        "note": "fields vary by platform",
+        "user_time_us": at(11) * 10_000,
+        "system_time_us": at(12) * 10_000,
+        "maximum_resident_set_kb": status_field(status, "VmHWM:"),
+        "input_blocks": io_field("read_bytes:") / 512,
+        "output_blocks": io_field("write_bytes:") / 512,
+        "page_reclaims": at(7),
+        "page_faults": at(9),
+        "voluntary_context_switches": status_field(status, "voluntary_ctxt_switches:"),
+        "involuntary_context_switches": status_field(status, "nonvoluntary_ctxt_switches:"),
+    }
+}
+
+/// The operation counters' shape, for `opcounters` and `opcountersRepl`.
+fn opcounters(o: &OpCounters) -> Document {
+    doc! {
+        "insert": o.insert.load(Ordering::Relaxed) as i64,
+        "query": o.query.load(Ordering::Relaxed) as i64,
+        "update": o.update.load(Ordering::Relaxed) as i64,
+        "delete": o.delete.load(Ordering::Relaxed) as i64,
+        "getmore": o.getmore.load(Ordering::Relaxed) as i64,
+        "command": o.command.load(Ordering::Relaxed) as i64,
+    }
 }
 
 pub fn server_status(s: &Server) -> CmdResult {
+    let o = &s.ops;
     let up = s.started.elapsed();
-    let (rss, virt) = rss_mb();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let (rss, virt) = (
+        status_field(&status, "VmRSS:") / 1024,
+        status_field(&status, "VmSize:") / 1024,
+    );
+    let (readers, writers) = s.inprog.active();
+    let reads = o.query.load(Ordering::Relaxed)
+        + o.getmore.load(Ordering::Relaxed)
+        + o.command.load(Ordering::Relaxed);
+    let writes = o.insert.load(Ordering::Relaxed)
+        + o.update.load(Ordering::Relaxed)
+        + o.delete.load(Ordering::Relaxed);
+    let net = &s.net;
     let es = s.store.engine_stats();
     let poisoned = s.store.poison_cause().map(|c| c.to_string());
-    let o = &s.ops;
     let (sessions, open_txns) = s.sessions.counts();
     let mut d = doc! {
         "host": host(s),
@@ -41,15 +93,45 @@ pub fn server_status(s: &Server) -> CmdResult {
             "available": s.cfg.max_conns.saturating_sub(s.conns_current.load(Ordering::Relaxed)) as i64,
             "totalCreated": s.conns_total.load(Ordering::Relaxed) as i64,
         },
-        "opcounters": {
-            "insert": o.insert.load(Ordering::Relaxed) as i64,
-            "query": o.query.load(Ordering::Relaxed) as i64,
-            "update": o.update.load(Ordering::Relaxed) as i64,
-            "delete": o.delete.load(Ordering::Relaxed) as i64,
-            "getmore": o.getmore.load(Ordering::Relaxed) as i64,
-            "command": o.command.load(Ordering::Relaxed) as i64,
+        "asserts": {
+            "regular": 0,
+            "warning": 0,
+            "msg": 0,
+            "user": net.user_asserts.load(Ordering::Relaxed) as i32,
+            "tripwire": 0,
+            "rollovers": 0,
         },
-        "mem": { "bits": 64, "resident": rss, "virtual": virt, "supported": true },
+        "network": {
+            "bytesIn": net.bytes_in.load(Ordering::Relaxed) as i64,
+            "bytesOut": net.bytes_out.load(Ordering::Relaxed) as i64,
+            "physicalBytesIn": net.bytes_in.load(Ordering::Relaxed) as i64,
+            "physicalBytesOut": net.bytes_out.load(Ordering::Relaxed) as i64,
+            "numSlowDNSOperations": 0i64,
+            "numSlowSSLOperations": 0i64,
+            "numRequests": net.requests.load(Ordering::Relaxed) as i64,
+        },
+        "opcounters": opcounters(o),
+        // No member replicates to this one: every counter stays 0, as on a standalone mongod.
+        "opcountersRepl": opcounters(&OpCounters::default()),
+        // siltd has no global lock: its writers take per-document and per-key locks (see
+        // `silt.transactions`). mongod's shapes are kept so that tools read them: nothing ever
+        // queues for a global lock, the clients running now are the active ones, and each
+        // operation counts as one intent acquisition, as each takes mongod's global lock
+        // once in an intent mode.
+        "globalLock": {
+            "totalTime": up.as_micros() as i64,
+            "currentQueue": { "total": 0, "readers": 0, "writers": 0 },
+            "activeClients": {
+                "total": (readers + writers) as i32,
+                "readers": readers as i32,
+                "writers": writers as i32,
+            },
+        },
+        "locks": {
+            "Global": { "acquireCount": { "r": reads as i64, "w": writes as i64 } },
+        },
+        "extra_info": extra_info(&status),
+        "mem": { "bits": 64, "resident": rss as i32, "virtual": virt as i32, "supported": true },
         "metrics": {
             "cursor": { "open": { "total": s.cursors.len() as i64 } },
             "fastUpdates": s.fast.metrics(),

@@ -15,6 +15,14 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
             continue;
         }
         match (k.as_str(), v) {
+            ("logLevel", _) => {
+                let n = match int_arg(cmd, k)? {
+                    Some(n) if (0..=5).contains(&n) => n as i32,
+                    _ => return Err(QueryError::bad_value("logLevel must be between 0 and 5")),
+                };
+                let was = crate::logging::set_level(n).map_err(QueryError::internal)?;
+                out.insert("was", was);
+            }
             ("fastUpdates", Bson::Boolean(b)) => {
                 let was = s.fast.enabled.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);

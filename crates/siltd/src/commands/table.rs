@@ -41,7 +41,29 @@ const USER_FIELDS: &[&str] = &[
     "comment",
 ];
 
+/// The fields `createRole` and `updateRole` both honour (`authenticationRestrictions` only
+/// when empty: siltd enforces none).
+const ROLE_FIELDS: &[&str] = &[
+    "privileges",
+    "roles",
+    "authenticationRestrictions",
+    "writeConcern",
+    "comment",
+];
+
 pub const TABLE: &[Command] = &[
+    Command {
+        name: "_mergeAuthzCollections",
+        aliases: &[],
+        fields: only(
+            &["tempUsersCollection", "tempRolesCollection", "drop", "db"],
+            &[],
+        ),
+        help: "merge users and roles restored into temporary collections (mongorestore)",
+        admin_only: true,
+        auth: Need::UserAdmin,
+        run: |s, _, c, _| super::merge_authz::merge_authz_collections(s, c),
+    },
     Command {
         name: "abortTransaction",
         aliases: &[],
@@ -216,11 +238,11 @@ pub const TABLE: &[Command] = &[
                 "viewOn",
                 "pipeline",
                 "collation",
+                "storageEngine",
+                "indexOptionDefaults",
             ],
             &[
                 "autoIndexId",
-                "storageEngine",
-                "indexOptionDefaults",
                 "recordPreImages",
                 "changeStreamPreAndPostImages",
                 "timeseries",
@@ -239,10 +261,9 @@ pub const TABLE: &[Command] = &[
         name: "createIndexes",
         aliases: &[],
         fields: only(
-            &["indexes"],
+            &["indexes", "ignoreUnknownIndexOptions"],
             &[
                 "v",
-                "ignoreUnknownIndexOptions",
                 "commitQuorum",
                 "isTimeseriesNamespace",
                 "collectionUUID",
@@ -252,6 +273,15 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Shape,
         run: |s, db, c, _| super::create_indexes::create_indexes(s, db, c),
+    },
+    Command {
+        name: "createRole",
+        aliases: &[],
+        fields: only(ROLE_FIELDS, &[]),
+        help: "create a role with privileges and inherited roles",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::create_role::create_role(s, db, c),
     },
     Command {
         name: "createUser",
@@ -338,6 +368,15 @@ pub const TABLE: &[Command] = &[
         run: |s, db, c, op| super::drop::drop(s, db, c, op),
     },
     Command {
+        name: "dropAllRolesFromDatabase",
+        aliases: &[],
+        fields: only(&["writeConcern", "comment"], &[]),
+        help: "drop every user-defined role of the database",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, _, _| super::drop_role::drop_all_roles_from_database(s, db),
+    },
+    Command {
         name: "dropAllUsersFromDatabase",
         aliases: &[],
         fields: only(&["writeConcern", "comment"], &[]),
@@ -374,6 +413,15 @@ pub const TABLE: &[Command] = &[
         run: |s, db, c, _| super::drop_partition::drop_partition(s, db, c),
     },
     Command {
+        name: "dropRole",
+        aliases: &[],
+        fields: only(&["writeConcern", "comment"], &[]),
+        help: "drop a user-defined role",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::drop_role::drop_role(s, db, c),
+    },
+    Command {
         name: "dropUser",
         aliases: &[],
         fields: only(&["writeConcern", "comment"], &[]),
@@ -399,6 +447,15 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Read,
         run: |s, db, c, _| super::explain::explain(s, db, c),
+    },
+    Command {
+        name: "features",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "the build's optional features",
+        admin_only: false,
+        auth: Need::Nothing,
+        run: |s, _, c, _| super::features::features(s, c),
     },
     Command {
         name: "find",
@@ -505,6 +562,15 @@ pub const TABLE: &[Command] = &[
         run: |s, _, _, _| super::get_cmd_line_opts::get_cmd_line_opts(s),
     },
     Command {
+        name: "getDefaultRWConcern",
+        aliases: &[],
+        fields: only(&["inMemory"], &[]),
+        help: "the default read and write concerns (replica sets)",
+        admin_only: true,
+        auth: Need::ClusterMonitor,
+        run: |s, _, c, _| super::rw_concern_defaults::get_default_rw_concern(s, c),
+    },
+    Command {
         name: "getLog",
         aliases: &[],
         fields: Fields::Any,
@@ -542,6 +608,24 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Inspect,
         run: |s, db, c, _| super::get_partition_info::get_partition_info(s, db, c),
+    },
+    Command {
+        name: "grantPrivilegesToRole",
+        aliases: &[],
+        fields: only(&["privileges", "writeConcern", "comment"], &[]),
+        help: "add privileges to a user-defined role",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::change_role::change_privileges(s, db, c, true),
+    },
+    Command {
+        name: "grantRolesToRole",
+        aliases: &[],
+        fields: only(&["roles", "writeConcern", "comment"], &[]),
+        help: "make a user-defined role inherit roles",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::change_role::change_roles(s, db, c, true),
     },
     Command {
         name: "grantRolesToUser",
@@ -659,6 +743,16 @@ pub const TABLE: &[Command] = &[
         run: |s, db, c, _| super::list_indexes::list_indexes(s, db, c),
     },
     Command {
+        name: "lockInfo",
+        aliases: &[],
+        fields: Fields::Any,
+        help:
+            "the lock-manager locks held and awaited (siltd keeps none of mongod's resource locks)",
+        admin_only: true,
+        auth: Need::ClusterMonitor,
+        run: |_, _, _, _| Ok(bson::doc! { "lockInfo": [] }),
+    },
+    Command {
         name: "logout",
         aliases: &[],
         fields: Fields::Any,
@@ -666,6 +760,15 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Nothing,
         run: |_, _, _, op| super::sasl::logout(op),
+    },
+    Command {
+        name: "logRotate",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "rename the log file aside and open a new one",
+        admin_only: true,
+        auth: Need::ClusterAdmin,
+        run: |_, _, c, _| super::log_rotate::log_rotate(c),
     },
     Command {
         name: "ping",
@@ -731,6 +834,24 @@ pub const TABLE: &[Command] = &[
         run: |s, _, _, _| super::repl_set_initiate::repl_set_initiate(s),
     },
     Command {
+        name: "revokePrivilegesFromRole",
+        aliases: &[],
+        fields: only(&["privileges", "writeConcern", "comment"], &[]),
+        help: "remove privileges from a user-defined role",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::change_role::change_privileges(s, db, c, false),
+    },
+    Command {
+        name: "revokeRolesFromRole",
+        aliases: &[],
+        fields: only(&["roles", "writeConcern", "comment"], &[]),
+        help: "remove inherited roles from a user-defined role",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::change_role::change_roles(s, db, c, false),
+    },
+    Command {
         name: "revokeRolesFromUser",
         aliases: &[],
         fields: only(&["roles", "writeConcern", "comment"], &[]),
@@ -738,6 +859,22 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::UserAdmin,
         run: |s, db, c, _| super::grant_roles::change_roles(s, db, c, false),
+    },
+    Command {
+        name: "rolesInfo",
+        aliases: &[],
+        fields: only(
+            &[
+                "showPrivileges",
+                "showBuiltinRoles",
+                "showAuthenticationRestrictions",
+            ],
+            &[],
+        ),
+        help: "describe roles, built-in and user-defined",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::roles_info::roles_info(s, db, c),
     },
     Command {
         name: "saslContinue",
@@ -765,6 +902,15 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::ClusterMonitor,
         run: |s, _, _, _| super::server_status::server_status(s),
+    },
+    Command {
+        name: "setDefaultRWConcern",
+        aliases: &[],
+        fields: only(&["defaultReadConcern", "defaultWriteConcern"], &[]),
+        help: "set the default read and write concerns (replica sets)",
+        admin_only: true,
+        auth: Need::ClusterAdmin,
+        run: |s, _, c, _| super::rw_concern_defaults::set_default_rw_concern(s, c),
     },
     Command {
         name: "setParameter",
@@ -826,6 +972,15 @@ pub const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Write,
         run: |s, db, c, op| super::update::update(s, db, c, op),
+    },
+    Command {
+        name: "updateRole",
+        aliases: &[],
+        fields: only(ROLE_FIELDS, &[]),
+        help: "replace a user-defined role's privileges or roles",
+        admin_only: false,
+        auth: Need::UserAdmin,
+        run: |s, db, c, _| super::create_role::update_role(s, db, c),
     },
     Command {
         name: "updateUser",

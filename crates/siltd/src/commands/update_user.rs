@@ -16,7 +16,7 @@ pub fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let pwd = password(cmd)?;
     let mechs = mechanisms(cmd)?;
     let roles = match cmd.get("roles") {
-        Some(v) => Some(parse_roles(Some(v), db, "updateUser")?),
+        Some(v) => Some(parse_roles(Some(v), db, "updateUser", &s.auth.roles)?),
         None => None,
     };
     let data = custom_data(cmd)?;
