@@ -26,7 +26,15 @@ pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         } else {
             vec![c.primary_index_doc()]
         };
-    out.extend(c.indexes().iter().map(|i| i.spec.to_doc()));
+    out.extend(c.indexes().iter().map(|i| {
+        let mut d = i.spec.to_doc();
+        // mongod never shows `unique` on `_id_` (it is implied), and mongorestore sends the
+        // spec back as `create`'s `idIndex`, where `unique` is not a valid field.
+        if i.spec.name == "_id_" {
+            d.remove("unique");
+        }
+        d
+    }));
     Ok(cursor_reply(
         &format!("{db}.$cmd.listIndexes.{coll}"),
         out,

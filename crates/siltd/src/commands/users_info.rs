@@ -1,5 +1,8 @@
 //! `usersInfo`: the users of a database (`1`), some of them (a name, `{user, db}`, or an
-//! array of these), or every database's (`{forAllDBs: true}`).
+//! array of these), or every database's (`{forAllDBs: true}`); with `filter` (a query over
+//! the reply's user documents), `showCredentials`, `showPrivileges` (the roles they inherit
+//! and the privileges they grant) and `showAuthenticationRestrictions` (always empty: siltd
+//! stores none).
 
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
@@ -7,7 +10,7 @@ use silt_query::QueryError;
 use crate::auth::User;
 use crate::state::{CmdResult, Server};
 
-fn describe(u: &User, credentials: bool) -> Document {
+fn describe(s: &Server, u: &User, opts: Show) -> Document {
     let mut d = doc! {
         "_id": u.id(),
         "userId": u.user_id.clone(),
@@ -19,12 +22,55 @@ fn describe(u: &User, credentials: bool) -> Document {
     if let Some(c) = &u.custom_data {
         d.insert("customData", c.clone());
     }
-    if credentials {
+    if opts.credentials {
         if let Ok(c) = u.to_doc().get_document("credentials") {
             d.insert("credentials", c.clone());
         }
     }
+    if opts.privileges {
+        let inherited: Vec<Bson> = s
+            .auth
+            .roles
+            .closure(&u.roles)
+            .iter()
+            .map(|r| Bson::Document(r.to_doc()))
+            .collect();
+        d.insert("inheritedRoles", inherited);
+        let privs: Vec<Bson> = s
+            .auth
+            .roles
+            .privileges(&u.roles)
+            .iter()
+            .map(|p| Bson::Document(p.to_doc()))
+            .collect();
+        d.insert("inheritedPrivileges", privs);
+    }
+    if opts.restrictions {
+        d.insert("authenticationRestrictions", Vec::<Bson>::new());
+        if opts.privileges {
+            d.insert("inheritedAuthenticationRestrictions", Vec::<Bson>::new());
+        }
+    }
     d
+}
+
+/// What `usersInfo` adds to each user.
+#[derive(Clone, Copy)]
+struct Show {
+    credentials: bool,
+    privileges: bool,
+    restrictions: bool,
+}
+
+fn flag(cmd: &Document, k: &str) -> Result<bool, QueryError> {
+    match cmd.get(k) {
+        None | Some(Bson::Null) => Ok(false),
+        Some(Bson::Boolean(b)) => Ok(*b),
+        Some(v) => Err(QueryError::type_mismatch(format!(
+            "BSON field 'usersInfo.{k}' is the wrong type '{}', expected type 'bool'",
+            silt_bson::compare::type_name(v)
+        ))),
+    }
 }
 
 /// One name of `usersInfo`: `(db, user)`.
@@ -44,21 +90,21 @@ fn named(v: &Bson, db: &str) -> Result<(String, String), QueryError> {
 }
 
 pub fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
-    for (k, v) in cmd {
-        let refused = match k.as_str() {
-            "showPrivileges" | "showAuthenticationRestrictions" => {
-                !matches!(v, Bson::Boolean(false))
-            }
-            "filter" => true,
-            _ => false,
-        };
-        if refused {
-            return Err(QueryError::bad_value(format!(
-                "usersInfo's '{k}' is not supported by siltd"
-            )));
+    let opts = Show {
+        credentials: flag(cmd, "showCredentials")?,
+        privileges: flag(cmd, "showPrivileges")?,
+        restrictions: flag(cmd, "showAuthenticationRestrictions")?,
+    };
+    let filter = match cmd.get("filter") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(f)) => Some(silt_query::matcher::Matcher::new(f)?),
+        Some(v) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'usersInfo.filter' is the wrong type '{}', expected type 'object'",
+                silt_bson::compare::type_name(v)
+            )))
         }
-    }
-    let creds = matches!(cmd.get("showCredentials"), Some(Bson::Boolean(true)));
+    };
     let users: Vec<User> = match cmd.get("usersInfo") {
         Some(Bson::Document(d)) if d.get_bool("forAllDBs") == Ok(true) => s.auth.users.list(None),
         Some(Bson::Array(names)) => {
@@ -81,5 +127,10 @@ pub fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ))
         }
     };
-    Ok(doc! { "users": users.iter().map(|u| describe(u, creds)).collect::<Vec<_>>() })
+    let users: Vec<Document> = users
+        .iter()
+        .map(|u| describe(s, u, opts))
+        .filter(|d| filter.as_ref().is_none_or(|m| m.matches(d)))
+        .collect();
+    Ok(doc! { "users": users })
 }
