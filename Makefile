@@ -1,17 +1,21 @@
 # One entry point. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: test test-rust test-compat test-bench check fmt clippy build run bench-engine bench-pymongo
+.PHONY: test test-rust test-compat test-shell test-bench check fmt clippy build run bench-engine bench-pymongo
 
-# Every test: the Rust tests, the pymongo compatibility suite against a real siltd, and the
-# benchmark harness's smoke test (its peers only where they are built).
-test: test-rust test-compat test-bench
+# Every test: the Rust tests, the pymongo compatibility suite against a real siltd, the shell
+# helpers through a real mongosh, and the benchmark harness's smoke test (its peers only where
+# they are built).
+test: test-rust test-compat test-shell test-bench
 
 test-rust:
 	$(CARGO) test --workspace --release
 
 test-compat:
 	bash tests/compat/run.sh
+
+test-shell:
+	bash tests/shell/run.sh
 
 test-bench:
 	bash bench/smoke.sh

@@ -18,6 +18,9 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             }
             "quiet" => Some(Bson::Boolean(false)),
             "logLevel" => Some(Bson::Int32(crate::logging::level())),
+            "logComponentVerbosity" => Some(Bson::Document(
+                doc! { "verbosity": crate::logging::level() },
+            )),
             "authSchemaVersion" => Some(Bson::Int32(crate::auth::system_docs::AUTH_SCHEMA_VERSION)),
             "maxBSONDepth" => Some(Bson::Int32(100)),
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
@@ -48,6 +51,7 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "featureCompatibilityVersion",
         "quiet",
         "logLevel",
+        "logComponentVerbosity",
         "authSchemaVersion",
         "maxBSONDepth",
         "cursorTimeoutMillis",

@@ -23,6 +23,26 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 let was = crate::logging::set_level(n).map_err(QueryError::internal)?;
                 out.insert("was", was);
             }
+            // mongosh's `db.setLogLevel(n)`: the top-level verbosity is siltd's one level; a
+            // component's own verbosity is accepted (logging changes no answer), and siltd
+            // logs every component at the top level.
+            ("logComponentVerbosity", Bson::Document(d)) => {
+                let was = crate::logging::level();
+                if let Some(v) = d.get("verbosity") {
+                    match silt_bson::compare::as_num(v) {
+                        Some(silt_bson::compare::Num::Int(n)) if (-1..=5).contains(&n) => {
+                            crate::logging::set_level(n.max(0) as i32)
+                                .map_err(QueryError::internal)?;
+                        }
+                        _ => {
+                            return Err(QueryError::bad_value(
+                                "verbosity must be a number between -1 and 5",
+                            ))
+                        }
+                    }
+                }
+                out.insert("was", bson::doc! { "verbosity": was });
+            }
             ("fastUpdates", Bson::Boolean(b)) => {
                 let was = s.fast.enabled.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);
