@@ -6,7 +6,7 @@ documents, indexes, users and roles.
 The tools are built from MongoDB's mongo-tools source (its Go module cannot come from the
 module proxy, so `make test` cannot build them); see docs/tools.md for how. Run:
 
-    target/compat-venv/bin/python tests/tools/roundtrip.py --tools DIR [--auth] [--replset]
+    target/compat-venv/bin/python tests/tools/roundtrip.py --tools DIR [--auth] [--replset] [--tls]
 
 DIR holds the mongodump, mongorestore, mongostat, mongotop, mongoexport, mongoimport and
 mongofiles binaries. Prints one line per tool run with its exit status, then the comparison.
@@ -66,6 +66,27 @@ def snapshot(c):
     return out, users, roles
 
 
+def make_pki():
+    """A throwaway authority and a certificate for 127.0.0.1 (as test_tls.py makes them)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from test_tls import _cert, _pem
+
+    d = tempfile.mkdtemp(prefix="silt-tools-tls-")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("silt test CA", ca_key, "silt test CA", ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    srv = _cert("localhost", key, "silt test CA", ca_key,
+                san=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    paths = (os.path.join(d, "ca.pem"), os.path.join(d, "server.pem"))
+    for path, data in zip(paths, (_pem(ca), _pem(srv, key))):
+        with open(path, "wb") as f:
+            f.write(data)
+    return paths
+
+
 def run(tool_dir, name, *args):
     p = subprocess.run([os.path.join(tool_dir, name), *args], capture_output=True, text=True)
     print(f"{name} {' '.join(args)}: exit {p.returncode}")
@@ -79,17 +100,24 @@ def main():
     ap.add_argument("--tools", required=True)
     ap.add_argument("--auth", action="store_true")
     ap.add_argument("--replset", action="store_true")
+    ap.add_argument("--tls", action="store_true")
     a = ap.parse_args()
     extra = (["--auth"] if a.auth else []) + (["--replSet", "rs0"] if a.replset else [])
+    kw = {"directConnection": True}
+    params = "directConnection=true"
+    if a.tls:
+        ca, server = make_pki()
+        extra += ["--tlsMode", "requireTLS", "--tlsCertificateKeyFile", server]
+        kw.update(tls=True, tlsCAFile=ca)
+        params += f"&tls=true&tlsCAFile={ca}"
     s = Siltd(extra=extra).start()
     failures = 0
     try:
-        kw = {"directConnection": True}
-        uri = f"mongodb://127.0.0.1:{s.port}/?directConnection=true"
+        uri = f"mongodb://127.0.0.1:{s.port}/?{params}"
         if a.auth:
             s.client(**kw).admin.command("createUser", "root", pwd="rootpw", roles=["root"])
             kw.update(username="root", password="rootpw", authSource="admin")
-            uri = f"mongodb://root:rootpw@127.0.0.1:{s.port}/?authSource=admin&directConnection=true"
+            uri = f"mongodb://root:rootpw@127.0.0.1:{s.port}/?authSource=admin&{params}"
         c = s.client(**kw)
         populate(c)
         before = snapshot(c)
