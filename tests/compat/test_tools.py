@@ -353,3 +353,129 @@ def test_merge_authz_collections_restores_users_and_roles(authed):
     assert [u["user"] for u in root.app.command("usersInfo", 1)["users"]] == ["appuser"]
     # Other databases' users are untouched.
     assert root.admin.command("usersInfo", "root")["users"]
+
+
+def test_what_mongorestore_and_old_dumps_send(db):
+    """Options of older servers that change no answer: accepted as mongod accepts them."""
+    db.command("create", "a", autoIndexId=True, flags=1)
+    assert "flags" not in db.a.options() and "autoIndexId" not in db.a.options()
+    assert code_of(lambda: db.command("create", "b", autoIndexId=False)) == 50001
+    # `{_id: 1}` in any numeric type is the plain `_id` index.
+    db.command("create", "c", idIndex={"key": {"_id": 1.0}, "name": "_id_"})
+    db.command("create", "d", idIndex={"key": {"_id": Int64(1)}, "name": "_id_", "v": 2})
+    assert code_of(lambda: db.command("create", "e", idIndex={"key": {"_id": 1}, "name": "_id_", "x": 1})) == 197
+    assert code_of(lambda: db.command("create", "e", idIndex={"key": {"_id": -1}, "name": "_id_"})) == 2
+    # dropDups: accepted and dropped, as mongod does.
+    db.command("createIndexes", "a", indexes=[{"key": {"k": 1}, "name": "k_1", "unique": True, "dropDups": True}])
+    assert "dropDups" not in [i for i in db.a.list_indexes() if i["name"] == "k_1"][0]
+    # Pre- and post-images are kept in the options (only change streams read them).
+    db.command("create", "img", changeStreamPreAndPostImages={"enabled": True})
+    assert db.img.options()["changeStreamPreAndPostImages"] == {"enabled": True}
+    db.command("collMod", "img", changeStreamPreAndPostImages={"enabled": False})
+    assert "changeStreamPreAndPostImages" not in db.img.options()
+    db.command("collMod", "img", changeStreamPreAndPostImages={"enabled": True})
+    assert db.img.options()["changeStreamPreAndPostImages"] == {"enabled": True}
+    assert code_of(lambda: db.command("create", "x", changeStreamPreAndPostImages={"on": 1})) == 9
+    # Internal arguments that change nothing on one node, and the inverted default.
+    db.command("find", "a", mirrored=True, sampleId=bson_uuid(), readOnce=True)
+    db.command("insert", "a", documents=[{"_id": 9}], allowImplicitCollectionCreation=True)
+    assert code_of(lambda: db.command("insert", "zz", documents=[{}], allowImplicitCollectionCreation=False)) == 238
+    db.command("listCollections", includePendingDrops=True)
+    db.command("findAndModify", "a", query={"_id": 9}, update={"$set": {"x": 1}}, batchSize=1, singleBatch=True)
+    # No plan cache: an empty one.
+    assert list(db.a.aggregate([{"$planCacheStats": {}}])) == []
+    assert code_of(lambda: list(db.a.aggregate([{"$match": {}}, {"$planCacheStats": {}}]))) == 40602
+    # A background validate answers as the foreground one; with full, refused as by mongod.
+    assert db.command("validate", "a", background=True)["valid"] is True
+    assert code_of(lambda: db.command("validate", "a", background=True, full=True)) == 72
+    # commitQuorum needs a replica set.
+    assert code_of(lambda: db.command("createIndexes", "a", indexes=[{"key": {"q": 1}, "name": "q_1"}],
+                                      commitQuorum="majority")) == 2
+
+
+def bson_uuid():
+    import uuid
+
+    from bson.binary import Binary
+    return Binary.from_uuid(uuid.uuid4())
+
+
+def test_replica_set_quorums_and_linearizable_reads():
+    s = Siltd(extra=["--replSet", "rs0"]).start()
+    try:
+        db = s.client(directConnection=True).t
+        db.c.insert_one({"_id": 1})
+        for q in ("votingMembers", "majority", 1, 0):
+            db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1"}], commitQuorum=q)
+        assert code_of(lambda: db.command("createIndexes", "c", indexes=[{"key": {"b": 1}, "name": "b_1"}],
+                                          commitQuorum=2)) == 100
+        r = db.command("find", "c", readConcern={"level": "linearizable"})
+        assert r["cursor"]["firstBatch"] == [{"_id": 1}]
+    finally:
+        s.stop()
+        s.cleanup()
+
+
+def test_own_operations_and_effective_users(authed):
+    root = login(authed, "root", "rootpw")
+    root.ops.command("createUser", "worker", pwd="w", roles=["readWrite"])
+    worker = login(authed, "worker", "w", "ops")
+    # Without inprog, only one's own operations: $ownOps and $currentOp without allUsers.
+    mine = worker.admin.command({"currentOp": 1, "$ownOps": True})["inprog"]
+    assert mine and all(o["effectiveUsers"] == [{"user": "worker", "db": "ops"}] for o in mine)
+    assert code_of(lambda: worker.admin.command("currentOp")) == 13
+    agg = list(worker.admin.aggregate([{"$currentOp": {}}]))
+    assert agg and all(o["effectiveUsers"] == [{"user": "worker", "db": "ops"}] for o in agg)
+    assert code_of(lambda: list(worker.admin.aggregate([{"$currentOp": {"allUsers": True}}]))) == 13
+    every = list(root.admin.aggregate([{"$currentOp": {"allUsers": True, "idleConnections": True}}]))
+    assert {"user": "worker", "db": "ops"} in [u for o in every for u in o.get("effectiveUsers", [])]
+
+
+def test_restricted_users_are_not_restored_unrestricted(authed):
+    root = login(authed, "root", "rootpw")
+    root.admin.tempusers.drop()
+    root.admin.tempusers.insert_one({
+        "_id": "r.restricted", "userId": bson_uuid(), "user": "restricted", "db": "r",
+        "credentials": {}, "roles": [],
+        "authenticationRestrictions": [{"clientSource": ["10.0.0.0/8"]}]})
+    assert code_of(lambda: root.admin.command("_mergeAuthzCollections", tempUsersCollection="admin.tempusers",
+                                              drop=False, db="")) == 238
+    root.admin.tempusers.drop()
+    assert root.r.command("usersInfo", "restricted")["users"] == []
+
+
+def test_packaged_mongod_conf_settings_start():
+    """Settings of the mongod.conf that MongoDB's packages install, and common tuning of
+    another engine: accepted, they change nothing here."""
+    s = Siltd()
+    conf = os.path.join(s.dbpath, "mongod.conf")
+    with open(conf, "w") as f:
+        f.write("""
+storage:
+  wiredTiger:
+    engineConfig:
+      cacheSizeGB: 1
+    collectionConfig:
+      blockCompressor: zstd
+net:
+  ipv6: true
+  compression:
+    compressors: zstd,snappy
+processManagement:
+  timeZoneInfo: /usr/share/zoneinfo
+replication:
+  oplogSizeMB: 1024
+security:
+  javascriptEnabled: false
+systemLog:
+  timeStampFormat: iso8601-utc
+setParameter:
+  diagnosticDataCollectionEnabled: false
+""")
+    s.extra = ["--config", conf]
+    s.start()
+    try:
+        assert s.client().admin.command("ping")["ok"] == 1
+    finally:
+        s.stop()
+        s.cleanup()

@@ -203,13 +203,16 @@ fn shown_command(cmd: &Document, limit: usize) -> Document {
 }
 
 /// Which entries a report holds, and how.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReportOptions {
     /// Also connections that run nothing (`$all`, `idleConnections`).
     pub idle_connections: bool,
     /// Cut command documents above [`TRUNCATE_OPS_BYTES`] (else above
     /// [`MAX_OP_COMMAND_BYTES`]).
     pub truncate_ops: bool,
+    /// Only the operations and connections of this user, `(db, user)` (`$ownOps`, or
+    /// `$currentOp` without `allUsers` under `--auth`).
+    pub only_user: Option<(String, String)>,
 }
 
 impl Ops {
@@ -309,8 +312,16 @@ impl Ops {
         };
         let mut out = Vec::with_capacity(ops.len());
         let mut busy = std::collections::HashSet::new();
+        let mine = |info: &ConnInfo| {
+            opts.only_user
+                .as_ref()
+                .is_none_or(|u| info.auth.user().as_ref() == Some(u))
+        };
         for op in &ops {
             busy.insert(op.conn.id);
+            if !mine(&op.conn) {
+                continue;
+            }
             let mut d = client_fields(host, &op.conn, conns.get(&op.conn.id), true, &wall);
             let running = now.saturating_duration_since(op.started);
             d.insert("opid", op.opid as i32);
@@ -346,7 +357,10 @@ impl Ops {
             out.push(d);
         }
         if opts.idle_connections {
-            for c in conns.values().filter(|c| !busy.contains(&c.info.id)) {
+            for c in conns
+                .values()
+                .filter(|c| !busy.contains(&c.info.id) && mine(&c.info))
+            {
                 out.push(client_fields(host, &c.info, Some(c), false, &wall));
             }
         }
@@ -369,6 +383,11 @@ fn client_fields(
         "connectionId": info.id as i64,
         "client": info.peer.clone(),
     };
+    // The connection's user, as mongod shows it (its auth lock is a leaf: nothing is locked
+    // while it is held).
+    if let Some((db, user)) = info.auth.user() {
+        d.insert("effectiveUsers", vec![doc! { "user": user, "db": db }]);
+    }
     if let Some(meta) = conn.and_then(|c| c.metadata.as_ref()) {
         if let Ok(app) = meta
             .get_document("application")
@@ -408,8 +427,9 @@ mod tests {
             let opts = ReportOptions {
                 idle_connections: false,
                 truncate_ops: true,
+                only_user: None,
             };
-            let r = ops.report("h:1", opts);
+            let r = ops.report("h:1", opts.clone());
             assert_eq!(r.len(), 1);
             let d = &r[0];
             assert_eq!(d.get_str("op").unwrap(), "command");
@@ -444,7 +464,8 @@ mod tests {
                 "h",
                 ReportOptions {
                     idle_connections: false,
-                    truncate_ops: true
+                    truncate_ops: true,
+                    only_user: None,
                 }
             )
             .is_empty());

@@ -175,8 +175,9 @@ struct ReadConcern {
     at: Option<Timestamp>,
 }
 
-/// Read concern levels and fields: on one node every level but `linearizable` is met by
-/// reading committed data; `snapshot` needs a replica set (as in mongod). `now` is the
+/// Read concern levels and fields: on one node every level is met by reading committed data
+/// (the only member is the primary, so `linearizable` is too); `snapshot` and
+/// `linearizable` need a replica set (123 NotAReplicaSet, as in mongod). `now` is the
 /// current cluster time of a replica set (`None`: standalone): every acknowledged write is
 /// visible to every read, so `afterClusterTime` up to it is met at once, and one past it is
 /// refused as mongod refuses it.
@@ -191,16 +192,13 @@ fn parse_read_concern(rc: Option<&Document>, now: Option<Timestamp>) -> QResult<
         match (k.as_str(), v) {
             ("level", Bson::String(l)) => match l.as_str() {
                 "local" | "available" | "majority" => out.level = Some(l.clone()),
-                "snapshot" if repl => out.level = Some(l.clone()),
+                "snapshot" | "linearizable" if repl => out.level = Some(l.clone()),
                 "snapshot" | "linearizable" => {
-                    return Err(QueryError::not_implemented(format!(
-                        "readConcern level '{l}' is not supported by siltd{}",
-                        if l == "snapshot" {
-                            " without --replSet"
-                        } else {
-                            ""
-                        }
-                    )))
+                    return Err(QueryError::coded(
+                        123,
+                        "NotAReplicaSet",
+                        format!("node needs to be a replica set member to use readConcern: {l}"),
+                    ))
                 }
                 other => {
                     return Err(QueryError::failed_to_parse(format!(
@@ -584,7 +582,7 @@ fn statement(
                 "readConcern atClusterTime in a transaction is not supported by siltd",
             ));
         }
-        if matches!(rc.level.as_deref(), Some("available")) {
+        if matches!(rc.level.as_deref(), Some("available" | "linearizable")) {
             return Outcome::err(QueryError::invalid_options(
                 "The readConcern level must be either 'local' (default), 'majority' or 'snapshot' in order to run in a transaction",
             ));

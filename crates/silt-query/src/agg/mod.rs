@@ -74,7 +74,12 @@ impl AggContext for NoCollections {
 pub type DocStream<'a> = Box<dyn Iterator<Item = QResult<Document>> + 'a>;
 
 /// Stages that only the server can produce, as the first stage.
-const SERVER_STAGES: &[&str] = &["$collStats", "$indexStats", "$listLocalSessions"];
+const SERVER_STAGES: &[&str] = &[
+    "$collStats",
+    "$indexStats",
+    "$listLocalSessions",
+    "$planCacheStats",
+];
 
 /// Stages MongoDB has that SiltDB does not implement.
 const UNSUPPORTED_STAGES: &[&str] = &[
@@ -87,7 +92,6 @@ const UNSUPPORTED_STAGES: &[&str] = &[
     "$currentOp",
     "$listSessions",
     "$listSearchIndexes",
-    "$planCacheStats",
     "$changeStream",
     "$changeStreamSplitLargeEvent",
     "$shardedDataDistribution",

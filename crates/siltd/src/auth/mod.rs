@@ -5,8 +5,9 @@
 //! at all, a client on the loopback interface may create the first one (the localhost
 //! exception) and do nothing else.
 //!
-//! Lock order: a connection's [`ConnAuth`] lock is never held while [`Users`] is locked for
-//! writing; it is taken alone, and released before anything else is locked.
+//! Lock order: a connection's [`ConnAuth`] lock is a leaf. Nothing is locked while it is held
+//! (it is released before [`Users`] or [`RoleDefs`] is locked); it may be taken under other
+//! locks (`currentOp` reads a connection's user under the operation table's connection lock).
 
 pub mod privileges;
 pub mod role_defs;
@@ -346,7 +347,25 @@ fn needs(c: &crate::commands::Command, db: &str, cmd: &Document) -> Vec<(Need, S
                 }
             }
         }
+        "currentOp" if cmd.get_bool("$ownOps") == Ok(true) => {
+            // Anyone may list their own operations.
+            out[0].0 = Need::Authenticated;
+        }
         "aggregate" => {
+            let current_op = cmd
+                .get_array("pipeline")
+                .ok()
+                .and_then(|p| p.first())
+                .and_then(|st| st.as_document())
+                .and_then(|st| st.get_document("$currentOp").ok());
+            if let Some(spec) = current_op {
+                // Everyone's operations need `inprog`; one's own, nothing more.
+                out[0].0 = if spec.get_bool("allUsers") == Ok(true) {
+                    Need::ClusterMonitor
+                } else {
+                    Need::Authenticated
+                };
+            }
             if let Ok(stages) = cmd.get_array("pipeline") {
                 for st in stages {
                     let Bson::Document(st) = st else { continue };

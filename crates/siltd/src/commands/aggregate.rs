@@ -53,7 +53,7 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let mut stages = lets.stages(&pipeline_arg(cmd)?);
     let writer = super::agg_write::split(&mut stages, db)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
-    for first_only in ["$currentOp", "$indexStats", "$collStats"] {
+    for first_only in ["$currentOp", "$indexStats", "$collStats", "$planCacheStats"] {
         if stages.iter().skip(1).any(|st| st.contains_key(first_only)) {
             return Err(QueryError::located(
                 40602,
@@ -71,7 +71,7 @@ pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                 "$currentOp must be run against the 'admin' database with {aggregate: 1}",
             ));
         }
-        return current_op_stage(s, cmd, &stages);
+        return current_op_stage(s, cmd, &stages, op);
     }
     let coll = match cmd.get("aggregate") {
         Some(Bson::String(_)) => coll_arg(db, cmd, "aggregate")?,
@@ -126,9 +126,10 @@ fn reply(s: &Server, ns: &str, cursor_opts: &Document, out: Vec<Document>) -> Cm
 /// `[{$currentOp: {...}}, ...]` on `admin` with `aggregate: 1`: the operations in flight (see
 /// `ops`), then the rest of the pipeline. Options: `idleConnections` (default false) adds
 /// idle connections, `truncateOps` (default false) cuts command documents at 1 KB;
-/// `allUsers`, `idleCursors`, `idleSessions`, `localOps` and `backtrace` are accepted (there
-/// are no users, sessions or shards to tell apart).
-fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResult {
+/// without `allUsers` under `--auth` only the caller's own operations are shown;
+/// `idleCursors`, `idleSessions`, `localOps` and `backtrace` are accepted (there are no
+/// sessions or shards to tell apart).
+fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document], op: &Ctx) -> CmdResult {
     let spec = match stages[0].get("$currentOp") {
         Some(Bson::Document(d)) => d,
         _ => {
@@ -140,7 +141,9 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
     let mut opts = crate::ops::ReportOptions {
         idle_connections: false,
         truncate_ops: false,
+        only_user: None,
     };
+    let mut all_users = false;
     for (k, v) in spec {
         let Bson::Boolean(b) = v else {
             return Err(QueryError::failed_to_parse(format!(
@@ -150,7 +153,8 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
         match k.as_str() {
             "idleConnections" => opts.idle_connections = *b,
             "truncateOps" => opts.truncate_ops = *b,
-            "allUsers" | "idleCursors" | "idleSessions" | "localOps" | "backtrace" => {}
+            "allUsers" => all_users = *b,
+            "idleCursors" | "idleSessions" | "localOps" | "backtrace" => {}
             _ => {
                 return Err(QueryError::located(
                     40415,
@@ -158,6 +162,9 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document]) -> CmdResul
                 ))
             }
         }
+    }
+    if s.auth.enabled && !all_users {
+        opts.only_user = op.auth.user();
     }
     let cursor_opts = cursor_arg(cmd)?;
     let pipeline = silt_query::agg::parse_pipeline(&stages[1..])?;
@@ -362,6 +369,17 @@ fn pipeline_docs(
                 &stages[1..],
                 super::index_stats::index_stats(s, &ns, &spec)?,
             )
+        } else if first.as_deref() == Some("$planCacheStats") {
+            // siltd chooses plans by a fixed rule and caches none: the cache is empty.
+            match stages[0].get("$planCacheStats") {
+                Some(Bson::Document(d)) if d.keys().all(|k| k == "allHosts") => {}
+                _ => {
+                    return Err(QueryError::failed_to_parse(
+                        "$planCacheStats takes an object with at most 'allHosts'",
+                    ))
+                }
+            }
+            (&stages[1..], Vec::new())
         } else {
             (&stages[..], Vec::new())
         };
@@ -372,7 +390,10 @@ fn pipeline_docs(
         deadline: dl,
         snap: op.snap.clone(),
     };
-    let out = if matches!(first.as_deref(), Some("$collStats" | "$indexStats")) {
+    let out = if matches!(
+        first.as_deref(),
+        Some("$collStats" | "$indexStats" | "$planCacheStats")
+    ) {
         pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
     } else {
         let filter = pipeline.leading_match().cloned().unwrap_or_default();

@@ -46,32 +46,49 @@ const GENERIC: &[&str] = &[
     "$audit",
     "$client",
     "mayBypassWriteBlocking",
+    // Sent by other cluster members; on one node they change no answer: `$queryOptions`
+    // carries a read preference, the others ask for replication or sharding metadata.
+    "$queryOptions",
+    "$replData",
+    "$oplogQueryData",
+    "$configServerState",
+    "$configTime",
+    "$topologyTime",
+    // Marks a mirrored read or a sampled query: the reply is the same.
+    "mirrored",
+    "sampleId",
 ];
 
 /// Generic arguments of sessions that only replica sets and mongos honour.
 const SESSION: &[&str] = &["txnNumber", "autocommit", "startTransaction", "stmtId"];
 
 /// Internal generic arguments MongoDB accepts from other cluster members, none of which a
-/// single siltd honours.
+/// single siltd honours (those that change no answer are in [`GENERIC`]).
 const INTERNAL: &[&str] = &[
-    "$configServerState",
     "allowImplicitCollectionCreation",
-    "$oplogQueryData",
-    "$queryOptions",
-    "$replData",
     "databaseVersion",
     "shardVersion",
     "tracking_info",
     "coordinator",
     "maxTimeMSOpOnly",
-    "$configTime",
-    "$topologyTime",
     "txnRetryCounter",
     "$tenant",
 ];
 
-fn is_default(v: &Bson) -> bool {
-    matches!(v, Bson::Null | Bson::Undefined | Bson::Boolean(false))
+/// Refused fields whose default is `true` (so `true` is accepted and `false` refused).
+const DEFAULT_TRUE: &[&str] = &["allowImplicitCollectionCreation"];
+
+/// Whether field `k` carries its default: `false` or `null` for most refused fields, `true`
+/// for those in [`DEFAULT_TRUE`], `{enabled: false}` for the change-stream image options.
+fn is_default(k: &str, v: &Bson) -> bool {
+    if DEFAULT_TRUE.contains(&k) {
+        return matches!(v, Bson::Null | Bson::Undefined | Bson::Boolean(true));
+    }
+    match v {
+        Bson::Null | Bson::Undefined | Bson::Boolean(false) => true,
+        Bson::Document(d) => d.len() == 1 && d.get("enabled") == Some(&Bson::Boolean(false)),
+        _ => false,
+    }
 }
 
 /// 238 NotImplemented for a field MongoDB knows and siltd does not implement.
@@ -105,7 +122,7 @@ pub fn check(name: &str, fields: Fields, cmd: &Document) -> Result<(), QueryErro
             continue;
         }
         if refused.contains(&k) || INTERNAL.contains(&k) {
-            if is_default(v) {
+            if is_default(k, v) {
                 continue;
             }
             return Err(not_implemented(&format!("{}.{k}", label(name))));
@@ -128,7 +145,7 @@ pub fn check_statement(
             continue;
         }
         if refused.contains(&k) {
-            if is_default(v) {
+            if is_default(k, v) {
                 continue;
             }
             return Err(not_implemented(&format!("{path}.{k}")));

@@ -24,12 +24,18 @@ pub fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         )));
     };
     let mut reply = Document::new();
-    if ["validator", "validationLevel", "validationAction"]
-        .iter()
-        .any(|k| cmd.contains_key(*k))
+    if [
+        "validator",
+        "validationLevel",
+        "validationAction",
+        "changeStreamPreAndPostImages",
+    ]
+    .iter()
+    .any(|k| cmd.contains_key(*k))
     {
         let mut options = c.options();
         super::create::add_validation_options(cmd, &mut options)?;
+        super::create::pre_and_post_images(cmd, "collMod", &mut options)?;
         s.store.set_options(&ns, options).map_err(coll_err)?;
     }
     if let Some(ix) = cmd.get("index") {

@@ -121,22 +121,42 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     }
     if let Some(Bson::Document(id)) = cmd.get("idIndex") {
         // mongorestore sends the `_id` index it dumped (with the collection's collation);
-        // any other `_id` index is refused.
+        // any other `_id` index is refused, with mongod's errors.
+        if let Some(k) = id
+            .keys()
+            .find(|k| !matches!(k.as_str(), "key" | "name" | "v" | "ns" | "collation"))
+        {
+            return Err(QueryError::invalid_index_specification_option(format!(
+                "The field '{k}' is not valid for an _id index specification. Specification: {id}"
+            )));
+        }
+        // `{_id: 1}` in any numeric type (`1.0`, `NumberLong(1)`), as mongod compares it.
+        let ascending_id = id.get_document("key").is_ok_and(|k| {
+            k.len() == 1
+                && match k.get("_id").and_then(silt_bson::compare::as_num) {
+                    Some(silt_bson::compare::Num::Int(1)) => true,
+                    Some(silt_bson::compare::Num::Float(f)) => f == 1.0,
+                    _ => false,
+                }
+        });
+        if !ascending_id {
+            return Err(QueryError::bad_value(format!(
+                "The _id index must have key {{ _id: 1 }}, not {id}"
+            )));
+        }
         let same_collation = match id.get("collation") {
             None => collation.is_none(),
             Some(c) => {
                 silt_query::collation::same(Collation::parse(c)?.as_ref(), collation.as_ref())
             }
         };
-        let plain = id.get_document("key").ok() == Some(&bson::doc! {"_id": 1})
-            && same_collation
-            && id
-                .keys()
-                .all(|k| matches!(k.as_str(), "key" | "name" | "v" | "ns" | "collation"));
-        if !plain {
-            return Err(super::args::not_implemented("create.idIndex"));
+        if !same_collation {
+            return Err(QueryError::bad_value(
+                "'idIndex' must have the same collation as the collection.",
+            ));
         }
     }
+    legacy_options(db, &coll, cmd, &mut options)?;
     add_validation_options(cmd, &mut options)?;
     engine_options(cmd, &mut options)?;
     match cmd.get("clusteredIndex") {
@@ -185,6 +205,78 @@ pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
         )),
         Err(other) => Err(coll_err(other)),
     }
+}
+
+/// Options of older servers and of change streams that change no answer here:
+/// `autoIndexId: true` (the default; mongorestore sends it), `flags` (an MMAPv1 setting mongod
+/// ignores), and `changeStreamPreAndPostImages`.
+fn legacy_options(db: &str, coll: &str, cmd: &Document, options: &mut Document) -> QResult<()> {
+    match cmd.get("autoIndexId") {
+        None | Some(Bson::Null) | Some(Bson::Boolean(true)) => {}
+        Some(Bson::Boolean(false)) if db == "local" => {
+            return Err(super::args::not_implemented("create.autoIndexId"))
+        }
+        Some(Bson::Boolean(false)) => {
+            return Err(QueryError::located(
+                50001,
+                format!(
+                    "autoIndexId:false is not allowed for collection {db}.{coll} because it can \
+                     be replicated"
+                ),
+            ))
+        }
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'create.autoIndexId' is the wrong type '{}', expected type 'bool'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    }
+    if let Some(v) = cmd.get("flags") {
+        if silt_bson::compare::as_num(v).is_none() && !matches!(v, Bson::Null) {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'create.flags' is the wrong type '{}', expected a number",
+                silt_bson::compare::type_name(v)
+            )));
+        }
+    }
+    pre_and_post_images(cmd, "create", options)
+}
+
+/// `changeStreamPreAndPostImages: {enabled}` of `create` and `collMod`: kept in the options
+/// while enabled, as mongod keeps it (only change streams, which siltd refuses, read images).
+pub(super) fn pre_and_post_images(
+    cmd: &Document,
+    command: &str,
+    options: &mut Document,
+) -> QResult<()> {
+    match cmd.get("changeStreamPreAndPostImages") {
+        None | Some(Bson::Null) => {}
+        Some(Bson::Document(d)) => match (d.get("enabled"), d.len()) {
+            (Some(Bson::Boolean(true)), 1) => {
+                options.insert(
+                    "changeStreamPreAndPostImages",
+                    bson::doc! { "enabled": true },
+                );
+            }
+            (Some(Bson::Boolean(false)), 1) => {
+                options.remove("changeStreamPreAndPostImages");
+            }
+            _ => {
+                return Err(QueryError::failed_to_parse(format!(
+                    "changeStreamPreAndPostImages must be {{enabled: <bool>}}, not {d}"
+                )))
+            }
+        },
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{command}.changeStreamPreAndPostImages' is the wrong type '{}', \
+                 expected type 'object'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
+    }
+    Ok(())
 }
 
 /// A `storageEngine` document: one embedded document per engine name, as mongod checks it

@@ -6,8 +6,8 @@ use silt_query::QueryError;
 use super::common::coll_arg;
 use crate::state::{coll_err, CmdResult, Server};
 
-/// Index options siltd honours (`clustering` is siltd's; `background`, `v` and `ns` are
-/// accepted and ignored, as MongoDB ignores them).
+/// Index options siltd honours (`clustering` is siltd's; `background`, `v`, `ns` and
+/// `dropDups` are accepted and ignored, as MongoDB ignores them).
 const INDEX_HONOURED: &[&str] = &[
     "key",
     "name",
@@ -27,6 +27,9 @@ const INDEX_HONOURED: &[&str] = &[
     "ns",
 ];
 
+/// Options of older servers that mongod accepts and drops: not kept in the spec.
+const INDEX_DROPPED: &[&str] = &["dropDups"];
+
 /// Index options MongoDB knows and siltd does not implement: refused unless default.
 const INDEX_REFUSED: &[&str] = &[
     "2dsphereIndexVersion",
@@ -38,10 +41,41 @@ const INDEX_REFUSED: &[&str] = &[
     "columnstoreProjection",
     "coarsestIndexedLevel",
     "finestIndexedLevel",
-    "dropDups",
     "clustered",
     "prepareUnique",
 ];
+
+/// `commitQuorum`: how many members must be ready before a build commits. A standalone
+/// refuses it as mongod does; a one-member set meets every quorum of one member.
+fn commit_quorum(s: &Server, cmd: &Document) -> Result<(), QueryError> {
+    let Some(q) = cmd.get("commitQuorum") else {
+        return Ok(());
+    };
+    if s.repl.is_none() {
+        return Err(QueryError::bad_value(
+            "Standalones can't specify commitQuorum",
+        ));
+    }
+    match q {
+        Bson::String(m) if m == "votingMembers" || m == "majority" => Ok(()),
+        Bson::String(m) => Err(QueryError::coded(
+            79,
+            "UnknownReplWriteConcern",
+            format!("No write concern mode named '{m}' found in replica set configuration"),
+        )),
+        v => match silt_bson::compare::as_num(v) {
+            Some(silt_bson::compare::Num::Int(0 | 1)) => Ok(()),
+            Some(silt_bson::compare::Num::Int(n)) if n > 1 => Err(QueryError::coded(
+                100,
+                "UnsatisfiableCommitQuorum",
+                format!("Not enough data-bearing nodes to satisfy commit quorum of {n}"),
+            )),
+            _ => Err(QueryError::failed_to_parse(
+                "commitQuorum must be a non-negative number or a string",
+            )),
+        },
+    }
+}
 
 /// Lower this thread's CPU priority (nice 10; on Linux the nice value is per thread). An
 /// unprivileged thread cannot raise it again, so only a thread that ends with its work does
@@ -77,6 +111,7 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             )))
         }
     };
+    commit_quorum(s, cmd)?;
     let mut parsed = Vec::new();
     // An index that names no collation takes the collection's default.
     let default = s
@@ -103,6 +138,9 @@ pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             let k = k.as_str();
             if INDEX_HONOURED.contains(&k) {
                 kept.insert(k, v.clone());
+                continue;
+            }
+            if INDEX_DROPPED.contains(&k) {
                 continue;
             }
             if k == "storageEngine" {

@@ -3,7 +3,7 @@
 use bson::{doc, Bson, Document};
 
 use super::common::{admin_only, bool_arg, host, new_matcher};
-use crate::state::{CmdResult, Server};
+use crate::state::{CmdResult, ConnInfo, Server};
 
 /// Arguments of `currentOp` that are not part of its filter: its own options and the generic
 /// arguments drivers attach to every command.
@@ -27,11 +27,12 @@ const CURRENT_OP_ARGS: &[&str] = &[
 ];
 
 /// `currentOp`: `{inprog: [...]}` with the operations in flight that match the filter (every
-/// field but the options; `$all: true` adds idle connections; `$ownOps` is accepted and
-/// ignored, as there are no users). Command documents are cut at 1 KB, as MongoDB does.
-pub fn current_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+/// field but the options; `$all: true` adds idle connections; `$ownOps: true` keeps only the
+/// caller's own under `--auth`). Command documents are cut at 1 KB, as MongoDB does.
+pub fn current_op(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     admin_only(db, "currentOp")?;
     let all = bool_arg(cmd, "$all")?.unwrap_or(false);
+    let own = bool_arg(cmd, "$ownOps")?.unwrap_or(false);
     let mut filter = Document::new();
     for (k, v) in cmd {
         if !CURRENT_OP_ARGS.contains(&k.as_str()) {
@@ -41,6 +42,11 @@ pub fn current_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let opts = crate::ops::ReportOptions {
         idle_connections: all,
         truncate_ops: true,
+        only_user: if own && s.auth.enabled {
+            conn.auth.user()
+        } else {
+            None
+        },
     };
     let m = new_matcher(&filter)?;
     let mut inprog = Vec::new();

@@ -13,11 +13,12 @@ use super::modify::delete_docs;
 use super::write::{docs_arg, write_error};
 use crate::state::{CmdResult, Ctx, Server};
 
-/// The fields of one `delete` statement siltd honours.
-const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint", "collation"];
+/// The fields of one `delete` statement siltd honours (`sampleId`, a sampled query's id, only
+/// records the query).
+const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint", "collation", "sampleId"];
 
 /// MongoDB's delete statement fields siltd does not implement.
-const DELETE_REFUSED: &[&str] = &["sampleId"];
+const DELETE_REFUSED: &[&str] = &[];
 
 pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;

@@ -28,6 +28,19 @@ fn temp_docs(s: &Server, cmd: &Document, field: &str) -> Result<Option<Vec<Docum
     }
 }
 
+/// A user or role restricted to some client or server addresses: siltd enforces no
+/// restriction, and restoring one unrestricted would let in clients mongod turns away.
+fn refuse_restrictions(d: &Document) -> Result<(), QueryError> {
+    match d.get("authenticationRestrictions") {
+        None | Some(Bson::Null) => Ok(()),
+        Some(Bson::Array(a)) if a.is_empty() => Ok(()),
+        Some(_) => Err(QueryError::not_implemented(format!(
+            "authenticationRestrictions (of {}) are not supported by siltd",
+            d.get("_id").cloned().unwrap_or(Bson::Null)
+        ))),
+    }
+}
+
 pub fn merge_authz_collections(s: &Server, cmd: &Document) -> CmdResult {
     let drop = match cmd.get("drop") {
         None | Some(Bson::Null) => false,
@@ -45,6 +58,10 @@ pub fn merge_authz_collections(s: &Server, cmd: &Document) -> CmdResult {
         return Err(QueryError::bad_value(
             "_mergeAuthzCollections needs tempUsersCollection or tempRolesCollection",
         ));
+    }
+    // Checked before anything is merged, so a refusal changes nothing.
+    for d in users.iter().chain(roles.iter()).flatten() {
+        refuse_restrictions(d)?;
     }
     let in_scope = |d: &str| db.is_empty() || d == db;
     // Roles first: the users restored next may hold them.

@@ -155,6 +155,16 @@ const WRITES: &[&str] = &[
     "dropAllUsersFromDatabase",
     "grantRolesToUser",
     "revokeRolesFromUser",
+    "createRole",
+    "updateRole",
+    "dropRole",
+    "dropAllRolesFromDatabase",
+    "grantRolesToRole",
+    "revokeRolesFromRole",
+    "grantPrivilegesToRole",
+    "revokePrivilegesFromRole",
+    "_mergeAuthzCollections",
+    "setDefaultRWConcern",
 ];
 
 /// Whether command `name` (or an alias of it) writes.

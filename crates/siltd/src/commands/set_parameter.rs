@@ -43,6 +43,11 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 }
                 out.insert("was", bson::doc! { "verbosity": was });
             }
+            // Full-time diagnostic data capture: siltd keeps none (serverStatus and the metrics
+            // endpoint are its diagnostics), so turning it on or off changes nothing.
+            ("diagnosticDataCollectionEnabled", Bson::Boolean(_)) => {
+                out.insert("was", false);
+            }
             ("fastUpdates", Bson::Boolean(b)) => {
                 let was = s.fast.enabled.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);

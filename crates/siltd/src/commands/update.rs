@@ -29,12 +29,13 @@ const UPDATE_STATEMENT: &[&str] = &[
     "c",
     "sort",
     "collation",
+    // A sampled query's id (analyzeShardKey): it only records the query.
+    "sampleId",
 ];
 
 /// MongoDB's update statement fields siltd does not implement.
 const UPDATE_REFUSED: &[&str] = &[
     "upsertSupplied",
-    "sampleId",
     "$_allowShardKeyUpdatesWithoutFullShardKeyInQuery",
 ];
 

@@ -139,9 +139,13 @@ impl Flags {
                     let n = number(k, v)?;
                     self.max_conns.get_or_insert(n);
                 }
+                // IPv6 is always on: an IPv6 address in net.bindIp is listened on.
                 "net.ipv6" => {
+                    boolean(k, v)?;
+                }
+                "net.unixDomainSocket.enabled" => {
                     if boolean(k, v)? {
-                        return Err(unsupported(k, "give an IPv6 address as net.bindIp instead"));
+                        return Err(unsupported(k, "siltd listens on TCP only"));
                     }
                 }
                 "net.tls.mode" => {
@@ -292,6 +296,21 @@ impl Flags {
                 "silt.fsRedzoneBytes" => {
                     let n = number(k, v)?;
                     self.fs_redzone_bytes.get_or_insert(n);
+                }
+                // Settings that change no answer here, found in packaged and common mongod.conf
+                // files: the zone database's path (siltd carries its own), another engine's
+                // tuning, the oplog's size (siltd keeps none yet), server-side JavaScript (which
+                // siltd never runs; `$where` and `$function` are refused), wire compressors
+                // (negotiated per connection) and the log's time format.
+                "processManagement.timeZoneInfo"
+                | "replication.oplogSizeMB"
+                | "security.javascriptEnabled"
+                | "net.compression.compressors"
+                | "systemLog.timeStampFormat" => {
+                    tracing::debug!(setting = k, "accepted; it changes nothing in siltd");
+                }
+                _ if k.starts_with("storage.wiredTiger.") => {
+                    tracing::debug!(setting = k, "another engine's setting, accepted");
                 }
                 _ => return Err(format!("unknown setting `{k}`")),
             }
