@@ -2,23 +2,7 @@
 // Connected to a standalone siltd's `shelltest` database (replset.js covers the `rs`
 // helpers). Prints one line per check and "N passed, N failed".
 
-let passed = 0;
-let failed = 0;
-
-function check(name, fn) {
-  try {
-    fn();
-    passed++;
-    print('ok   ' + name);
-  } catch (e) {
-    failed++;
-    print('FAIL ' + name + ': ' + (e && e.stack ? e.stack : e));
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg || 'assertion failed');
-}
+load(__dirname + '/lib.js');
 
 function names(list, key) {
   return list.map((x) => x[key]);
@@ -125,5 +109,4 @@ check('db.orders.getIndexes()', () => {
 
 db.dropUser('shelluser');
 db.dropDatabase();
-print(passed + ' passed, ' + failed + ' failed');
-if (failed) quit(1);
+finish();

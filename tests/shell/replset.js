@@ -1,21 +1,5 @@
 // The `rs` helpers, run by a real mongosh against `siltd --replSet rs0` (tests/shell/run.sh).
-let passed = 0;
-let failed = 0;
-
-function check(name, fn) {
-  try {
-    fn();
-    passed++;
-    print('ok   ' + name);
-  } catch (e) {
-    failed++;
-    print('FAIL ' + name + ': ' + (e && e.stack ? e.stack : e));
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg || 'assertion failed');
-}
+load(__dirname + '/lib.js');
 
 check('rs.status()', () => {
   const st = rs.status();
@@ -48,5 +32,4 @@ check('a transaction through the shell', () => {
   db.getSiblingDB('shellrs').dropDatabase();
 });
 
-print(passed + ' passed, ' + failed + ' failed');
-if (failed) quit(1);
+finish();

@@ -146,6 +146,18 @@ impl Role {
     }
 }
 
+/// Grant (`grant`) or revoke `roles` in `held` (a user's or a role's list), keeping its order
+/// and holding each role once.
+pub fn grant_or_revoke(held: &mut Vec<Role>, roles: Vec<Role>, grant: bool) {
+    for r in roles {
+        if !grant {
+            held.retain(|x| *x != r);
+        } else if !held.contains(&r) {
+            held.push(r);
+        }
+    }
+}
+
 /// The `roles` array of a user or role command; every role must exist (RoleNotFound, 31).
 pub fn parse_roles(
     v: Option<&Bson>,

@@ -5,7 +5,7 @@ use bson::Document;
 
 use super::create_role::{defined, parse_privileges, role_name};
 use crate::auth::privileges;
-use crate::auth::roles::parse_roles;
+use crate::auth::roles::{grant_or_revoke, parse_roles};
 use crate::state::{CmdResult, Server};
 
 /// Grant (`grant`) or revoke the command's `roles` of the role it names.
@@ -16,13 +16,8 @@ pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdRes
         "revokeRolesFromRole"
     };
     let mut def = defined(s, db, role_name(cmd, command)?)?;
-    for r in parse_roles(cmd.get("roles"), db, command, &s.auth.roles)? {
-        if grant && !def.roles.contains(&r) {
-            def.roles.push(r);
-        } else if !grant {
-            def.roles.retain(|x| *x != r);
-        }
-    }
+    let roles = parse_roles(cmd.get("roles"), db, command, &s.auth.roles)?;
+    grant_or_revoke(&mut def.roles, roles, grant);
     s.auth.roles.put(&s.store, def, false)?;
     Ok(Document::new())
 }

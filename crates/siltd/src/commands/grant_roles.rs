@@ -3,7 +3,7 @@
 use bson::Document;
 
 use super::create_user::user_name;
-use crate::auth::roles::parse_roles;
+use crate::auth::roles::{grant_or_revoke, parse_roles};
 use crate::auth::users::not_found;
 use crate::state::{CmdResult, Server};
 
@@ -19,13 +19,7 @@ pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdRes
     let Some(mut u) = s.auth.users.get(db, name) else {
         return Err(not_found(name, db));
     };
-    for r in roles {
-        if grant && !u.roles.contains(&r) {
-            u.roles.push(r);
-        } else if !grant {
-            u.roles.retain(|x| *x != r);
-        }
-    }
+    grant_or_revoke(&mut u.roles, roles, grant);
     s.auth.users.put(&s.store, u, false)?;
     Ok(Document::new())
 }
