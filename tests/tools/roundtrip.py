@@ -42,6 +42,10 @@ def populate(c):
     db.coll.insert_many([{"s": "A"}, {"s": "a"}])
     db.coll.create_index("s")
     db.command("create", "v", viewOn="orders", pipeline=[{"$match": {"qty": 1}}])
+    db.command("create", "clustered", clusteredIndex={"key": {"_id": 1}, "unique": True},
+               changeStreamPreAndPostImages={"enabled": True},
+               storageEngine={"wiredTiger": {"configString": "block_compressor=zstd"}})
+    db.clustered.insert_many([{"_id": i} for i in range(10)])
     db.command("createRole", "ecoReader", privileges=[
         {"resource": {"db": DB, "collection": "orders"}, "actions": ["find"]}], roles=[])
     db.command("createUser", "eco", pwd="ecopw", roles=["ecoReader", "readWrite"])
