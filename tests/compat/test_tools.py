@@ -4,6 +4,7 @@ with showPrivileges (Compass's connect), getParameter and admin.system.version (
 mongorestore's auth checks), rolesInfo and user-defined roles, _mergeAuthzCollections
 (mongorestore's users and roles), the read/write concern defaults, logRotate, setParameter
 logLevel, lockInfo, features, and the specification differences the drivers' tests found."""
+import datetime
 import glob
 import os
 import time
@@ -479,3 +480,76 @@ setParameter:
     finally:
         s.stop()
         s.cleanup()
+
+
+def test_compass_connect_and_performance_sequence(client, db):
+    """What Compass sends when it loads an instance, a database, a collection's stats and
+    indexes, and each second of its performance tab (read from its data service)."""
+    a = client.admin
+    db.c.insert_many([{"_id": i, "k": i % 3} for i in range(10)])
+    db.c.create_index("k")
+    st = a.command({"connectionStatus": 1, "showPrivileges": True})
+    assert isinstance(st["authInfo"]["authenticatedUsers"], list)
+    h = a.command("hostInfo")
+    assert isinstance(h["os"]["type"], str) and h["system"]["memSizeMB"] > 0 and h["system"]["numCores"] >= 1
+    b = a.command("buildInfo")
+    assert "ferretdb" not in b and len(b["versionArray"]) >= 3 and isinstance(b["modules"], list)
+    assert a.command({"getParameter": 1, "featureCompatibilityVersion": 1})["featureCompatibilityVersion"]["version"] == "7.0"
+    assert code_of(lambda: a.command("atlasVersion")) == 59
+    assert list(a.atlascli.aggregate([{"$match": {"managedClusterType": "atlasCliLocalDevCluster"}},
+                                      {"$group": {"_id": 1, "n": {"$sum": 1}}}])) == []
+    with pytest.raises(OperationFailure) as e:
+        a.command({"getParameter": "foo"})
+    assert "documentdb_api" not in str(e.value)
+    assert db.name in [d["name"] for d in a.command({"listDatabases": 1, "nameOnly": True})["databases"]]
+    s = db.command("dbStats")
+    for k in ("collections", "objects", "indexes", "storageSize", "dataSize", "indexSize"):
+        assert k in s
+    colls = db.command({"listCollections": 1, "filter": {}, "cursor": {}, "nameOnly": False,
+                        "authorizedCollections": False})["cursor"]["firstBatch"]
+    assert colls[0]["info"]["readOnly"] is False
+    stats = list(db.c.aggregate([
+        {"$collStats": {"storageStats": {}}},
+        {"$group": {"_id": None, "capped": {"$first": "$storageStats.capped"},
+                    "count": {"$sum": "$storageStats.count"},
+                    "size": {"$sum": {"$toDouble": "$storageStats.size"}},
+                    "storageSize": {"$sum": {"$toDouble": "$storageStats.storageSize"}},
+                    "totalIndexSize": {"$sum": {"$toDouble": "$storageStats.totalIndexSize"}},
+                    "freeStorageSize": {"$sum": {"$toDouble": "$storageStats.freeStorageSize"}},
+                    "unscaledCollSize": {"$sum": {"$multiply": [{"$toDouble": "$storageStats.avgObjSize"},
+                                                                {"$toDouble": "$storageStats.count"}]}},
+                    "nindexes": {"$max": "$storageStats.nindexes"}}},
+        {"$addFields": {"avgObjSize": {"$cond": {"if": {"$ne": ["$count", 0]},
+                                                 "then": {"$divide": ["$unscaledCollSize", {"$toDouble": "$count"}]},
+                                                 "else": 0}}}}]))
+    assert len(stats) == 1 and stats[0]["count"] == 10 and stats[0]["nindexes"] == 2
+    sizes = list(db.c.aggregate([{"$collStats": {"storageStats": {}}},
+                                 {"$project": {"indexSizes": {"$objectToArray": "$storageStats.indexSizes"}}},
+                                 {"$unwind": "$indexSizes"},
+                                 {"$group": {"_id": "$indexSizes.k", "size": {"$sum": {"$toDouble": "$indexSizes.v"}}}}]))
+    assert sorted(x["_id"] for x in sizes) == ["_id_", "k_1"]
+    usage = list(db.c.aggregate([{"$indexStats": {}},
+                                 {"$project": {"name": 1, "usageHost": "$host", "usageCount": "$accesses.ops",
+                                               "usageSince": "$accesses.since", "building": 1}}]))
+    assert {u["name"] for u in usage} == {"_id_", "k_1"}
+    list(a.aggregate([{"$currentOp": {"allUsers": True, "localOps": False}},
+                      {"$match": {"ns": f"{db.name}.c", "active": True, "command.createIndexes": {"$exists": True}}}]))
+    # The performance tab, each second.
+    ss = a.command("serverStatus")
+    assert isinstance(ss["localTime"], datetime.datetime)
+    for k in ("insert", "query", "update", "delete", "command", "getmore"):
+        assert k in ss["opcounters"]
+    assert "bytesIn" in ss["network"] and "bytesOut" in ss["network"] and "current" in ss["connections"]
+    assert "virtual" in ss["mem"] and "resident" in ss["mem"]
+    for part in ("activeClients", "currentQueue"):
+        assert {"readers", "writers"} <= set(ss["globalLock"][part])
+    top = a.command("top")["totals"]
+    for ns, v in top.items():
+        if ns != "note":
+            assert {"time"} <= set(v["readLock"]) and "time" in v["writeLock"] and "time" in v["total"]
+    ops = list(a.aggregate([{"$currentOp": {"allUsers": True, "idleConnections": False, "truncateOps": False}}]))
+    for o in ops:
+        for k in ("op", "microsecs_running", "active", "waitingForLock", "opid", "client"):
+            assert k in o, k
+    # Compass kills with `comment: null`.
+    assert a.command({"killOp": 1, "op": 2**30, "comment": None})["ok"] == 1
