@@ -150,6 +150,13 @@ def main():
         failures += run(a.tools, "mongorestore", "--uri", uri, "--drop", full).returncode != 0
         print(f"identical after a full dump and restore --drop: {snapshot(c) == before}")
         failures += snapshot(c) != before
+        # Only the users and roles, from the full dump (what a migration of accounts runs).
+        c[DB].command("dropAllUsersFromDatabase")
+        c[DB].command("dropAllRolesFromDatabase")
+        failures += run(a.tools, "mongorestore", "--uri", uri, "--nsInclude", "admin.*", full).returncode != 0
+        same = snapshot(c)[1:] == before[1:]
+        print(f"users and roles identical after mongorestore --nsInclude 'admin.*': {same}")
+        failures += not same
         # Monitoring, for a few seconds each.
         failures += run(a.tools, "mongostat", "--uri", uri, "--rowcount", "3", "1").returncode != 0
         failures += run(a.tools, "mongostat", "--uri", uri, "--rowcount", "2", "--json", "1").returncode != 0
