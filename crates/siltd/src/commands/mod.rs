@@ -46,6 +46,7 @@ mod drop_user;
 mod end_sessions;
 mod explain;
 mod features;
+mod fields;
 mod find;
 mod find_and_modify;
 mod fsync;

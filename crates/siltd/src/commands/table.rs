@@ -1,10 +1,11 @@
 //! The command table: every command siltd answers, with its aliases, the fields it accepts
-//! (checked by `args` before the handler runs), its help line and its handler. Dispatch and
-//! `listCommands` both read it. Alphabetical.
+//! (checked by `args` before the handler runs; the long lists are in `fields.rs`), its help
+//! line and its handler. Dispatch and `listCommands` both read it. Alphabetical.
 
 use bson::Document;
 
 use super::args::Fields;
+use super::fields::only;
 use crate::auth::Need;
 use crate::state::{CmdResult, Ctx, Server};
 
@@ -23,10 +24,6 @@ pub struct Command {
     /// What the user must hold to run it when `--auth` is on (`crate::auth`).
     pub auth: Need,
     pub run: Handler,
-}
-
-const fn only(honoured: &'static [&'static str], refused: &'static [&'static str]) -> Fields {
-    Fields::Only { honoured, refused }
 }
 
 /// Every command siltd answers: what both the dispatcher and `listCommands` read.
@@ -85,33 +82,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "aggregate",
         aliases: &[],
-        fields: only(
-            &[
-                "collation",
-                "let",
-                "pipeline",
-                "cursor",
-                "explain",
-                "allowDiskUse",
-                "hint",
-                "bypassDocumentValidation",
-            ],
-            &[
-                "needsMerge",
-                "fromMongos",
-                "exchange",
-                "runtimeConstants",
-                "isMapReduceCommand",
-                "collectionUUID",
-                "$_passthroughToShard",
-                "encryptionInformation",
-                "$_externalDataSources",
-                "$_isClusterQueryWithoutShardKeyCmd",
-                "$_requestResumeToken",
-                "$_resumeAfter",
-                "$_requestReshardingResumeToken",
-            ],
-        ),
+        fields: super::fields::AGGREGATE,
         help: "run an aggregation pipeline",
         admin_only: false,
         auth: Need::Read,
@@ -129,27 +100,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "collMod",
         aliases: &[],
-        fields: only(
-            &[
-                "validator",
-                "validationLevel",
-                "validationAction",
-                "index",
-                "viewOn",
-                "pipeline",
-                "changeStreamPreAndPostImages",
-            ],
-            &[
-                "expireAfterSeconds",
-                "timeseries",
-                "cappedSize",
-                "cappedMax",
-                "recordPreImages",
-                "dryRun",
-                "collectionUUID",
-                "isTimeseriesNamespace",
-            ],
-        ),
+        fields: super::fields::COLL_MOD,
         help: "change options of a collection or of one of its indexes",
         admin_only: false,
         auth: Need::DbAdmin,
@@ -215,36 +166,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "create",
         aliases: &[],
-        fields: only(
-            &[
-                "validator",
-                "validationLevel",
-                "validationAction",
-                "capped",
-                "size",
-                "max",
-                "idIndex",
-                "partitioned",
-                "primaryKey",
-                "partitionRetention",
-                "clusteredIndex",
-                "viewOn",
-                "pipeline",
-                "collation",
-                "storageEngine",
-                "indexOptionDefaults",
-                "autoIndexId",
-                "flags",
-                "changeStreamPreAndPostImages",
-            ],
-            &[
-                "recordPreImages",
-                "timeseries",
-                "expireAfterSeconds",
-                "encryptedFields",
-                "temp",
-            ],
-        ),
+        fields: super::fields::CREATE,
         help: "create a collection",
         admin_only: false,
         auth: Need::Shape,
@@ -319,16 +241,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "delete",
         aliases: &[],
-        fields: only(
-            &["let", "deletes", "ordered", "bypassDocumentValidation"],
-            &[
-                "runtimeConstants",
-                "stmtIds",
-                "isTimeseriesNamespace",
-                "collectionUUID",
-                "encryptionInformation",
-            ],
-        ),
+        fields: super::fields::DELETE,
         help: "delete documents",
         admin_only: false,
         auth: Need::Write,
@@ -445,41 +358,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "find",
         aliases: &[],
-        fields: only(
-            &[
-                "collation",
-                "let",
-                "filter",
-                "projection",
-                "sort",
-                "hint",
-                "skip",
-                "limit",
-                "batchSize",
-                "singleBatch",
-                "allowDiskUse",
-                "allowPartialResults",
-                "oplogReplay",
-                "tailable",
-                "awaitData",
-                "noCursorTimeout",
-                // A storage-cache hint: the results are the same.
-                "readOnce",
-            ],
-            &[
-                "min",
-                "max",
-                "returnKey",
-                "showRecordId",
-                "term",
-                "allowSpeculativeMajorityRead",
-                "$_requestResumeToken",
-                "$_resumeAfter",
-                "runtimeConstants",
-                "collectionUUID",
-                "encryptionInformation",
-            ],
-        ),
+        fields: super::fields::FIND,
         help: "query a collection",
         admin_only: false,
         auth: Need::Read,
@@ -488,30 +367,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "findAndModify",
         aliases: &["findandmodify"],
-        fields: only(
-            &[
-                "collation",
-                "let",
-                "query",
-                "fields",
-                "sort",
-                "remove",
-                "update",
-                "upsert",
-                "new",
-                "arrayFilters",
-                "hint",
-                "bypassDocumentValidation",
-                // Cursor options with no meaning for one document: accepted, as by mongod.
-                "batchSize",
-                "singleBatch",
-            ],
-            &[
-                "runtimeConstants",
-                "encryptionInformation",
-                "collectionUUID",
-            ],
-        ),
+        fields: super::fields::FIND_AND_MODIFY,
         help: "update or remove one document and return it",
         admin_only: false,
         auth: Need::Write,
@@ -642,20 +498,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "insert",
         aliases: &[],
-        fields: only(
-            &[
-                "documents",
-                "ordered",
-                "bypassDocumentValidation",
-                "ignoreDuplicates",
-            ],
-            &[
-                "stmtIds",
-                "isTimeseriesNamespace",
-                "collectionUUID",
-                "encryptionInformation",
-            ],
-        ),
+        fields: super::fields::INSERT,
         help: "insert documents",
         admin_only: false,
         auth: Need::Write,
@@ -682,17 +525,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "listCollections",
         aliases: &[],
-        fields: only(
-            // siltd has no drop-pending collections: `includePendingDrops` changes nothing.
-            &[
-                "filter",
-                "nameOnly",
-                "authorizedCollections",
-                "cursor",
-                "includePendingDrops",
-            ],
-            &[],
-        ),
+        fields: super::fields::LIST_COLLECTIONS,
         help: "the collections of a database",
         admin_only: false,
         auth: Need::Inspect,
@@ -942,22 +775,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "update",
         aliases: &[],
-        fields: only(
-            &[
-                "let",
-                "updates",
-                "ordered",
-                "bypassDocumentValidation",
-                "fastUpdate",
-            ],
-            &[
-                "runtimeConstants",
-                "stmtIds",
-                "isTimeseriesNamespace",
-                "collectionUUID",
-                "encryptionInformation",
-            ],
-        ),
+        fields: super::fields::UPDATE,
         help: "update documents",
         admin_only: false,
         auth: Need::Write,
@@ -984,16 +802,7 @@ pub const TABLE: &[Command] = &[
     Command {
         name: "usersInfo",
         aliases: &[],
-        fields: only(
-            &[
-                "showCredentials",
-                "showPrivileges",
-                "showAuthenticationRestrictions",
-                "filter",
-                "comment",
-            ],
-            &[],
-        ),
+        fields: super::fields::USERS_INFO,
         help: "describe users",
         admin_only: false,
         auth: Need::UserAdmin,
