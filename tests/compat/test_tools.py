@@ -553,3 +553,31 @@ def test_compass_connect_and_performance_sequence(client, db):
             assert k in o, k
     # Compass kills with `comment: null`.
     assert a.command({"killOp": 1, "op": 2**30, "comment": None})["ok"] == 1
+
+
+def test_client_digested_passwords(authed):
+    """mongosh's `passwordDigestor: "client"`: `digestPassword: false` with a password the
+    client already digested, for SCRAM-SHA-1 only (as mongod)."""
+    import hashlib
+    root = login(authed, "root", "rootpw")
+    digest = hashlib.md5(b"dig:mongo:secret1").hexdigest()
+    root.dg.command("createUser", "dig", pwd=digest, digestPassword=False, roles=["read"],
+                    mechanisms=["SCRAM-SHA-1"])
+    c = authed.client(username="dig", password="secret1", authSource="dg", authMechanism="SCRAM-SHA-1")
+    assert c.dg.command("ping")["ok"] == 1
+    assert code_of(lambda: root.dg.command("createUser", "dig2", pwd=digest, digestPassword=False,
+                                           roles=[])) == 2
+    digest2 = hashlib.md5(b"dig:mongo:secret2").hexdigest()
+    root.dg.command("updateUser", "dig", pwd=digest2, digestPassword=False)
+    c = authed.client(username="dig", password="secret2", authSource="dg", authMechanism="SCRAM-SHA-1")
+    assert c.dg.command("ping")["ok"] == 1
+
+
+def test_localhost_exception_can_be_closed():
+    s = Siltd(extra=["--auth", "--setParameter", "enableLocalhostAuthBypass=false"]).start()
+    try:
+        c = s.client()
+        assert code_of(lambda: c.admin.command("createUser", "root", pwd="pw", roles=["root"])) == 13
+    finally:
+        s.stop()
+        s.cleanup()

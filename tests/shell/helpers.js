@@ -33,6 +33,22 @@ check('db.createUser and show users', () => {
   assert(one.inheritedPrivileges[0].actions.includes('find'), JSON.stringify(one));
 });
 
+check("db.createUser with passwordDigestor: 'client', then db.auth", () => {
+  db.createUser({
+    user: 'digested',
+    pwd: 'pw2',
+    roles: ['read'],
+    mechanisms: ['SCRAM-SHA-1'],
+    passwordDigestor: 'client',
+  });
+  assert(JSON.stringify(db.getUser('digested').mechanisms) === '["SCRAM-SHA-1"]');
+  // This server runs without --auth: logging in proves the stored keys, and changes nothing else.
+  const r = db.auth({ user: 'digested', pwd: 'pw2', mechanism: 'SCRAM-SHA-1' });
+  assert(r.ok === 1, JSON.stringify(r));
+  db.logout();
+  db.dropUser('digested');
+});
+
 check('show roles', () => {
   const r = show('roles').value;
   const n = names(r, 'role');

@@ -35,6 +35,8 @@ pub struct Auth {
     pub enabled: bool,
     pub users: Users,
     pub roles: RoleDefs,
+    /// `enableLocalhostAuthBypass` (default true): the localhost exception is open.
+    pub localhost_bypass: std::sync::atomic::AtomicBool,
     secret: [u8; 32],
 }
 
@@ -58,6 +60,7 @@ impl Auth {
             enabled,
             users,
             roles,
+            localhost_bypass: std::sync::atomic::AtomicBool::new(true),
             secret,
         }
     }
@@ -444,7 +447,13 @@ pub fn authorize(
         return Ok(());
     }
     let Some(roles) = current_roles(s, conn) else {
-        if c.name == "createUser" && s.auth.users.is_empty() && from_localhost(conn) {
+        if c.name == "createUser"
+            && s.auth.users.is_empty()
+            && from_localhost(conn)
+            && s.auth
+                .localhost_bypass
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
             // The localhost exception: the first user.
             return Ok(());
         }

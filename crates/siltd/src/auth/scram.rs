@@ -117,18 +117,34 @@ pub struct Credential {
 impl Credential {
     /// Salt and hash `password` for `user` under `mech`.
     pub fn new(mech: Mech, user: &str, password: &str) -> Result<Credential, String> {
+        Ok(Credential::from_prepared(
+            mech,
+            mech.prepared_password(user, password)?,
+        ))
+    }
+
+    /// Salt and hash a password the client digested already (`digestPassword: false`):
+    /// SCRAM-SHA-1's `HEX(MD5(user:mongo:password))`. SCRAM-SHA-256 hashes the password
+    /// itself, so it cannot take one.
+    pub fn from_client_digest(mech: Mech, digest: &str) -> Result<Credential, String> {
+        match mech {
+            Mech::Sha1 => Ok(Credential::from_prepared(mech, digest.as_bytes().to_vec())),
+            Mech::Sha256 => Err("Use of SCRAM-SHA-256 requires undigested passwords".into()),
+        }
+    }
+
+    fn from_prepared(mech: Mech, pw: Vec<u8>) -> Credential {
         let mut salt = vec![0u8; mech.salt_len()];
         rand::thread_rng().fill_bytes(&mut salt);
-        let pw = mech.prepared_password(user, password)?;
         let iterations = mech.iterations();
         let salted = mech.salted_password(&pw, &salt, iterations);
         let client_key = mech.hmac(&salted, b"Client Key");
-        Ok(Credential {
+        Credential {
             iterations,
             stored_key: mech.hash(&client_key),
             server_key: mech.hmac(&salted, b"Server Key"),
             salt,
-        })
+        }
     }
 
     pub fn to_doc(&self) -> bson::Document {

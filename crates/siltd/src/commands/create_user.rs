@@ -31,21 +31,34 @@ pub fn mechanisms(cmd: &Document) -> Result<Option<Vec<Mech>>, QueryError> {
     }
 }
 
+/// A user command's password: as typed, or digested by the client (`digestPassword: false`,
+/// which mongosh sends with `passwordDigestor: "client"`).
+#[derive(Clone, Copy)]
+pub struct Password<'a> {
+    pub text: &'a str,
+    pub client_digested: bool,
+}
+
 /// The password of a user command, checked as mongod checks it.
-pub fn password(cmd: &Document) -> Result<Option<&str>, QueryError> {
-    if let Some(v) = cmd.get("digestPassword") {
-        if !matches!(v, Bson::Boolean(true)) {
-            return Err(QueryError::bad_value(
-                "digestPassword: false (a client-digested password) is not supported by siltd",
-            ));
+pub fn password(cmd: &Document) -> Result<Option<Password<'_>>, QueryError> {
+    let client_digested = match cmd.get("digestPassword") {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(b)) => !b,
+        Some(_) => {
+            return Err(QueryError::type_mismatch(
+                "\"digestPassword\" must be a boolean",
+            ))
         }
-    }
+    };
     match cmd.get("pwd") {
         None => Ok(None),
         Some(Bson::String(p)) if p.is_empty() => {
             Err(QueryError::bad_value("Password cannot be empty"))
         }
-        Some(Bson::String(p)) => Ok(Some(p)),
+        Some(Bson::String(p)) => Ok(Some(Password {
+            text: p,
+            client_digested,
+        })),
         Some(_) => Err(QueryError::type_mismatch("\"pwd\" must be a string")),
     }
 }
@@ -53,15 +66,18 @@ pub fn password(cmd: &Document) -> Result<Option<&str>, QueryError> {
 /// The salted credentials of `user` for each mechanism.
 pub fn credentials(
     user: &str,
-    pwd: &str,
+    pwd: Password<'_>,
     mechs: &[Mech],
 ) -> Result<Vec<(Mech, Credential)>, QueryError> {
     mechs
         .iter()
         .map(|m| {
-            Credential::new(*m, user, pwd)
-                .map(|c| (*m, c))
-                .map_err(QueryError::bad_value)
+            let c = if pwd.client_digested {
+                Credential::from_client_digest(*m, pwd.text)
+            } else {
+                Credential::new(*m, user, pwd.text)
+            };
+            c.map(|c| (*m, c)).map_err(QueryError::bad_value)
         })
         .collect()
 }

@@ -25,6 +25,9 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             "maxBSONDepth" => Some(Bson::Int32(100)),
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
             "fastUpdates" => Some(Bson::Boolean(fast)),
+            "enableLocalhostAuthBypass" => Some(Bson::Boolean(
+                s.auth.localhost_bypass.load(Ordering::Relaxed),
+            )),
             "transactionLifetimeLimitSeconds" => {
                 Some(Bson::Int32(s.txn_lifetime().as_secs() as i32))
             }
@@ -56,6 +59,7 @@ pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "maxBSONDepth",
         "cursorTimeoutMillis",
         "fastUpdates",
+        "enableLocalhostAuthBypass",
         "transactionLifetimeLimitSeconds",
         "maxTransactionLockRequestTimeoutMillis",
         "ttlMonitorSleepSecs",

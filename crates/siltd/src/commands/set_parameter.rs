@@ -48,6 +48,10 @@ pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
             ("diagnosticDataCollectionEnabled", Bson::Boolean(_)) => {
                 out.insert("was", false);
             }
+            ("enableLocalhostAuthBypass", Bson::Boolean(b)) => {
+                let was = s.auth.localhost_bypass.swap(*b, Ordering::Relaxed);
+                out.insert("was", was);
+            }
             ("fastUpdates", Bson::Boolean(b)) => {
                 let was = s.fast.enabled.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);
