@@ -44,9 +44,11 @@ def _pem(cert, key=None):
     return out
 
 
-@pytest.fixture(scope="module")
-def pki():
-    d = tempfile.mkdtemp(prefix="silt-tls-")
+def make_pki(prefix="silt-tls-"):
+    """A throwaway authority, a certificate for localhost and 127.0.0.1, and a client
+    certificate, written as PEM files: their paths by name (`ca.pem`, `server.pem`,
+    `client.pem`). tests/tools/roundtrip.py uses it too."""
+    d = tempfile.mkdtemp(prefix=prefix)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _cert("silt test CA", ca_key, "silt test CA", ca_key, ca=True)
     srv_key = ec.generate_private_key(ec.SECP256R1())
@@ -61,6 +63,11 @@ def pki():
         with open(files[name], "wb") as f:
             f.write(data)
     return files
+
+
+@pytest.fixture(scope="module")
+def pki():
+    return make_pki()
 
 
 def _serve(extra):

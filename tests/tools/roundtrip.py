@@ -70,27 +70,6 @@ def snapshot(c):
     return out, users, roles
 
 
-def make_pki():
-    """A throwaway authority and a certificate for 127.0.0.1 (as test_tls.py makes them)."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from test_tls import _cert, _pem
-
-    d = tempfile.mkdtemp(prefix="silt-tools-tls-")
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("silt test CA", ca_key, "silt test CA", ca_key, ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    srv = _cert("localhost", key, "silt test CA", ca_key,
-                san=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-    paths = (os.path.join(d, "ca.pem"), os.path.join(d, "server.pem"))
-    for path, data in zip(paths, (_pem(ca), _pem(srv, key))):
-        with open(path, "wb") as f:
-            f.write(data)
-    return paths
-
-
 def run(tool_dir, name, *args):
     p = subprocess.run([os.path.join(tool_dir, name), *args], capture_output=True, text=True)
     print(f"{name} {' '.join(args)}: exit {p.returncode}")
@@ -110,7 +89,10 @@ def main():
     kw = {"directConnection": True}
     params = "directConnection=true"
     if a.tls:
-        ca, server = make_pki()
+        from test_tls import make_pki
+
+        pki = make_pki("silt-tools-tls-")
+        ca, server = pki["ca.pem"], pki["server.pem"]
         extra += ["--tlsMode", "requireTLS", "--tlsCertificateKeyFile", server]
         kw.update(tls=True, tlsCAFile=ca)
         params += f"&tls=true&tlsCAFile={ca}"

@@ -6,6 +6,8 @@
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
+use super::common::bool_arg;
+
 use crate::auth::privileges::Privilege;
 use crate::auth::Role;
 use crate::state::{CmdResult, Server};
@@ -63,17 +65,6 @@ fn describe(s: &Server, r: &Role, privileges: bool, restrictions: bool) -> Optio
     Some(d)
 }
 
-fn flag(cmd: &Document, k: &str) -> Result<bool, QueryError> {
-    match cmd.get(k) {
-        None | Some(Bson::Null) => Ok(false),
-        Some(Bson::Boolean(b)) => Ok(*b),
-        Some(v) => Err(QueryError::type_mismatch(format!(
-            "BSON field 'rolesInfo.{k}' is the wrong type '{}', expected type 'bool'",
-            silt_bson::compare::type_name(v)
-        ))),
-    }
-}
-
 pub fn roles_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let (privileges, fragment) = match cmd.get("showPrivileges") {
         Some(Bson::String(m)) if m == "asUserFragment" => (true, true),
@@ -82,10 +73,10 @@ pub fn roles_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 "showPrivileges must be a boolean or 'asUserFragment', not '{m}'"
             )))
         }
-        _ => (flag(cmd, "showPrivileges")?, false),
+        _ => (bool_arg(cmd, "showPrivileges")?.unwrap_or(false), false),
     };
-    let restrictions = flag(cmd, "showAuthenticationRestrictions")?;
-    let builtin = flag(cmd, "showBuiltinRoles")?;
+    let restrictions = bool_arg(cmd, "showAuthenticationRestrictions")?.unwrap_or(false);
+    let builtin = bool_arg(cmd, "showBuiltinRoles")?.unwrap_or(false);
     let names: Vec<Role> = match cmd.get("rolesInfo") {
         Some(Bson::Array(a)) => a
             .iter()

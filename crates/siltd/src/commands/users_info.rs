@@ -7,6 +7,8 @@
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
+use super::common::bool_arg;
+
 use crate::auth::User;
 use crate::state::{CmdResult, Server};
 
@@ -62,17 +64,6 @@ struct Show {
     restrictions: bool,
 }
 
-fn flag(cmd: &Document, k: &str) -> Result<bool, QueryError> {
-    match cmd.get(k) {
-        None | Some(Bson::Null) => Ok(false),
-        Some(Bson::Boolean(b)) => Ok(*b),
-        Some(v) => Err(QueryError::type_mismatch(format!(
-            "BSON field 'usersInfo.{k}' is the wrong type '{}', expected type 'bool'",
-            silt_bson::compare::type_name(v)
-        ))),
-    }
-}
-
 /// One name of `usersInfo`: `(db, user)`.
 fn named(v: &Bson, db: &str) -> Result<(String, String), QueryError> {
     match v {
@@ -91,9 +82,9 @@ fn named(v: &Bson, db: &str) -> Result<(String, String), QueryError> {
 
 pub fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let opts = Show {
-        credentials: flag(cmd, "showCredentials")?,
-        privileges: flag(cmd, "showPrivileges")?,
-        restrictions: flag(cmd, "showAuthenticationRestrictions")?,
+        credentials: bool_arg(cmd, "showCredentials")?.unwrap_or(false),
+        privileges: bool_arg(cmd, "showPrivileges")?.unwrap_or(false),
+        restrictions: bool_arg(cmd, "showAuthenticationRestrictions")?.unwrap_or(false),
     };
     let filter = match cmd.get("filter") {
         None | Some(Bson::Null) => None,
