@@ -277,6 +277,9 @@ def test_user_defined_roles_are_enforced(authed):
     clerk = login(authed, "clerk", "c", "shop")
     assert clerk.shop.orders.find_one() == {"_id": 1}
     clerk.shop.orders.insert_one({"_id": 2})
+    # A collection privilege covers the cursor's getMore too.
+    assert [d["_id"] for d in clerk.shop.orders.find(batch_size=1)] == [1, 2]
+    assert clerk.shop.orders.find({"_id": 1}).explain()["queryPlanner"]["namespace"] == "shop.orders"
     assert code_of(lambda: clerk.shop.secrets.find_one()) == 13
     assert code_of(lambda: clerk.shop.orders.delete_one({})) == 13
     info = clerk.shop.command("connectionStatus", showPrivileges=True)["authInfo"]

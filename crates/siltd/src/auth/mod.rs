@@ -465,9 +465,15 @@ pub fn authorize(
     if c.name == "usersInfo" && asks_only_self(conn, db, cmd) {
         return Ok(());
     }
+    // The collection a collection privilege is checked against: the command's first field,
+    // `explain`'s inner command's, or `getMore`'s `collection`.
     let coll = match cmd.iter().next() {
         Some((_, Bson::String(c))) => Some(c.as_str()),
-        _ => None,
+        Some((_, Bson::Document(inner))) => match inner.iter().next() {
+            Some((_, Bson::String(c))) => Some(c.as_str()),
+            _ => None,
+        },
+        _ => cmd.get_str("collection").ok(),
     };
     for (need, ndb) in &wanted {
         if matches!(need, Need::Nothing | Need::Authenticated) {
