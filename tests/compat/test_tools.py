@@ -280,6 +280,11 @@ def test_user_defined_roles_are_enforced(authed):
     # A collection privilege covers the cursor's getMore too.
     assert [d["_id"] for d in clerk.shop.orders.find(batch_size=1)] == [1, 2]
     assert clerk.shop.orders.find({"_id": 1}).explain()["queryPlanner"]["namespace"] == "shop.orders"
+    # What a pipeline reaches is checked too: another collection's documents stay out.
+    assert code_of(lambda: list(clerk.shop.orders.aggregate([
+        {"$lookup": {"from": "secrets", "localField": "_id", "foreignField": "_id", "as": "s"}}]))) == 13
+    assert code_of(lambda: list(clerk.shop.orders.aggregate([{"$unionWith": "secrets"}]))) == 13
+    assert code_of(lambda: list(clerk.shop.orders.aggregate([{"$out": "copy"}]))) == 13
     assert code_of(lambda: clerk.shop.secrets.find_one()) == 13
     assert code_of(lambda: clerk.shop.orders.delete_one({})) == 13
     info = clerk.shop.command("connectionStatus", showPrivileges=True)["authInfo"]

@@ -9,6 +9,7 @@
 //! (it is released before [`Users`] or [`RoleDefs`] is locked); it may be taken under other
 //! locks (`currentOp` reads a connection's user under the operation table's connection lock).
 
+mod needs;
 pub mod privileges;
 pub mod role_defs;
 pub mod roles;
@@ -338,95 +339,6 @@ pub fn role_databases(s: &Server, conn: &ConnInfo) -> Vec<String> {
     dbs
 }
 
-/// What command `name` needs, and on which databases.
-fn needs(c: &crate::commands::Command, db: &str, cmd: &Document) -> Vec<(Need, String)> {
-    let first = cmd.iter().next().map(|(_, v)| v);
-    let mut out = vec![(c.auth, db.to_string())];
-    match c.name {
-        "explain" => {
-            if let Some(Bson::Document(inner)) = first {
-                if let Some(ic) = inner.keys().next().and_then(|n| crate::commands::lookup(n)) {
-                    return needs(ic, db, inner);
-                }
-            }
-        }
-        "currentOp" if cmd.get_bool("$ownOps") == Ok(true) => {
-            // Anyone may list their own operations.
-            out[0].0 = Need::Authenticated;
-        }
-        "aggregate" => {
-            let current_op = cmd
-                .get_array("pipeline")
-                .ok()
-                .and_then(|p| p.first())
-                .and_then(|st| st.as_document())
-                .and_then(|st| st.get_document("$currentOp").ok());
-            if let Some(spec) = current_op {
-                // Everyone's operations need `inprog`; one's own, nothing more.
-                out[0].0 = if spec.get_bool("allUsers") == Ok(true) {
-                    Need::ClusterMonitor
-                } else {
-                    Need::Authenticated
-                };
-            }
-            if let Ok(stages) = cmd.get_array("pipeline") {
-                for st in stages {
-                    let Bson::Document(st) = st else { continue };
-                    let target = st.get("$out").or_else(|| st.get("$merge"));
-                    let tdb = match target {
-                        Some(Bson::Document(t)) => match t.get("into") {
-                            Some(Bson::Document(i)) => i.get_str("db").unwrap_or(db),
-                            Some(_) => db,
-                            None => t.get_str("db").unwrap_or(db),
-                        },
-                        Some(_) => db,
-                        None => continue,
-                    };
-                    out.push((Need::Write, tdb.to_string()));
-                    out.push((Need::Shape, tdb.to_string()));
-                }
-            }
-        }
-        "renameCollection" => {
-            out.clear();
-            for key in ["renameCollection", "to"] {
-                if let Ok(ns) = cmd.get_str(key) {
-                    let d = ns.split('.').next().unwrap_or(ns).to_string();
-                    out.push((Need::Read, d.clone()));
-                    out.push((Need::Write, d.clone()));
-                    out.push((Need::Shape, d));
-                }
-            }
-        }
-        "createUser" | "updateUser" | "grantRolesToUser" | "createRole" | "updateRole"
-        | "grantRolesToRole" => {
-            // Granting a role needs userAdmin on the role's database too.
-            if let Ok(rs) = cmd.get_array("roles") {
-                for r in rs {
-                    if let Ok(r) = Role::parse(r, db) {
-                        out.push((Need::UserAdmin, r.db));
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-    // The users' and roles' collections: readable by user administrators of `admin`, written only by
-    // the user commands (or root).
-    if db == "admin"
-        && matches!(first, Some(Bson::String(c)) if c == "system.users" || c == "system.roles")
-    {
-        for (n, _) in out.iter_mut() {
-            *n = match *n {
-                Need::Read | Need::Inspect => Need::UserAdmin,
-                Need::Write | Need::Shape | Need::DbAdmin => Need::ClusterAdmin,
-                other => other,
-            };
-        }
-    }
-    out
-}
-
 /// Check that the connection may run `cmd` (`name` on `db`) with `--auth` on: Unauthorized
 /// (13) if not.
 pub fn authorize(
@@ -442,8 +354,8 @@ pub fn authorize(
     let Some(c) = crate::commands::lookup(name) else {
         return Ok(());
     };
-    let wanted = needs(c, db, cmd);
-    if wanted.iter().all(|(n, _)| *n == Need::Nothing) {
+    let wanted = needs::of(c, db, cmd);
+    if wanted.iter().all(|w| w.need == Need::Nothing) {
         return Ok(());
     }
     let Some(roles) = current_roles(s, conn) else {
@@ -465,28 +377,23 @@ pub fn authorize(
     if c.name == "usersInfo" && asks_only_self(conn, db, cmd) {
         return Ok(());
     }
-    // The collection a collection privilege is checked against: the command's first field,
-    // `explain`'s inner command's, or `getMore`'s `collection`.
-    let coll = match cmd.iter().next() {
-        Some((_, Bson::String(c))) => Some(c.as_str()),
-        Some((_, Bson::Document(inner))) => match inner.iter().next() {
-            Some((_, Bson::String(c))) => Some(c.as_str()),
-            _ => None,
-        },
-        _ => cmd.get_str("collection").ok(),
-    };
-    for (need, ndb) in &wanted {
-        if matches!(need, Need::Nothing | Need::Authenticated) {
+    for w in &wanted {
+        if matches!(w.need, Need::Nothing | Need::Authenticated) {
             continue;
         }
-        if !s.auth.roles.grant(&roles, *need, c.name, ndb, coll) {
+        if !s
+            .auth
+            .roles
+            .grant(&roles, w.need, c.name, &w.db, w.coll.as_deref())
+        {
             let target = cmd
                 .iter()
                 .next()
                 .map(|(k, v)| format!("{k}: {v}"))
                 .unwrap_or_default();
             return Err(QueryError::unauthorized(format!(
-                "not authorized on {ndb} to execute command {{ {target} }}"
+                "not authorized on {} to execute command {{ {target} }}",
+                w.db
             )));
         }
     }
