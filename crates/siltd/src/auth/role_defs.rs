@@ -206,27 +206,17 @@ impl RoleDefs {
 
     /// Every role `roles` reach, themselves included, each once, in the order reached.
     pub fn closure(&self, roles: &[Role]) -> Vec<Role> {
-        let map = self.map.read();
-        let mut out: Vec<Role> = Vec::new();
-        let mut stack: Vec<Role> = roles.iter().rev().cloned().collect();
-        while let Some(r) = stack.pop() {
-            if out.contains(&r) {
-                continue;
-            }
-            if let Some(d) = map.get(&(r.db.clone(), r.role.clone())) {
-                stack.extend(d.roles.iter().rev().cloned());
-            }
-            out.push(r);
-        }
-        out
+        closure_in(&self.map.read(), roles)
     }
 
     /// The privileges that `roles` grant, their inherited roles' included, merged by
     /// resource.
     pub fn privileges(&self, roles: &[Role]) -> Vec<Privilege> {
+        // One read lock for the whole walk: taking it again while held could wait behind a
+        // queued writer and never return.
         let map = self.map.read();
         let mut all = Vec::new();
-        for r in self.closure(roles) {
+        for r in closure_in(&map, roles) {
             match map.get(&(r.db.clone(), r.role.clone())) {
                 Some(d) => all.extend(d.privileges.iter().cloned()),
                 None => all.extend(Role::built_in_privileges(&r).unwrap_or_default()),
@@ -253,10 +243,7 @@ impl RoleDefs {
         if map.is_empty() {
             return false;
         }
-        drop(map);
-        let closure = self.closure(roles);
-        let map = self.map.read();
-        closure
+        closure_in(&map, roles)
             .iter()
             .any(|r| match map.get(&(r.db.clone(), r.role.clone())) {
                 Some(d) => privileges::allow(&d.privileges, need, cmd, db, coll),
@@ -279,6 +266,22 @@ impl RoleDefs {
         }
         Ok(())
     }
+}
+
+/// Every role `roles` reach in `map`, themselves included, each once, in the order reached.
+fn closure_in(map: &BTreeMap<(String, String), RoleDef>, roles: &[Role]) -> Vec<Role> {
+    let mut out: Vec<Role> = Vec::new();
+    let mut stack: Vec<Role> = roles.iter().rev().cloned().collect();
+    while let Some(r) = stack.pop() {
+        if out.contains(&r) {
+            continue;
+        }
+        if let Some(d) = map.get(&(r.db.clone(), r.role.clone())) {
+            stack.extend(d.roles.iter().rev().cloned());
+        }
+        out.push(r);
+    }
+    out
 }
 
 /// MongoDB's `RoleNotFound` (31).
