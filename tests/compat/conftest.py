@@ -83,20 +83,72 @@ class Siltd:
             shutil.rmtree(self.dbpath, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def server():
-    s = Siltd().start()
-    yield s
+# Modules whose tests run twice: against a standalone siltd and against `siltd --replSet rs0`
+# through a replica-set connection, where pymongo's retryable writes put every write in a
+# session with a `txnNumber` (so siltd runs it in a transaction of its own). Each write rule
+# (validators, caps, TTL, partitions, unique indexes, fast updates) must hold on both paths.
+BOTH_TOPOLOGIES = {
+    "test_capped", "test_validation", "test_ttl_collmod", "test_partitions",
+    "test_fast_updates", "test_indexes", "test_write_rules",
+}
+
+
+def pytest_generate_tests(metafunc):
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if module in BOTH_TOPOLOGIES and {"db", "client", "server"} & set(metafunc.fixturenames):
+        metafunc.parametrize("topology", ["standalone", "replset"], indirect=True)
+
+
+@pytest.fixture()
+def topology(request):
+    """Which server a test talks to: `standalone` unless its module runs on both."""
+    return getattr(request, "param", "standalone")
+
+
+def _stop_checked(s):
     s.stop()
     assert s.proc.returncode == 0, "siltd did not shut down cleanly: " + s.read_log()[-2000:]
     s.cleanup()
 
 
 @pytest.fixture(scope="session")
-def client(server):
-    c = server.client()
+def standalone_server():
+    s = Siltd().start()
+    yield s
+    _stop_checked(s)
+
+
+@pytest.fixture(scope="session")
+def replset_server():
+    s = Siltd(extra=["--replSet", "rs0"]).start()
+    yield s
+    _stop_checked(s)
+
+
+@pytest.fixture(scope="session")
+def standalone_client(standalone_server):
+    c = standalone_server.client()
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session")
+def replset_client(replset_server):
+    c = pymongo.MongoClient(
+        f"mongodb://127.0.0.1:{replset_server.port}/?replicaSet=rs0",
+        serverSelectionTimeoutMS=10000, retryWrites=True)
+    yield c
+    c.close()
+
+
+@pytest.fixture()
+def server(topology, request):
+    return request.getfixturevalue(f"{topology}_server")
+
+
+@pytest.fixture()
+def client(topology, request):
+    return request.getfixturevalue(f"{topology}_client")
 
 
 @pytest.fixture()

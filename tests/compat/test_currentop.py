@@ -95,8 +95,9 @@ def test_kill_op_arguments(client):
 
 
 @pytest.fixture(scope="module")
-def big(client):
+def big(standalone_client):
     """A collection large enough that building BUILD takes seconds."""
+    client = standalone_client
     db = client["t_currentop_big"]
     db.drop_collection("c")
     for start in range(0, N_DOCS, 20_000):

@@ -4,7 +4,7 @@
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
@@ -115,6 +115,9 @@ pub struct Collection {
     /// The `collation` option: the default of commands and indexes that name none (fixed at
     /// creation). `None` is the simple collation.
     pub(crate) collation: Option<Arc<Collation>>,
+    /// This collection itself, for what must outlive a borrow of it (a transaction's list of
+    /// capped collections to trim when it commits).
+    pub(crate) me: Weak<Collection>,
 }
 
 /// The default collation of a collection with `options` (checked by `create`; one that no
@@ -137,7 +140,7 @@ pub(crate) fn compile_validator(
     options: &Document,
 ) -> Option<Arc<silt_query::validator::Validator>> {
     // A validator compares under the collection's default collation: it is compiled and,
-    // by the server (`Ctx::validate`), evaluated under it.
+    // by the write rules (`rules.rs`), evaluated under it.
     let collation = default_collation(ns, options);
     let _collation = Collation::scope(collation.as_ref());
     match silt_query::validator::Validator::from_options(options) {
@@ -165,6 +168,17 @@ impl Collection {
         options: Document,
         indexes: Vec<Arc<Index>>,
         catalog: Dict,
+    ) -> Arc<Collection> {
+        Arc::new_cyclic(|me| Collection::with_self(ns, layout, options, indexes, catalog, me))
+    }
+
+    fn with_self(
+        ns: String,
+        layout: Layout,
+        options: Document,
+        indexes: Vec<Arc<Index>>,
+        catalog: Dict,
+        me: &Weak<Collection>,
     ) -> Collection {
         // Validated by `create`; an unreadable one in the catalog falls back to `_id`.
         let pk = PrimaryKey::of_options(&options).unwrap_or_default();
@@ -189,6 +203,7 @@ impl Collection {
             count_uncertain: AtomicBool::new(false),
             uncertain_writes: AtomicU64::new(0),
             id_accesses: Accesses::default(),
+            me: me.clone(),
         }
     }
 

@@ -17,8 +17,9 @@
 //! documents, from index entries alone when the plan is covered (`read.rs`); fast counts and
 //! exact scans count or list entries without reading a document.
 //!
-//! It is the only way up to the engine: the server uses the engine types re-exported here and
-//! the wrappers on [`Store`], never `silt_storage` itself. It must not know the wire protocol,
+//! It is the only way up to the engine: the server uses the types re-exported here, its own
+//! [`Transaction`] and the wrappers on [`Store`], never `silt_storage` itself. Every document
+//! write goes through one function under the write rules (`rules.rs`, `write.rs`). It must not know the wire protocol,
 //! commands or reply shapes; the query language it knows only through `silt-query` (the
 //! matcher and the planner).
 
@@ -31,8 +32,10 @@ mod parts;
 mod pk;
 mod plan;
 mod read;
+mod rules;
 pub mod sorter;
 mod store;
+mod txn;
 mod validate;
 mod write;
 
@@ -44,7 +47,7 @@ use bson::{Bson, Document};
 /// it opens the store with, the registry of update functions (fast updates) and what they
 /// return, the engine's statistics, its poison state and its fail points, and snapshots.
 pub use silt_storage::{
-    Compression, EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy, Txn,
+    Compression, EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy,
     UpdateOutcome, UpdateRegistry,
 };
 
@@ -58,7 +61,9 @@ pub use partition::{
 pub use pk::PrimaryKey;
 pub use plan::Planned;
 pub use read::{MatchSource, Stop};
+pub use rules::{check_limits, nesting_depth, MAX_DOC_BYTES, MAX_STORAGE_DEPTH};
 pub use store::Store;
+pub use txn::{Transaction, TxnKind, Writer};
 pub use validate::ValidateReport;
 pub use write::{DocLock, NON_TXN_LOCK_WAIT};
 
@@ -111,6 +116,14 @@ pub enum CollError {
     /// partition, 17351 a unique index; 2 BadValue for arguments).
     #[error("{msg}")]
     Partition {
+        /// The error code the client sees.
+        code: i32,
+        msg: String,
+    },
+    /// A write a rule of the collection refuses (`rules.rs`), with MongoDB's code: 10334 too
+    /// large, 15 nested too deep, 263 and 20 a capped collection in a transaction.
+    #[error("{msg}")]
+    Refused {
         /// The error code the client sees.
         code: i32,
         msg: String,
@@ -211,5 +224,7 @@ pub(crate) fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
 mod tests;
 #[cfg(test)]
 mod tests_parts;
+#[cfg(test)]
+mod tests_rules;
 #[cfg(test)]
 mod tests_txn;

@@ -9,16 +9,17 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
-use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, Txn, UpdateRegistry};
+use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, UpdateRegistry};
 
 use crate::build::SORT_TMP_DIR;
 use crate::collection::Layout;
 use crate::partition::CrashPoints;
 use crate::parts::Parts;
-use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result};
+use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result, Transaction, TxnKind};
 
 /// Name of the catalog dictionary inside the engine.
 const CATALOG: &str = "_catalog";
@@ -106,7 +107,7 @@ impl Store {
             if meta.get_bool("countUncertain").unwrap_or(false) {
                 c.count_uncertain.store(true, Ordering::Release);
             }
-            colls.insert(ns, Arc::new(c));
+            colls.insert(ns, c);
         }
         // Dictionaries a crash left without a catalog entry (collections, or index builds).
         for name in env.list_dicts() {
@@ -126,11 +127,12 @@ impl Store {
         })
     }
 
-    /// Begin a transaction over every collection of the store (see [`Txn`]: its writes go
-    /// through [`Collection::lock_doc_in`] and [`Collection::insert_in`], its reads through
+    /// Begin a transaction of `kind` over every collection of the store, whose writes wait
+    /// at most `wait` for a document another transaction holds (see [`Transaction`]: its
+    /// writes go through a [`crate::Writer`] that names it, its reads through
     /// [`crate::MatchSource::new_at`] with its snapshot).
-    pub fn begin(&self) -> Result<Txn> {
-        Ok(self.env.begin()?)
+    pub fn begin(&self, kind: TxnKind, wait: Duration) -> Result<Transaction> {
+        Ok(Transaction::new(self.env.begin()?, kind, wait))
     }
 
     /// A snapshot of every collection, as of now (a snapshot read's).
@@ -233,13 +235,13 @@ impl Store {
             }])?;
             indexes.push(Arc::new(Index::new(spec, parts, false, true)));
         }
-        let c = Arc::new(Collection::new(
+        let c = Collection::new(
             ns.to_string(),
             layout,
             options,
             indexes,
             self.catalog.clone(),
-        ));
+        );
         c.persist_meta()?;
         self.colls.write().insert(ns.to_string(), c.clone());
         tracing::debug!(ns, dict = %dict_name, "created collection");
@@ -295,13 +297,13 @@ impl Store {
         c.live.store(false, Ordering::Release);
         let options = c.options.read().clone();
         let indexes = c.indexes.read().clone();
-        let nc = Arc::new(Collection::new(
+        let nc = Collection::new(
             to.to_string(),
             (*c.layout()).clone(),
             options,
             indexes,
             self.catalog.clone(),
-        ));
+        );
         nc.count_uncertain
             .store(c.count_uncertain.load(Ordering::Acquire), Ordering::Release);
         // One log record: after a crash the catalog names the collection under `from` or

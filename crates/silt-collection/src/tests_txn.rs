@@ -41,9 +41,12 @@ fn a_transaction_is_invisible_until_it_commits_and_sees_its_own_writes() {
     let (_d, s) = store();
     let c = s.get_or_create("db.c").unwrap();
     c.insert(&doc! {"_id": 1, "v": 0}).unwrap();
-    let t = s.begin().unwrap();
-    c.insert_in(&doc! {"_id": 2, "v": 0}, &t, WAIT).unwrap();
-    let lock = c.lock_doc_in(id_key(&Bson::Int32(1)), &t, WAIT).unwrap();
+    let t = s.begin(TxnKind::Multi, WAIT).unwrap();
+    c.insert_as(&doc! {"_id": 2, "v": 0}, Writer::new(Some(&t)))
+        .unwrap();
+    let lock = c
+        .lock_doc_as(id_key(&Bson::Int32(1)), Writer::new(Some(&t)))
+        .unwrap();
     update(&c, &lock, doc! {"v": 1});
     drop(lock);
     assert_eq!(docs(&c, None), vec![doc! {"_id": 1, "v": 0}]);
@@ -69,20 +72,20 @@ fn conflicting_writers_get_write_conflicts() {
     c.insert(&doc! {"_id": 1, "v": 0}).unwrap();
     c.insert(&doc! {"_id": 2, "v": 0}).unwrap();
     let key1 = id_key(&Bson::Int32(1));
-    let t1 = s.begin().unwrap();
-    let t2 = s.begin().unwrap();
-    let l = c.lock_doc_in(key1.clone(), &t1, WAIT).unwrap();
+    let t1 = s.begin(TxnKind::Multi, WAIT).unwrap();
+    let t2 = s.begin(TxnKind::Multi, WAIT).unwrap();
+    let l = c.lock_doc_as(key1.clone(), Writer::new(Some(&t1))).unwrap();
     update(&c, &l, doc! {"v": 1});
     drop(l);
     // t1 holds document 1 until it ends.
     assert!(matches!(
-        c.lock_doc_in(key1.clone(), &t2, WAIT),
+        c.lock_doc_as(key1.clone(), Writer::new(Some(&t2))),
         Err(CollError::WriteConflict(_))
     ));
     t1.commit(false).unwrap();
     // Now free, but changed after t2's snapshot: first committer wins when t2 writes it.
     let write = |key: Vec<u8>| {
-        let l = c.lock_doc_in(key, &t2, WAIT)?;
+        let l = c.lock_doc_as(key, Writer::new(Some(&t2)))?;
         let old = l.read()?.unwrap();
         c.replace(
             &l,
@@ -105,9 +108,11 @@ fn conflicting_writers_get_write_conflicts() {
     ));
     drop(t2);
     // A transaction begun now writes both.
-    let t3 = s.begin().unwrap();
+    let t3 = s.begin(TxnKind::Multi, WAIT).unwrap();
     for k in [1, 2] {
-        let l = c.lock_doc_in(id_key(&Bson::Int32(k)), &t3, WAIT).unwrap();
+        let l = c
+            .lock_doc_as(id_key(&Bson::Int32(k)), Writer::new(Some(&t3)))
+            .unwrap();
         update(&c, &l, doc! {"v": 9});
     }
     t3.commit(false).unwrap();
@@ -127,9 +132,12 @@ fn aborted_transactions_leave_nothing_in_any_index() {
     )
     .unwrap();
     c.insert(&doc! {"_id": 1, "a": 1}).unwrap();
-    let t = s.begin().unwrap();
-    c.insert_in(&doc! {"_id": 2, "a": 2}, &t, WAIT).unwrap();
-    let l = c.lock_doc_in(id_key(&Bson::Int32(1)), &t, WAIT).unwrap();
+    let t = s.begin(TxnKind::Multi, WAIT).unwrap();
+    c.insert_as(&doc! {"_id": 2, "a": 2}, Writer::new(Some(&t)))
+        .unwrap();
+    let l = c
+        .lock_doc_as(id_key(&Bson::Int32(1)), Writer::new(Some(&t)))
+        .unwrap();
     let old = l.read().unwrap().unwrap();
     c.delete(&l, &old).unwrap();
     drop(l);
@@ -156,17 +164,18 @@ fn unique_indexes_hold_inside_transactions() {
         vec![IndexSpec::parse(&doc! {"key": {"u": 1}, "name": "u_1", "unique": true}).unwrap()],
     )
     .unwrap();
-    let t1 = s.begin().unwrap();
-    let t2 = s.begin().unwrap();
-    c.insert_in(&doc! {"_id": 1, "u": 5}, &t1, WAIT).unwrap();
+    let t1 = s.begin(TxnKind::Multi, WAIT).unwrap();
+    let t2 = s.begin(TxnKind::Multi, WAIT).unwrap();
+    c.insert_as(&doc! {"_id": 1, "u": 5}, Writer::new(Some(&t1)))
+        .unwrap();
     // t1 holds the value 5: another transaction waits, then gives up.
     assert!(matches!(
-        c.insert_in(&doc! {"_id": 2, "u": 5}, &t2, WAIT),
+        c.insert_as(&doc! {"_id": 2, "u": 5}, Writer::new(Some(&t2))),
         Err(CollError::WriteConflict(_))
     ));
     // t1 itself sees its own entry.
     assert!(matches!(
-        c.insert_in(&doc! {"_id": 3, "u": 5}, &t1, WAIT),
+        c.insert_as(&doc! {"_id": 3, "u": 5}, Writer::new(Some(&t1))),
         Err(CollError::DuplicateKey { .. })
     ));
     t1.commit(false).unwrap();
@@ -176,12 +185,15 @@ fn unique_indexes_hold_inside_transactions() {
         Err(CollError::DuplicateKey { .. })
     ));
     // Deleting the holder and reusing its value in one transaction is allowed.
-    let t = s.begin().unwrap();
-    let l = c.lock_doc_in(id_key(&Bson::Int32(1)), &t, WAIT).unwrap();
+    let t = s.begin(TxnKind::Multi, WAIT).unwrap();
+    let l = c
+        .lock_doc_as(id_key(&Bson::Int32(1)), Writer::new(Some(&t)))
+        .unwrap();
     let old = l.read().unwrap().unwrap();
     c.delete(&l, &old).unwrap();
     drop(l);
-    c.insert_in(&doc! {"_id": 5, "u": 5}, &t, WAIT).unwrap();
+    c.insert_as(&doc! {"_id": 5, "u": 5}, Writer::new(Some(&t)))
+        .unwrap();
     t.commit(false).unwrap();
     assert_eq!(docs(&c, None), vec![doc! {"_id": 5, "u": 5}]);
 }
@@ -191,8 +203,10 @@ fn a_write_outside_transactions_waits_for_the_holder() {
     let (_d, s) = store();
     let c = s.get_or_create("db.c").unwrap();
     c.insert(&doc! {"_id": 1, "v": 0}).unwrap();
-    let t = s.begin().unwrap();
-    let l = c.lock_doc_in(id_key(&Bson::Int32(1)), &t, WAIT).unwrap();
+    let t = s.begin(TxnKind::Multi, WAIT).unwrap();
+    let l = c
+        .lock_doc_as(id_key(&Bson::Int32(1)), Writer::new(Some(&t)))
+        .unwrap();
     update(&c, &l, doc! {"v": 1});
     drop(l);
     let c2 = c.clone();
@@ -214,15 +228,16 @@ fn a_write_outside_transactions_waits_for_the_holder() {
 fn blind_inserts_step_aside_for_a_transaction_holding_a_document() {
     let (_d, s) = store();
     let c = s.get_or_create("db.c").unwrap();
-    let t = s.begin().unwrap();
-    c.insert_in(&doc! {"_id": 2, "v": "txn"}, &t, WAIT).unwrap();
+    let t = s.begin(TxnKind::Multi, WAIT).unwrap();
+    c.insert_as(&doc! {"_id": 2, "v": "txn"}, Writer::new(Some(&t)))
+        .unwrap();
     let batch = [doc! {"_id": 1}, doc! {"_id": 2, "v": "blind"}];
     assert!(
-        !c.insert_if_absent(&batch).unwrap(),
+        !c.insert_if_absent(&batch, Writer::plain()).unwrap(),
         "a held document: the normal path"
     );
     t.commit(false).unwrap();
-    assert!(c.insert_if_absent(&batch).unwrap());
+    assert!(c.insert_if_absent(&batch, Writer::plain()).unwrap());
     assert_eq!(
         docs(&c, None),
         vec![doc! {"_id": 1}, doc! {"_id": 2, "v": "txn"}]

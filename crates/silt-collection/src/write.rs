@@ -11,7 +11,7 @@
 //!    then the store's `ddl` mutex);
 //! 3. the unique-key stripes, in sorted order.
 //!
-//! Inside a transaction ([`Collection::lock_doc_in`]) a document is read at the transaction's
+//! Inside a transaction ([`Collection::lock_doc_as`] with a writer in one) a document is read at the transaction's
 //! snapshot (with its own writes), and writing a document someone committed after that
 //! snapshot is a write conflict (first committer wins), as MongoDB's snapshot isolation: every
 //! write of a whole document checks it. A fast update ([`Collection::fast_update`]) does not:
@@ -23,6 +23,7 @@
 //! and [`Collection::fast_update`] take the [`DocLock`] of the document, so they cannot be
 //! called without it, and they take `build` themselves.
 
+use std::cell::Cell;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,11 +31,11 @@ use std::time::Duration;
 
 use bson::{doc, Bson, Document};
 use parking_lot::MutexGuard;
-use silt_storage::{LockMode, RangeLock, Txn, WriteBatch};
+use silt_storage::{LockMode, RangeLock, WriteBatch};
 
 use crate::index::{self, KeyError};
 use crate::{
-    encode_doc, id_key, stripe_of, CollError, Collection, Index, KeySet, Result,
+    encode_doc, id_key, stripe_of, CollError, Collection, Index, KeySet, Result, Writer,
     MAX_INDEX_KEY_BYTES,
 };
 
@@ -43,16 +44,32 @@ use crate::{
 pub const NON_TXN_LOCK_WAIT: Duration = Duration::from_secs(60);
 
 /// The lock of one document: its `_id` key in the lock manager (for a transaction, held until
-/// it ends) and its stripe. Writers of the same document serialise here, and a read under it
-/// stays current until the guard is dropped.
+/// it ends) and its stripe, taken for one [`Writer`]. Writers of the same document serialise
+/// here, and a read under it stays current until the guard is dropped. Every write of the
+/// document goes through it, under the writer's rules (`rules.rs`).
 pub struct DocLock<'a> {
     coll: &'a Collection,
     key: Vec<u8>,
-    /// The transaction writing, if any, and how long it waits for locks.
-    txn: Option<(&'a Txn, Duration)>,
+    /// Who writes: the transaction, if any, and the command's flags.
+    writer: Writer<'a>,
     /// The lock-manager locks of a write outside a transaction.
     range: Option<RangeLock>,
-    _guard: MutexGuard<'a, ()>,
+    guard: Option<MutexGuard<'a, ()>>,
+    /// Set when a document went into a capped collection outside a transaction: the
+    /// collection is trimmed once this lock is released (trimming locks other documents).
+    trim: Cell<bool>,
+}
+
+impl Drop for DocLock<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        self.range.take();
+        if self.trim.get() {
+            if let Err(e) = self.coll.enforce_cap() {
+                tracing::warn!(ns = %self.coll.ns, error = %e, "cannot trim the capped collection");
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for DocLock<'_> {
@@ -72,16 +89,16 @@ impl DocLock<'_> {
     /// The document as it is now (stable while the lock is held); inside a transaction, as
     /// the transaction sees it.
     pub fn read(&self) -> Result<Option<Document>> {
-        match self.txn {
-            Some((t, _)) => self.coll.get_by_key_at(&self.key, t.snapshot()),
+        match self.writer.txn {
+            Some(t) => self.coll.get_by_key_at(&self.key, t.snapshot()),
             None => self.coll.get_by_key(&self.key),
         }
     }
 
     /// Lock `[lo, hi]` of `d` exclusively too, for as long as this lock's owner holds locks.
     fn also(&self, d: &silt_storage::Dict, range: (&[u8], &[u8])) -> Result<()> {
-        let r = match (&self.txn, &self.range) {
-            (Some((t, wait)), _) => t.lock(d, range, LockMode::Exclusive, *wait),
+        let r = match (&self.writer.txn, &self.range) {
+            (Some(t), _) => t.inner.lock(d, range, LockMode::Exclusive, t.lock_wait()),
             (None, Some(g)) => g.also(d, range, LockMode::Exclusive, NON_TXN_LOCK_WAIT),
             (None, None) => Ok(()),
         };
@@ -103,68 +120,52 @@ impl Collection {
     /// Lock the document with encoded `_id` `key` for a write outside any transaction. If a
     /// transaction holds it, this waits (up to [`NON_TXN_LOCK_WAIT`]) for it to end.
     pub fn lock_doc(&self, key: Vec<u8>) -> Result<DocLock<'_>> {
-        let range = self
-            .layout()
-            .primary
-            .member_for(&key)
-            .lock_range((&key, &key), LockMode::Exclusive, NON_TXN_LOCK_WAIT)
-            .map_err(conflict)?;
+        self.lock_doc_as(key, Writer::plain())
+    }
+
+    /// Lock the document with encoded `_id` `key` for writer `w`. In a transaction the lock
+    /// is held until it ends; waiting for another transaction that holds it fails, after
+    /// the transaction's lock wait, with [`CollError::WriteConflict`] (also on a deadlock:
+    /// this transaction is the victim), and a write under the lock fails so when a version
+    /// of the document was committed after the transaction's snapshot.
+    pub fn lock_doc_as<'a>(&'a self, key: Vec<u8>, w: Writer<'a>) -> Result<DocLock<'a>> {
+        let member = self.layout().primary.member_for(&key).clone();
+        let range = match w.txn {
+            Some(t) => {
+                t.inner
+                    .lock(&member, (&key, &key), LockMode::Exclusive, t.lock_wait())
+                    .map_err(conflict)?;
+                None
+            }
+            None => Some(
+                member
+                    .lock_range((&key, &key), LockMode::Exclusive, w.lock_wait())
+                    .map_err(conflict)?,
+            ),
+        };
         let guard = self.locks[stripe_of(&[&key])].lock();
         Ok(DocLock {
             coll: self,
             key,
-            txn: None,
-            range: Some(range),
-            _guard: guard,
+            writer: w,
+            range,
+            guard: Some(guard),
+            trim: Cell::new(false),
         })
     }
 
-    /// Lock the document with encoded `_id` `key` for transaction `txn` (until it ends),
-    /// waiting at most `wait` for another transaction that holds it. Fails with
-    /// [`CollError::WriteConflict`] on a timeout or a deadlock (this transaction is the
-    /// victim); a write under the lock fails so when a version of the document was committed
-    /// after the transaction's snapshot.
-    pub fn lock_doc_in<'a>(
-        &'a self,
-        key: Vec<u8>,
-        txn: &'a Txn,
-        wait: Duration,
-    ) -> Result<DocLock<'a>> {
-        txn.lock(
-            self.layout().primary.member_for(&key),
-            (&key, &key),
-            LockMode::Exclusive,
-            wait,
-        )
-        .map_err(conflict)?;
-        let guard = self.locks[stripe_of(&[&key])].lock();
-        Ok(DocLock {
-            coll: self,
-            key,
-            txn: Some((txn, wait)),
-            range: None,
-            _guard: guard,
-        })
-    }
-
-    /// Insert `doc` (which must carry `_id`); a document with the same `_id` is an error, as
-    /// is a unique-index violation (nothing is written then).
+    /// Insert `doc` (which must carry `_id`) outside any transaction; see
+    /// [`Collection::insert_as`].
     pub fn insert(&self, doc: &Document) -> Result<()> {
-        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        {
-            let lock = self.lock_doc(self.new_record_key(doc)?)?;
-            self.insert_locked(&lock, doc, id)?;
-        }
-        if self.pk.is_natural() {
-            self.enforce_cap()?;
-        }
-        Ok(())
+        self.insert_as(doc, Writer::plain())
     }
 
-    /// [`Collection::insert`] inside transaction `txn` (see [`Collection::lock_doc_in`]).
-    pub fn insert_in(&self, doc: &Document, txn: &Txn, wait: Duration) -> Result<()> {
+    /// Insert `doc` (which must carry `_id`) for writer `w`; a document with the same `_id`
+    /// is an error, as is a unique-index violation or a broken rule (nothing is written
+    /// then).
+    pub fn insert_as(&self, doc: &Document, w: Writer<'_>) -> Result<()> {
+        let lock = self.lock_doc_as(self.new_record_key(doc)?, w)?;
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        let lock = self.lock_doc_in(self.new_record_key(doc)?, txn, wait)?;
         self.insert_locked(&lock, doc, id)
     }
 
@@ -198,12 +199,22 @@ impl Collection {
     /// insert-if-absent message per document, all in one engine batch. A duplicate is skipped
     /// when its message reaches a leaf, so nobody learns which documents were duplicates.
     /// Only possible while the collection has no secondary index (an index entry would need
-    /// to know whether its document went in) and no transaction holds one of the documents;
-    /// returns `false`, writing nothing, otherwise.
-    pub fn insert_if_absent(&self, docs: &[Document]) -> Result<bool> {
-        if !self.pk.is_id() {
+    /// to know whether its document went in), no transaction holds one of the documents,
+    /// the writer is outside a transaction (messages are not provisional) and every document
+    /// keeps the write rules (`rules.rs`); returns `false`, writing nothing, otherwise.
+    pub fn insert_if_absent(&self, docs: &[Document], w: Writer<'_>) -> Result<bool> {
+        if !self.pk.is_id() || w.txn.is_some() {
             // The `_id_` index is a secondary index then.
             return Ok(false);
+        }
+        let mut encoded = Vec::with_capacity(docs.len());
+        for d in docs {
+            let bytes = encode_doc(d);
+            if self.check_write(&w, None, Some((d, bytes.len()))).is_err() {
+                // The normal path reports the document on its own.
+                return Ok(false);
+            }
+            encoded.push(bytes);
         }
         let keys: Vec<Vec<u8>> = docs
             .iter()
@@ -251,8 +262,8 @@ impl Collection {
         // Under `build`, the layout cannot change: route by the current one.
         let layout = self.layout();
         let mut batch = WriteBatch::new();
-        for (key, d) in keys.iter().zip(docs) {
-            batch.put_if_absent(layout.primary.member_for(key), key, &encode_doc(d))?;
+        for (key, bytes) in keys.iter().zip(&encoded) {
+            batch.put_if_absent(layout.primary.member_for(key), key, bytes)?;
         }
         // A duplicate is charged to the count until its message reaches a leaf.
         self.mark_count_uncertain()?;
@@ -312,6 +323,10 @@ impl Collection {
             // A message could change a key field without moving the document.
             return Ok(false);
         }
+        // A validator must see the new document, which a blind message never reads.
+        if self.is_capped() || (self.validator().is_some() && !lock.writer.bypass_validation) {
+            return Ok(false);
+        }
         let _b = self.build.read();
         if !eligible(&self.indexes.read()) {
             return Ok(false);
@@ -321,8 +336,8 @@ impl Collection {
         }
         let layout = self.layout();
         let d = layout.primary.member_for(lock.key());
-        match lock.txn {
-            Some((t, _)) => t.update(d, lock.key(), func, arg)?,
+        match lock.writer.txn {
+            Some(t) => t.inner.update(d, lock.key(), func, arg)?,
             None => d.update(lock.key(), func, arg)?,
         }
         Ok(true)
@@ -349,9 +364,11 @@ impl Collection {
         }
     }
 
-    /// The write itself, with index maintenance (the caller holds `build` shared and the
-    /// document's lock). Every index key is computed and every unique constraint checked
-    /// before anything is written.
+    /// Every document write ends here, whatever its entry point: the write rules of
+    /// `rules.rs` (capped collections in transactions, size and nesting limits, the
+    /// validator), then index maintenance, then one engine batch (the caller holds `build`
+    /// shared and the document's lock). Every rule is checked, every index key computed and
+    /// every unique constraint checked before anything is written.
     fn write_doc(
         &self,
         lock: &DocLock<'_>,
@@ -359,7 +376,9 @@ impl Collection {
         new: Option<&Document>,
     ) -> Result<()> {
         let key = lock.key();
-        let txn = lock.txn.map(|(t, _)| t);
+        let bytes = new.map(encode_doc);
+        self.check_write(&lock.writer, old, new.zip(bytes.as_ref().map(Vec::len)))?;
+        let txn = lock.writer.txn.map(|t| &t.inner);
         // The caller holds `build`, so the layout and the indexes' members stay as read here.
         let layout = self.layout();
         let primary = layout.primary.member_for(key);
@@ -476,7 +495,6 @@ impl Collection {
         // The document and its index entries are one engine batch: after a crash they are
         // all there or none is.
         let mut batch = WriteBatch::new();
-        let bytes = new.map(encode_doc);
         match (&bytes, old) {
             (Some(b), Some(_)) => batch.replace(primary, key, b)?,
             (Some(b), None) => batch.put(primary, key, b)?,
@@ -526,6 +544,18 @@ impl Collection {
         match txn {
             Some(t) => batch.commit_in(t)?,
             None => batch.commit()?,
+        }
+        drop(_meta);
+        if self.is_capped() && old.is_none() && new.is_some() {
+            // A capped collection is trimmed back to its cap after the insert is committed.
+            match lock.writer.txn {
+                Some(t) => {
+                    if let Some(me) = self.me.upgrade() {
+                        t.inserted_into_capped(me);
+                    }
+                }
+                None => lock.trim.set(true),
+            }
         }
         Ok(())
     }

@@ -63,7 +63,9 @@ where
     };
     let write = |img: &NodeImage, written: &mut Vec<(BlockNum, Extent)>| -> Result<Extent> {
         let (bytes, _) = encode_block(img, env.opts.compression);
-        let x = core.file.write_block(&bytes)?;
+        let x = core.file.write_block(&bytes);
+        crate::bufpool::give(bytes);
+        let x = x?;
         written.push((img.blocknum, x));
         Ok(x)
     };
@@ -160,12 +162,14 @@ where
     let mut node = load_node(&core.file, root.block, root.ext)?;
     if let Need::Parts(_, list) = missing(&node) {
         for (i, loc) in list {
-            let buf = core.file.read_at(loc.offset, loc.disk_len as usize)?;
-            node.parts[i].data = Some(
-                crate::format::node::decode_part(&buf, &loc, node.is_leaf()).map_err(|e| {
-                    crate::error::corruption(&core.file.path, "bulk-loaded root", e)
-                })?,
-            );
+            let leaf = node.is_leaf();
+            let d = core
+                .file
+                .read_with(loc.offset, loc.disk_len as usize, |buf| {
+                    crate::format::node::decode_part(buf, &loc, leaf)
+                })?
+                .map_err(|e| crate::error::corruption(&core.file.path, "bulk-loaded root", e))?;
+            node.parts[i].data = Some(d);
         }
     }
     let mut node = Some(node);

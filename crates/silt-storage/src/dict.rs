@@ -47,15 +47,27 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
     // Enough for the header of any ordinary node (as the original engine, which reads at most
     // 32 KiB); a longer header costs a second read.
     let first = (ext.len as usize).min(32 << 10);
-    let mut buf = file.read_at(ext.offset, first)?;
-    let hlen = fnode::header_len_from_fixed(&buf).map_err(|e| corruption(&file.path, what(), e))?;
-    if hlen > ext.len as usize {
-        return Err(corruption(&file.path, what(), "header longer than block"));
-    }
-    if hlen > buf.len() {
-        buf = file.read_at(ext.offset, hlen)?;
-    }
-    let h = decode_header(&buf).map_err(|e| corruption(&file.path, what(), e))?;
+    let header = file.read_with(
+        ext.offset,
+        first,
+        |buf| -> crate::format::bytes::DecResult<_> {
+            let hlen = fnode::header_len_from_fixed(buf)?;
+            Ok(if hlen <= buf.len() {
+                Ok(decode_header(buf)?)
+            } else {
+                Err(hlen)
+            })
+        },
+    )?;
+    let h = match header.map_err(|e| corruption(&file.path, what(), e))? {
+        Ok(h) => h,
+        Err(hlen) if hlen > ext.len as usize => {
+            return Err(corruption(&file.path, what(), "header longer than block"))
+        }
+        Err(hlen) => file
+            .read_with(ext.offset, hlen, decode_header)?
+            .map_err(|e| corruption(&file.path, what(), e))?,
+    };
     if h.blocknum != b {
         return Err(corruption(
             &file.path,
@@ -92,7 +104,7 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
 }
 
 /// Read the given partitions (one `pread` covering all of them).
-fn load_parts(
+pub(crate) fn load_parts(
     file: &DictFile,
     b: BlockNum,
     leaf: bool,
@@ -104,22 +116,23 @@ fn load_parts(
         .map(|(_, l)| l.offset + u64::from(l.disk_len))
         .max()
         .unwrap_or(0);
-    let buf = file.read_at(start, (end - start) as usize)?;
-    list.iter()
-        .map(|&(i, loc)| {
-            let s = &buf[(loc.offset - start) as usize
-                ..(loc.offset - start + u64::from(loc.disk_len)) as usize];
-            decode_part(s, &loc, leaf)
-                .map(|d| (i, loc, d))
-                .map_err(|e| {
-                    corruption(
-                        &file.path,
-                        format!("block {b} partition {i} at offset {}", loc.offset),
-                        e,
-                    )
-                })
-        })
-        .collect()
+    file.read_with(start, (end - start) as usize, |buf| {
+        list.iter()
+            .map(|&(i, loc)| {
+                let s = &buf[(loc.offset - start) as usize
+                    ..(loc.offset - start + u64::from(loc.disk_len)) as usize];
+                decode_part(s, &loc, leaf)
+                    .map(|d| (i, loc, d))
+                    .map_err(|e| {
+                        corruption(
+                            &file.path,
+                            format!("block {b} partition {i} at offset {}", loc.offset),
+                            e,
+                        )
+                    })
+            })
+            .collect()
+    })?
 }
 
 /// Partially evict clean node `b`: drop each resident partition that has an on-disk copy and,
@@ -213,7 +226,9 @@ impl DictCore {
     /// Compress and write an image to a fresh extent.
     pub fn write_image(&self, env: &EnvInner, img: &NodeImage) -> Result<(Extent, Vec<PartLoc>)> {
         let (bytes, locs) = encode_block(img, env.opts.compression);
-        let ext = self.file.write_block(&bytes)?;
+        let ext = self.file.write_block(&bytes);
+        crate::bufpool::give(bytes);
+        let ext = ext?;
         env.cache.writebacks.fetch_add(1, Ordering::Relaxed);
         let locs = locs
             .into_iter()

@@ -150,23 +150,7 @@ fn load_full(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
     let mut n = load_node(file, b, ext)?;
     if let Need::Parts(_, list) = missing(&n) {
         if !list.is_empty() {
-            let start = list.iter().map(|(_, l)| l.offset).min().unwrap_or(0);
-            let end = list
-                .iter()
-                .map(|(_, l)| l.offset + u64::from(l.disk_len))
-                .max()
-                .unwrap_or(0);
-            let buf = file.read_at(start, (end - start) as usize)?;
-            for (i, loc) in list {
-                let s = &buf[(loc.offset - start) as usize
-                    ..(loc.offset - start) as usize + loc.disk_len as usize];
-                let d = crate::format::node::decode_part(s, &loc, n.is_leaf()).map_err(|e| {
-                    corruption(
-                        &file.path,
-                        format!("block {b} partition {i} at offset {}", loc.offset),
-                        e,
-                    )
-                })?;
+            for (i, _, d) in crate::dict::load_parts(file, b, n.is_leaf(), &list)? {
                 n.parts[i].data = Some(d);
             }
         }

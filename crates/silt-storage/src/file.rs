@@ -136,13 +136,20 @@ impl DictFile {
         Ok(DictFile::assemble(path, file, table, tx, alloc, header))
     }
 
-    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    /// Read `len` bytes at `offset` and hand them to `f` (which decodes what it needs out of
+    /// them). The bytes land in a reused buffer (`crate::bufpool`).
+    pub fn read_with<R>(&self, offset: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         if let Some(r) = self.file.read_direct(offset, len) {
-            return r.ctx(&self.path);
+            return r.ctx(&self.path).map(|b| f(&b));
         }
-        let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset).ctx(&self.path)?;
-        Ok(buf)
+        let mut buf = crate::bufpool::zeroed(len);
+        let out = self
+            .file
+            .read_exact_at(&mut buf, offset)
+            .ctx(&self.path)
+            .map(|()| f(&buf));
+        crate::bufpool::give(buf);
+        out
     }
 
     /// Allocate an extent and write `bytes` there. The caller publishes it in a table or frees it.

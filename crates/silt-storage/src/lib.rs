@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod bufpool;
 mod bulk;
 mod cache;
 mod catalog;

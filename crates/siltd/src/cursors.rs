@@ -14,7 +14,7 @@ use silt_query::matcher::Matcher;
 use silt_query::projection::Projection;
 use silt_query::{QResult, QueryError};
 
-use crate::state::coll_err;
+use crate::errors::coll_err;
 
 /// A stream of result documents.
 pub trait DocSource: Send {

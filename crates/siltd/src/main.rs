@@ -14,7 +14,10 @@
 mod auth;
 mod commands;
 mod config;
+mod conn;
+mod ctx;
 mod cursors;
+mod errors;
 mod fast;
 mod logging;
 mod metrics;
@@ -22,6 +25,7 @@ mod monitor;
 mod ops;
 mod redzone;
 mod replset;
+mod request;
 mod server;
 mod sessions;
 mod state;

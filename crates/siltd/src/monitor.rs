@@ -163,21 +163,9 @@ pub struct Top {
     entries: RwLock<HashMap<String, TopEntry>>,
 }
 
-/// The `top` kind of a command, and whether it reads or writes.
-fn kind_of(command: &str) -> (&'static str, &'static str) {
-    match command {
-        "find" | "aggregate" | "count" | "distinct" => ("queries", "readLock"),
-        "getMore" => ("getmore", "readLock"),
-        "insert" => ("insert", "writeLock"),
-        "update" | "findAndModify" | "findandmodify" => ("update", "writeLock"),
-        "delete" => ("remove", "writeLock"),
-        _ => ("commands", "writeLock"),
-    }
-}
-
 impl Top {
-    pub fn record(&self, ns: &str, command: &str, micros: u64) {
-        let (kind, lock) = kind_of(command);
+    pub fn record(&self, ns: &str, op: crate::commands::OpKind, micros: u64) {
+        let (kind, lock) = op.top();
         let add = |e: &TopEntry| {
             for k in ["total", kind, lock] {
                 e.add(k, micros);

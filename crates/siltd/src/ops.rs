@@ -1,6 +1,6 @@
 //! Operations in flight: the table `currentOp` and `$currentOp` read and `killOp` marks.
 //!
-//! `Server::run_command` registers every command for as long as it runs ([`Ops::start`]),
+//! `request::run` registers every command for as long as it runs ([`Ops::start`]),
 //! with its connection, start time, namespace and command document (shared, not copied), and
 //! makes it the thread's *current* operation. Long work reports progress on its operation
 //! (index builds: MongoDB's `msg` and `progress: {done, total}`) and checks for a kill at its
@@ -23,7 +23,7 @@ use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
 use silt_collection::{BuildObserver, Stop};
 
-use crate::state::ConnInfo;
+use crate::conn::ConnInfo;
 
 /// Largest command document `currentOp` shows whole (MongoDB's limit for `truncateOps`);
 /// a larger one becomes `{$truncated: <its text, cut>}`.

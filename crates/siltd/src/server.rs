@@ -25,7 +25,8 @@ use bson::{doc, Bson, Document};
 use parking_lot::{Condvar, Mutex};
 use silt_wire::{MsgHeader, OpReply, Request, HEADER_LEN, MAX_MESSAGE_BYTES};
 
-use crate::state::{ConnInfo, Server};
+use crate::conn::ConnInfo;
+use crate::state::Server;
 use crate::tls::Transport;
 
 static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
@@ -270,22 +271,6 @@ fn error_doc(code: i32, name: &str, msg: &str) -> Document {
     doc! { "ok": 0.0, "errmsg": msg, "code": code, "codeName": name }
 }
 
-/// Run a command, turning a panic into an error reply: one bad command must not take the
-/// connection, let alone the server, down.
-fn run_command(s: &Server, cmd: Document, info: &ConnInfo) -> Document {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run_command(cmd, info))) {
-        Ok(d) => d,
-        Err(_) => {
-            tracing::error!(conn = info.id, "command panicked");
-            error_doc(
-                1,
-                "InternalError",
-                "internal error while running the command",
-            )
-        }
-    }
-}
-
 fn serve_connection(
     s: &Arc<Server>,
     conns: &Conns,
@@ -345,7 +330,7 @@ fn serve_connection(
                     // maxAwaitTimeMS". A standalone's topology never changes: wait, then answer.
                     conns.sleep(wait);
                 }
-                let reply = run_command(s, cmd, info);
+                let reply = crate::request::run(s, cmd, info);
                 if quiet {
                     continue;
                 }
@@ -368,7 +353,7 @@ fn serve_connection(
                             _ => q.query.clone(),
                         };
                         cmd.insert("$db", db.to_string());
-                        let r = run_command(s, cmd, info);
+                        let r = crate::request::run(s, cmd, info);
                         OpReply::single(r)
                     }
                     None => OpReply {

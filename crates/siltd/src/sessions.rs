@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bson::{Document, Timestamp};
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex};
-use silt_collection::{Snapshot, Txn};
+use silt_collection::{Snapshot, Transaction};
 use silt_query::QueryError;
 
 /// How long an unused session lives (MongoDB's `logicalSessionTimeoutMinutes`, 30).
@@ -40,7 +40,7 @@ pub enum TxnState {
 
 /// An open multi-document transaction.
 pub struct Active {
-    pub txn: Txn,
+    pub txn: Transaction,
     pub started: Instant,
 }
 
@@ -275,4 +275,12 @@ impl std::ops::DerefMut for SessionGuard {
     fn deref_mut(&mut self) -> &mut SessionState {
         &mut self.0
     }
+}
+
+/// The session a `commitTransaction` or `abortTransaction` ends, lent to the command's
+/// handler through its `Ctx` (`transactions::commit_transaction`), with the error labels
+/// its outcome carries back.
+pub struct TxnEnd<'a> {
+    pub sess: std::cell::RefCell<&'a mut SessionGuard>,
+    pub labels: std::cell::RefCell<Vec<&'static str>>,
 }

@@ -20,28 +20,16 @@
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document, Timestamp};
-use silt_collection::{id_key, NON_TXN_LOCK_WAIT};
+use silt_collection::{id_key, TxnKind, Writer, NON_TXN_LOCK_WAIT};
 use silt_query::{QResult, QueryError};
 
-use crate::commands::{self, type_name};
-use crate::sessions::{Active, SessionGuard, TxnState};
-use crate::state::{coll_err, CmdResult, ConnInfo, Ctx, Server};
-
-/// Commands that may carry a `txnNumber` outside a transaction.
-const RETRYABLE: &[&str] = &["insert", "update", "delete", "findAndModify"];
-
-/// Commands a multi-document transaction may run (besides commit and abort).
-const IN_TXN: &[&str] = &[
-    "find",
-    "getMore",
-    "killCursors",
-    "insert",
-    "update",
-    "delete",
-    "findAndModify",
-    "aggregate",
-    "distinct",
-];
+use crate::commands::type_name;
+use crate::conn::ConnInfo;
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
+use crate::request::{self, Request};
+use crate::sessions::{Active, SessionGuard, TxnEnd, TxnState};
+use crate::state::{CmdResult, Server};
 
 /// Where the replies of retryable writes are kept (MongoDB's collection of that name).
 pub const RETRY_NS: &str = "config.transactions";
@@ -238,13 +226,11 @@ fn cluster_now(s: &Server) -> Option<Timestamp> {
     s.repl.as_ref().map(|r| r.now())
 }
 
-/// Run command `name` of database `db` in the session mode its fields ask for.
-pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) -> Outcome {
-    if commands::lookup(name).is_none() {
-        return Outcome::err(QueryError::command_not_found(format!(
-            "no such command: '{name}'"
-        )));
-    }
+/// Run `req` in the session mode its fields ask for (step 7 of `crate::request`): the
+/// handler runs through `request::invoke` with the command's [`Ctx`].
+pub fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
+    let (name, cmd) = (req.name.as_str(), req.cmd);
+    let props = req.entry.props;
     let args = match parse_session(cmd) {
         Ok(a) => a,
         Err(e) => return Outcome::err(e),
@@ -255,7 +241,7 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
         ));
     }
     let (Some(lsid), Some(number)) = (args.lsid, args.txn_number) else {
-        if matches!(name, "commitTransaction" | "abortTransaction") {
+        if matches!(req.entry.name, "commitTransaction" | "abortTransaction") {
             return Outcome::err(QueryError::command_failed(format!(
                 "{name} must be run within a transaction"
             )));
@@ -265,19 +251,19 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
                 return Outcome::err(e);
             }
         }
-        return plain(s, db, name, cmd, conn, args.read_concern);
+        return plain(s, req, conn, args.read_concern);
     };
     let mut sess = match s.sessions.checkout(lsid) {
         Ok(g) => g,
         Err(e) => return Outcome::err(e),
     };
     if args.in_txn {
-        statement(s, db, name, cmd, conn, &args, number, &mut sess)
-    } else if RETRYABLE.contains(&name) {
+        statement(s, req, conn, &args, number, &mut sess)
+    } else if props.retryable {
         if let Err(e) = parse_read_concern(args.read_concern, cluster_now(s)) {
             return Outcome::err(e);
         }
-        retryable(s, db, name, cmd, conn, lsid, number, &mut sess)
+        retryable(s, req, conn, lsid, number, &mut sess)
     } else {
         Outcome::err(QueryError::located(
             50768,
@@ -289,14 +275,8 @@ pub fn run(s: &Server, db: &str, name: &str, cmd: &Document, conn: &ConnInfo) ->
 }
 
 /// A command outside any transaction (a snapshot read included).
-fn plain(
-    s: &Server,
-    db: &str,
-    name: &str,
-    cmd: &Document,
-    conn: &ConnInfo,
-    rc: Option<&Document>,
-) -> Outcome {
+fn plain(s: &Server, req: &Request<'_>, conn: &ConnInfo, rc: Option<&Document>) -> Outcome {
+    let (name, cmd) = (req.name.as_str(), req.cmd);
     let rc = match parse_read_concern(rc, cluster_now(s)) {
         Ok(rc) => rc,
         Err(e) => return Outcome::err(e),
@@ -304,7 +284,7 @@ fn plain(
     let mut op = Ctx::new(conn);
     let mut at = None;
     if rc.level.as_deref() == Some("snapshot") {
-        if !matches!(name, "find" | "aggregate" | "distinct") {
+        if !req.entry.props.snapshot_read {
             return Outcome::err(QueryError::invalid_options(format!(
                 "Command {name} does not support {{ readConcern: {{ level: \"snapshot\" }} }} outside a transaction"
             )));
@@ -332,9 +312,9 @@ fn plain(
         op.snap = Some(snap);
         at = Some(t);
     }
-    let result =
-        commands::dispatch(s, db, name, cmd, &op).and_then(|b| after_write(s, name, cmd, b));
-    let mut o = Outcome::of(result, commands::is_write(name));
+    let writes = req.entry.props.writes;
+    let result = request::invoke(s, req, &op).and_then(|b| after_write(s, writes, cmd, b));
+    let mut o = Outcome::of(result, writes);
     o.at_cluster_time = at;
     o
 }
@@ -342,8 +322,8 @@ fn plain(
 /// After a write outside a multi-document transaction: make the log durable when the write
 /// concern asks (`j`, `fsync`, or `w: "majority"`, which on one member means durable), and
 /// report what cannot be met.
-fn after_write(s: &Server, name: &str, cmd: &Document, mut body: Document) -> CmdResult {
-    if !commands::is_write(name) {
+fn after_write(s: &Server, writes: bool, cmd: &Document, mut body: Document) -> CmdResult {
+    if !writes {
         return Ok(body);
     }
     let wc = write_concern(cmd)?;
@@ -414,17 +394,15 @@ fn has_conflict(body: &Document) -> bool {
 
 /// A retryable write: run once (a retry gets the first reply), in a transaction of its own
 /// with the record of its reply.
-#[allow(clippy::too_many_arguments)]
 fn retryable(
     s: &Server,
-    db: &str,
-    name: &str,
-    cmd: &Document,
+    req: &Request<'_>,
     conn: &ConnInfo,
     lsid: &Document,
     number: i64,
     sess: &mut SessionGuard,
 ) -> Outcome {
+    let cmd = req.cmd;
     if number < sess.number {
         return Outcome::err(QueryError::transaction_too_old(format!(
             "Retryable write with txnNumber {number} is prohibited on session {} because a newer retryable write with txnNumber {} has already started on this session.",
@@ -473,17 +451,16 @@ fn retryable(
     let deadline = Instant::now() + NON_TXN_LOCK_WAIT;
     let mut pause = Duration::from_micros(100);
     loop {
-        let txn = match s.store.begin() {
+        let txn = match s.store.begin(TxnKind::Retryable, NON_TXN_LOCK_WAIT) {
             Ok(t) => t,
             Err(e) => return Outcome::err(coll_err(e)),
         };
         let op = Ctx {
             snap: Some(txn.snapshot().clone()),
             txn: Some(&txn),
-            lock_wait: NON_TXN_LOCK_WAIT,
             ..Ctx::new(conn)
         };
-        let r = commands::dispatch(s, db, name, cmd, &op);
+        let r = request::invoke(s, req, &op);
         drop(op);
         let conflict = match &r {
             Err(e) => e.code == 112,
@@ -510,7 +487,7 @@ fn retryable(
             "reply": body.clone(),
         };
         let saved = (|| {
-            let lock = record.lock_doc_in(id_key(&rid), &txn, NON_TXN_LOCK_WAIT)?;
+            let lock = record.lock_doc_as(id_key(&rid), Writer::new(Some(&txn)))?;
             match lock.read()? {
                 Some(old) => record.replace(&lock, &old, &rec),
                 None => record.insert_under(&lock, &rec),
@@ -521,7 +498,7 @@ fn retryable(
             return Outcome::err(coll_err(e));
         }
         if let Err(e) = txn.commit(wc.durable) {
-            return Outcome::err(coll_err(e.into()));
+            return Outcome::err(coll_err(e));
         }
         if let Some(e) = wc.unsatisfiable {
             body.insert("writeConcernError", e);
@@ -540,17 +517,15 @@ fn lsid_text(lsid: &Document) -> String {
 }
 
 /// One statement of a multi-document transaction (its start, commit and abort included).
-#[allow(clippy::too_many_arguments)]
 fn statement(
     s: &Server,
-    db: &str,
-    name: &str,
-    cmd: &Document,
+    req: &Request<'_>,
     conn: &ConnInfo,
     args: &SessionArgs<'_>,
     number: i64,
     sess: &mut SessionGuard,
 ) -> Outcome {
+    let (name, cmd) = (req.entry.name, req.cmd);
     // For error messages only.
     let session = || args.lsid.map(lsid_text).unwrap_or_default();
     let too_old = |cur: i64| {
@@ -589,7 +564,7 @@ fn statement(
         }
         sess.abort("a newer transaction started");
         sess.number = number;
-        match s.store.begin() {
+        match s.store.begin(TxnKind::Multi, s.txn_lock_wait()) {
             Ok(txn) => {
                 sess.txn = TxnState::Active(Box::new(Active {
                     txn,
@@ -625,7 +600,7 @@ fn statement(
             TxnState::Committed => {
                 return match name {
                     "commitTransaction" => {
-                        Outcome::of(after_write(s, name, cmd, Document::new()), true)
+                        Outcome::of(after_write(s, true, cmd, Document::new()), true)
                     }
                     _ => Outcome::err(QueryError::transaction_committed(format!(
                         "Transaction with {{ txnNumber: {number} }} has been committed."
@@ -644,19 +619,28 @@ fn statement(
             }
         }
     }
-    match name {
-        "commitTransaction" => return commit(cmd, sess),
-        "abortTransaction" => {
-            sess.abort("abortTransaction");
-            return Outcome::of(Ok(Document::new()), true);
-        }
-        _ => {}
+    if matches!(name, "commitTransaction" | "abortTransaction") {
+        // Their handlers end the transaction through the session lent to them.
+        let end = TxnEnd {
+            sess: std::cell::RefCell::new(sess),
+            labels: std::cell::RefCell::new(Vec::new()),
+        };
+        let op = Ctx {
+            txn_end: Some(&end),
+            ..Ctx::new(conn)
+        };
+        let r = request::invoke(s, req, &op);
+        drop(op);
+        return Outcome {
+            labels: end.labels.take(),
+            ..Outcome::of(r, true)
+        };
     }
     let refuse = |sess: &mut SessionGuard, e: QueryError| {
         sess.abort("a statement was refused");
         Outcome::err(e)
     };
-    if !IN_TXN.contains(&name) {
+    if !req.entry.props.in_txn {
         let e = if name == "count" {
             QueryError::operation_not_supported_in_transaction(
                 "Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.",
@@ -680,11 +664,9 @@ fn statement(
     let op = Ctx {
         snap: Some(active.txn.snapshot().clone()),
         txn: Some(&active.txn),
-        lock_wait: s.txn_lock_wait(),
-        multi: true,
         ..Ctx::new(conn)
     };
-    let r = commands::dispatch(s, db, name, cmd, &op);
+    let r = request::invoke(s, req, &op);
     drop(op);
     match r {
         Err(e) => {
@@ -705,12 +687,31 @@ fn statement(
             if body.contains_key("writeErrors") {
                 sess.abort("a write failed");
             }
-            Outcome::of(Ok(body), commands::is_write(name))
+            Outcome::of(Ok(body), req.entry.props.writes)
         }
     }
 }
 
-/// `commitTransaction` of the open transaction.
+/// The `commitTransaction` command: commit the session's open transaction.
+pub fn commit_transaction(cmd: &Document, op: &Ctx) -> CmdResult {
+    let end = op.txn_end.ok_or_else(|| {
+        QueryError::command_failed("commitTransaction must be run within a transaction")
+    })?;
+    let out = commit(cmd, &mut end.sess.borrow_mut());
+    *end.labels.borrow_mut() = out.labels;
+    out.result
+}
+
+/// The `abortTransaction` command: abort the session's open transaction.
+pub fn abort_transaction(op: &Ctx) -> CmdResult {
+    let end = op.txn_end.ok_or_else(|| {
+        QueryError::command_failed("abortTransaction must be run within a transaction")
+    })?;
+    end.sess.borrow_mut().abort("abortTransaction");
+    Ok(Document::new())
+}
+
+/// Commit the session's open transaction.
 fn commit(cmd: &Document, sess: &mut SessionGuard) -> Outcome {
     let wc = match write_concern(cmd) {
         Ok(wc) => wc,
@@ -726,7 +727,7 @@ fn commit(cmd: &Document, sess: &mut SessionGuard) -> Outcome {
         };
         return Outcome {
             labels: vec![UNKNOWN_COMMIT],
-            ..Outcome::err(coll_err(e.into()))
+            ..Outcome::err(coll_err(e))
         };
     }
     let mut body = Document::new();

@@ -21,7 +21,7 @@ fn zstd_compress(raw: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
             *c = Some((level, zstd::bulk::Compressor::new(level)?));
         }
         let (_, cx) = c.as_mut().expect("set above");
-        let mut out = vec![0u8; 1 + zstd::zstd_safe::compress_bound(raw.len())];
+        let mut out = crate::bufpool::zeroed(1 + zstd::zstd_safe::compress_bound(raw.len()));
         out[0] = Compression::Zstd(level).tag();
         let n = cx.compress_to_buffer(raw, &mut out[1..])?;
         out.truncate(1 + n);
@@ -42,15 +42,16 @@ fn zstd_decompress(payload: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// Compress `raw` with `method`, writing `[tag][payload]` to a new buffer.
+/// Compress `raw` with `method`, writing `[tag][payload]` to a buffer of `crate::bufpool`
+/// (give it back when done).
 pub(crate) fn compress(method: Compression, raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(raw.len() / 2 + 16);
+    let mut out = crate::bufpool::take();
     out.push(method.tag());
     match method {
         Compression::None => out.extend_from_slice(raw),
         Compression::Lz4 => out.extend_from_slice(&lz4_flex::block::compress(raw)),
         Compression::Zstd(level) => match zstd_compress(raw, level) {
-            Ok(c) => out = c,
+            Ok(c) => crate::bufpool::give(std::mem::replace(&mut out, c)),
             Err(_) => {
                 out[0] = Compression::None.tag();
                 out.extend_from_slice(raw);

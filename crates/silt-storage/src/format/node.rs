@@ -163,8 +163,8 @@ pub(crate) fn image_of(n: &Node) -> NodeImage {
     }
 }
 
-/// Compress and lay out a block. Returns the block bytes and, per partition, its location
-/// relative to the block start.
+/// Compress and lay out a block. Returns the block bytes (a buffer of `crate::bufpool`: give
+/// it back once written) and, per partition, its location relative to the block start.
 pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<PartLoc>) {
     let stored: Vec<Vec<u8>> = img.parts.iter().map(|r| compress::compress(c, r)).collect();
     let mut info = Enc::default();
@@ -174,7 +174,10 @@ pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<Par
     for ch in &img.children {
         info.u64(ch.0);
     }
-    let mut e = Enc::with_capacity(
+    let mut e = Enc {
+        buf: crate::bufpool::take(),
+    };
+    e.buf.reserve(
         FIXED_HEADER
             + 8
             + img.parts.len() * DIR_ENTRY
@@ -212,6 +215,7 @@ pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<Par
         });
         e.bytes(s);
     }
+    stored.into_iter().for_each(crate::bufpool::give);
     (e.buf, locs)
 }
 

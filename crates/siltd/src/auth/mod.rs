@@ -28,7 +28,8 @@ pub use roles::{Need, Role};
 use scram::{ClientFirst, Credential, Mech, Pending, ScramError};
 pub use users::{User, Users};
 
-use crate::state::{ConnInfo, Server};
+use crate::conn::ConnInfo;
+use crate::state::Server;
 
 /// The server-wide side: whether `--auth` is on, the users, the user-defined roles, and the
 /// secret that makes the decoy salts of unknown users stable.

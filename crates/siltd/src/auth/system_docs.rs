@@ -8,7 +8,7 @@ use bson::{Bson, Document};
 use silt_collection::Store;
 use silt_query::QueryError;
 
-use crate::state::coll_err;
+use crate::errors::coll_err;
 
 /// Every document of `ns` (none if it does not exist); a read error is logged and ends the
 /// list.

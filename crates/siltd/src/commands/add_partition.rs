@@ -6,7 +6,8 @@
 use bson::Document;
 
 use super::common::{coll_arg, doc_arg};
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn add_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "addPartition")?;

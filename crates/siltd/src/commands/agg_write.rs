@@ -21,7 +21,9 @@ use silt_query::{QResult, QueryError};
 
 use super::modify::update_docs;
 use super::write::prepare_insert;
-use crate::state::{coll_err, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
+use crate::state::Server;
 
 /// The prefix of `$out`'s temporary collections (after `<db>.`).
 pub const TMP_PREFIX: &str = "tmp.agg_out.";
@@ -137,8 +139,8 @@ fn ns_of(spec: &Bson, db: &str, stage: &str, coll_field: &str) -> QResult<(Strin
             ))
         }
     };
-    crate::state::check_db_name(&tdb)?;
-    crate::state::check_coll_name(&tdb, &tcoll)?;
+    crate::errors::check_db_name(&tdb)?;
+    crate::errors::check_coll_name(&tdb, &tcoll)?;
     if tcoll.starts_with("system.") {
         return Err(QueryError::invalid_namespace(format!(
             "Invalid {stage} target namespace, {tdb}.{tcoll}"
@@ -318,7 +320,7 @@ fn parse_merge(spec: &Bson, db: &str) -> QResult<WriteStage> {
 impl WriteStage {
     /// Write `docs` (the pipeline's output) where the stage says.
     pub fn write(&self, s: &Server, op: &Ctx, docs: Vec<Document>) -> QResult<()> {
-        if op.multi {
+        if op.multi() {
             let name = match self {
                 WriteStage::Out { .. } => "$out",
                 WriteStage::Merge(_) => "$merge",

@@ -11,9 +11,11 @@ use silt_query::{QResult, QueryError};
 use silt_collection::{MatchSource, Planned, Snapshot};
 
 use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, int_arg, new_matcher};
+use crate::ctx::Ctx;
 use crate::cursors::{DocSource, VecSource};
+use crate::errors::coll_err;
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::state::{CmdResult, Server};
 
 /// `$lookup`'s view of the other collections of the database.
 struct DbContext<'a> {

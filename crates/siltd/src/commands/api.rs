@@ -5,38 +5,6 @@
 use bson::{Bson, Document};
 use silt_query::QueryError;
 
-/// The commands of API version 1 (MongoDB 7.0's list) that siltd answers.
-const V1_COMMANDS: &[&str] = &[
-    "abortTransaction",
-    "aggregate",
-    "authenticate",
-    "collMod",
-    "commitTransaction",
-    "count",
-    "create",
-    "createIndexes",
-    "delete",
-    "drop",
-    "dropDatabase",
-    "dropIndexes",
-    "endSessions",
-    "explain",
-    "find",
-    "findAndModify",
-    "getMore",
-    "hello",
-    "insert",
-    "killCursors",
-    "listCollections",
-    "listDatabases",
-    "listIndexes",
-    "ping",
-    "refreshSessions",
-    "saslContinue",
-    "saslStart",
-    "update",
-];
-
 /// Aggregation stages outside API version 1.
 const NON_V1_STAGES: &[&str] = &[
     "$collStats",
@@ -60,7 +28,8 @@ fn strict_error(msg: impl Into<String>) -> QueryError {
 }
 
 /// Check the API parameters of command `name` (its table name) in `cmd`.
-pub fn check(name: &str, cmd: &Document) -> Result<(), QueryError> {
+pub fn check(c: &super::Command, cmd: &Document) -> Result<(), QueryError> {
+    let name = c.name;
     let version = cmd.get("apiVersion");
     let strict = cmd.get("apiStrict");
     let deprecation = cmd.get("apiDeprecationErrors");
@@ -101,7 +70,7 @@ pub fn check(name: &str, cmd: &Document) -> Result<(), QueryError> {
     if strict != Some(&Bson::Boolean(true)) {
         return Ok(());
     }
-    if !V1_COMMANDS.contains(&name) {
+    if !c.props.api_v1 {
         return Err(strict_error(format!(
             "Provided apiStrict:true, but the command {name} is not in API Version 1. \
              Information on supported commands and migrations in API Version 1 can be found at \

@@ -4,7 +4,9 @@ use bson::{Bson, Document};
 use silt_query::QueryError;
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 use crate::views::{View, SYSTEM_VIEWS};
 
 pub fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {

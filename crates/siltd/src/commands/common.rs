@@ -15,7 +15,7 @@ use crate::state::Server;
 pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
     match cmd.get(name) {
         Some(Bson::String(c)) => {
-            crate::state::check_coll_name(db, c)?;
+            crate::errors::check_coll_name(db, c)?;
             Ok(c.clone())
         }
         Some(other) => Err(QueryError::invalid_namespace(format!(

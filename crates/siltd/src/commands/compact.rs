@@ -4,7 +4,8 @@ use bson::{doc, Document};
 use silt_query::QueryError;
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 /// `compact`: apply every buffered message of the collection and its indexes to the leaves,
 /// then checkpoint. Reads afterwards meet no pending work, and the maintained count is exact.

@@ -4,7 +4,8 @@
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
-use crate::state::{CmdResult, ConnInfo, Server};
+use crate::conn::ConnInfo;
+use crate::state::{CmdResult, Server};
 
 pub fn connection_status(s: &Server, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     let show = match cmd.get("showPrivileges") {

@@ -10,8 +10,10 @@ use silt_query::plan::{self};
 use silt_query::QueryError;
 
 use super::common::{check_hint, coll_arg, deadline, doc_arg, int_arg, new_matcher};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::state::{CmdResult, Server};
 
 pub fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "count")?;

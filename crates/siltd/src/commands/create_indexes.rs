@@ -4,7 +4,8 @@ use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 /// Index options siltd honours (`clustering` is siltd's; `background`, `v`, `ns` and
 /// `dropDups` are accepted and ignored, as MongoDB ignores them).

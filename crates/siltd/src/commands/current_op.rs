@@ -3,7 +3,8 @@
 use bson::{doc, Bson, Document};
 
 use super::common::{admin_only, bool_arg, host, new_matcher};
-use crate::state::{CmdResult, ConnInfo, Server};
+use crate::conn::ConnInfo;
+use crate::state::{CmdResult, Server};
 
 /// Arguments of `currentOp` that are not part of its filter: its own options and the generic
 /// arguments drivers attach to every command.

@@ -8,8 +8,10 @@ use silt_collection::MatchSource;
 use silt_query::QueryError;
 
 use super::common::{doc_arg, new_matcher};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::state::{CmdResult, Server};
 
 pub fn data_size(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
     let started = std::time::Instant::now();

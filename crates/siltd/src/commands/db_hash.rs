@@ -5,7 +5,8 @@ use bson::{doc, Bson, Document};
 use md5::{Digest, Md5};
 use silt_query::QueryError;
 
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -11,7 +11,8 @@ use super::args;
 use super::common::{bool_arg, check_hint, coll_arg, doc_arg, effective_collation, int_arg};
 use super::modify::delete_docs;
 use super::write::{docs_arg, write_error};
-use crate::state::{CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::state::{CmdResult, Server};
 
 /// The fields of one `delete` statement siltd honours (`sampleId`, a sampled query's id, only
 /// records the query).

@@ -9,9 +9,10 @@ use silt_query::plan::{self};
 use silt_query::QueryError;
 
 use super::common::{coll_arg, deadline, doc_arg, new_matcher};
+use crate::ctx::Ctx;
 use crate::cursors::DocSource;
 use crate::ops::read_stop;
-use crate::state::{CmdResult, Ctx, Server};
+use crate::state::{CmdResult, Server};
 
 pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "distinct")?;

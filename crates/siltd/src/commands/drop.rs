@@ -3,7 +3,9 @@
 use bson::{doc, Document};
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 use crate::views::SYSTEM_VIEWS;
 
 pub fn drop(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {

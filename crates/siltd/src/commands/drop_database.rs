@@ -2,7 +2,8 @@
 
 use bson::doc;
 
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn drop_database(s: &Server, db: &str) -> CmdResult {
     s.store.drop_database(db).map_err(coll_err)?;

@@ -4,7 +4,8 @@ use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = if cmd.contains_key("dropIndexes") {

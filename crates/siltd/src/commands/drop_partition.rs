@@ -9,7 +9,8 @@ use silt_collection::DropPartitions;
 use silt_query::QueryError;
 
 use super::common::{coll_arg, doc_arg};
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn drop_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "dropPartition")?;

@@ -12,20 +12,9 @@ use silt_query::{QResult, QueryError};
 use super::args;
 use super::common::{coll_arg, doc_arg};
 use super::query::{parse_query, Query};
+use crate::errors::coll_err;
 use crate::ops::read_stop;
-use crate::state::{coll_err, CmdResult, Server};
-
-/// The commands `explain` accepts.
-const EXPLAINABLE: &[&str] = &[
-    "find",
-    "count",
-    "distinct",
-    "aggregate",
-    "update",
-    "delete",
-    "findAndModify",
-    "findandmodify",
-];
+use crate::state::{CmdResult, Server};
 
 /// The query an explained command runs: its filter and what shapes the result.
 fn query_of(name: &str, inner: &Document) -> QResult<Query> {
@@ -130,7 +119,7 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 /// Explain `inner` (a command document) at `verbosity`.
 pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) -> CmdResult {
     let name = inner.keys().next().map(String::as_str).unwrap_or("");
-    if !EXPLAINABLE.contains(&name) {
+    if !super::lookup(name).is_some_and(|c| c.props.explainable) {
         return Err(QueryError::not_implemented(format!(
             "explain of '{name}' is not supported by siltd (it explains find, count, distinct, \
              aggregate, update, delete and findAndModify)"

@@ -10,9 +10,10 @@ use silt_query::{QResult, QueryError};
 
 use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply, doc_arg, non_negative};
 use super::query::{parse_query, Query};
+use crate::ctx::Ctx;
 use crate::cursors::{DocSource, Scored, Shaped, VecSource};
 use crate::ops::read_stop;
-use crate::state::{CmdResult, Ctx, Server};
+use crate::state::{CmdResult, Server};
 
 /// A stream of the query's results over `coll` (none if it does not exist).
 fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<dyn DocSource>> {

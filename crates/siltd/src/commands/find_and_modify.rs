@@ -10,7 +10,8 @@ use silt_query::{QResult, QueryError};
 
 use super::common::{bool_arg, coll_arg, doc_arg};
 use super::modify::{array_filters_arg, delete_docs, update_docs, update_spec};
-use crate::state::{CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::state::{CmdResult, Server};
 
 pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let name = if cmd.contains_key("findAndModify") {

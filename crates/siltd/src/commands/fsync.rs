@@ -6,7 +6,8 @@ use bson::{doc, Document};
 use silt_query::QueryError;
 
 use super::common::{admin_only, bool_arg};
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn fsync(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     admin_only(db, "fsync")?;

@@ -6,7 +6,8 @@
 use bson::{doc, Bson, Document};
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 /// Each partition as `getPartitionInfo` and `collStats` show it.
 pub fn partitions_doc(

@@ -3,7 +3,8 @@
 use bson::{doc, Bson, Document};
 
 use super::common::MAX_WIRE_VERSION;
-use crate::state::{CmdResult, ConnInfo, Server};
+use crate::conn::ConnInfo;
+use crate::state::{CmdResult, Server};
 
 pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if let Ok(meta) = cmd.get_document("client") {

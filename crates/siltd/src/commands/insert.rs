@@ -6,7 +6,9 @@ use bson::{doc, Document};
 
 use super::common::{bool_arg, coll_arg};
 use super::write::{docs_arg, prepare_insert, WriteFail};
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "insert")?;
@@ -17,18 +19,17 @@ pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let ns = format!("{db}.{coll}");
     s.views.refuse_write(&ns)?;
     let c = s.store.get_or_create(&ns).map_err(coll_err)?;
-    // Not in a transaction: its writes must be provisional, and messages are not.
-    if ignore_dups && op.txn.is_none() && c.validator().is_none() {
+    if ignore_dups {
         // The fast path: one insert-if-absent message per document, no read. Taken only when
-        // every document is valid and the collection has no secondary index; otherwise (or
-        // if the engine refuses the batch, which then wrote nothing) each document is
-        // inserted below and reported on its own.
+        // every document keeps the write rules, the collection has no secondary index and
+        // the writer is outside a transaction (see `Collection::insert_if_absent`);
+        // otherwise each document is inserted below and reported on its own.
         let all: Option<Vec<Document>> = docs
             .iter()
             .map(|d| prepare_insert((*d).clone()).ok())
             .collect();
         if let Some(all) = all {
-            if let Ok(true) = c.insert_if_absent(&all) {
+            if let Ok(true) = c.insert_if_absent(&all, op.writer()) {
                 s.ops
                     .insert
                     .fetch_add(all.len() as u64, AtomicOrdering::Relaxed);

@@ -5,7 +5,8 @@ use silt_query::matcher::Matcher;
 use silt_query::QueryError;
 
 use super::common::{bool_arg, doc_arg};
-use crate::state::{CmdResult, ConnInfo, Server};
+use crate::conn::ConnInfo;
+use crate::state::{CmdResult, Server};
 
 pub fn list_databases(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if db != "admin" {

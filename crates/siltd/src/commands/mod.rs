@@ -1,12 +1,12 @@
-//! Command dispatch: the name of a command (the first key of its document) picks an entry of
-//! the command table (`table.rs`); `args.rs` checks the command's fields against it, then its
-//! handler runs. Handlers return the reply body without `ok`; `Server::run_command` adds `ok`
-//! or turns an error into MongoDB's error shape.
+//! The commands: the name of a command (the first key of its document) picks an entry of the
+//! command table (`table.rs`), whose properties (`props.rs`) the request pipeline
+//! (`crate::request`) reads; `args.rs` checks the command's fields against it, then its
+//! handler runs. Handlers return the reply body without `ok`; the pipeline adds `ok` or turns
+//! an error into MongoDB's error shape.
 //!
 //! One file per command, named after it (`find.rs`, `create_indexes.rs`, ...); the few that
-//! only answer `ok` (`ping`, and `commitTransaction`/`abortTransaction`, whose work
-//! `crate::transactions` does before dispatch) and
-//! `whatsmyuri` live in the table. Shared pieces: `common.rs` (argument helpers), `query.rs`
+//! only answer `ok` (`ping`, `whatsmyuri`) live in the table, and `commitTransaction` and
+//! `abortTransaction` call `crate::transactions`, which owns sessions' transactions. Shared pieces: `common.rs` (argument helpers), `query.rs`
 //! (a find's query), `write.rs` (write results and errors), `modify.rs` (updating and
 //! deleting what a filter selects), `index_stats.rs` (the `$indexStats` stage).
 
@@ -70,6 +70,7 @@ mod log_rotate;
 mod merge_authz;
 mod modify;
 mod profile;
+mod props;
 mod query;
 mod re_index;
 mod rename_collection;
@@ -92,12 +93,13 @@ mod validate;
 mod write;
 
 use bson::Document;
-use silt_query::collation::Collation;
 use silt_query::QueryError;
 
-use crate::state::{CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::state::Server;
 
-pub use common::type_name;
+pub use common::{effective_collation, type_name};
+pub use props::OpKind;
 pub use server_status::server_status;
 pub use table::{Command, TABLE};
 
@@ -109,7 +111,7 @@ pub fn delete_batch(
     filter: &Document,
     cap: usize,
 ) -> Result<usize, QueryError> {
-    let conn = crate::state::ConnInfo::new(0, "TTLMonitor".into());
+    let conn = crate::conn::ConnInfo::new(0, "TTLMonitor".into());
     let op = Ctx::new(&conn);
     modify::delete_some(s, &op, ns, filter, None, true, None, cap).map(|d| d.len())
 }
@@ -129,48 +131,9 @@ pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), Quer
     set_parameter::set_parameter(s, &cmd).map(|_| ())
 }
 
-/// Commands that write documents, indexes, users or the catalog (by table name): they wait while
-/// `fsync` holds its lock, and after them write concern `j`/`majority` makes the log durable
-/// (`crate::transactions`).
-const WRITES: &[&str] = &[
-    "insert",
-    "update",
-    "delete",
-    "findAndModify",
-    "create",
-    "createIndexes",
-    "drop",
-    "dropDatabase",
-    "dropIndexes",
-    "renameCollection",
-    "collMod",
-    "compact",
-    "reIndex",
-    "addPartition",
-    "dropPartition",
-    "commitTransaction",
-    "abortTransaction",
-    "createUser",
-    "updateUser",
-    "dropUser",
-    "dropAllUsersFromDatabase",
-    "grantRolesToUser",
-    "revokeRolesFromUser",
-    "createRole",
-    "updateRole",
-    "dropRole",
-    "dropAllRolesFromDatabase",
-    "grantRolesToRole",
-    "revokeRolesFromRole",
-    "grantPrivilegesToRole",
-    "revokePrivilegesFromRole",
-    "_mergeAuthzCollections",
-    "setDefaultRWConcern",
-];
-
 /// Whether command `name` (or an alias of it) writes.
 pub fn is_write(name: &str) -> bool {
-    lookup(name).is_some_and(|c| WRITES.contains(&c.name))
+    lookup(name).is_some_and(|c| c.props.writes)
 }
 
 /// The table entry for a command name or alias.
@@ -180,35 +143,9 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
         .find(|c| c.name == name || c.aliases.contains(&name))
 }
 
-/// Run the command `name` after checking its fields.
-pub fn dispatch(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> CmdResult {
-    let Some(c) = lookup(name) else {
-        return Err(QueryError::command_not_found(format!(
-            "no such command: '{name}'"
-        )));
-    };
-    api::check(c.name, cmd)?;
-    args::check(name, c.fields, cmd)?;
-    if WRITES.contains(&c.name) && s.fsync_lock.is_locked() {
-        // `fsync` with `lock: true`: writes wait for `fsyncUnlock`.
-        s.fsync_lock.wait_for_writes(|| s.shutting_down());
-    }
-    op.bypass_validation.set(matches!(
-        cmd.get("bypassDocumentValidation"),
-        Some(bson::Bson::Boolean(true))
-    ));
-    // The command's collation holds for everything it compares, until it returns; its
-    // cursors take it along to their getMores. Update and delete statements carry their own.
-    let collation = match c.name {
-        "find" | "count" | "distinct" | "aggregate" | "findAndModify" => {
-            let ns = match cmd.iter().next() {
-                Some((_, bson::Bson::String(coll))) => Some(format!("{db}.{coll}")),
-                _ => None,
-            };
-            common::effective_collation(s, ns.as_deref(), cmd)?
-        }
-        _ => None,
-    };
-    let _collation = Collation::scope(collation.as_ref());
-    (c.run)(s, db, cmd, op)
+/// Check a command's fields against its entry `c` (sent as `name`): the versioned API, then
+/// each field (`args.rs`).
+pub fn check_fields(c: &Command, name: &str, cmd: &Document) -> Result<(), QueryError> {
+    api::check(c, cmd)?;
+    args::check(name, c.fields, cmd)
 }

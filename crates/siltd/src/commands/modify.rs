@@ -13,9 +13,11 @@ use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::{QResult, QueryError};
 
 use super::common::{new_matcher, type_name};
-use super::write::{doc_size, prepare_insert, WriteFail, MAX_DOC};
+use super::write::{prepare_insert, WriteFail};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
 use crate::ops::read_stop;
-use crate::state::{coll_err, Ctx, Server};
+use crate::state::Server;
 
 /// The document an upsert starts from: the filter's equality predicates (`_id` among them).
 pub(super) fn upsert_seed(filter: &Document) -> QResult<Document> {
@@ -133,7 +135,6 @@ pub(super) struct UpdateResult {
 /// The normal read-modify-write of the document `lock` holds: re-read it under the lock
 /// (another writer may have changed or removed it), re-check the filter, apply, write.
 pub(super) fn update_locked(
-    op: &Ctx,
     coll: &Collection,
     lock: &DocLock<'_>,
     matcher: &Matcher,
@@ -161,14 +162,6 @@ pub(super) fn update_locked(
     };
     let (new, changed) = spec.apply(&old, &ctx)?;
     if changed {
-        if doc_size(&new) > MAX_DOC {
-            return Err(WriteFail::Other(QueryError::bson_object_too_large(
-                "Resulting document after update is larger than 16777216",
-            )));
-        }
-        super::write::check_depth(&new).map_err(WriteFail::Other)?;
-        op.validate(coll, Some(&old), &new)
-            .map_err(WriteFail::from)?;
         coll.replace(lock, &old, &new).map_err(WriteFail::from)?;
         res.modified += 1;
     }
@@ -203,7 +196,7 @@ pub(super) fn update_docs(
         let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint, usize::MAX)?;
         for key in keys {
             let lock = op.lock_doc(&coll, key).map_err(WriteFail::from)?;
-            update_locked(op, &coll, &lock, &matcher, spec, now, &mut res)?;
+            update_locked(&coll, &lock, &matcher, spec, now, &mut res)?;
         }
     }
     if res.matched == 0 && upsert {

@@ -5,7 +5,8 @@ use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
 use super::common::coll_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "reIndex")?;

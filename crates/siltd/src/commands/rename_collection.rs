@@ -4,7 +4,8 @@ use bson::Document;
 use silt_query::QueryError;
 
 use super::common::bool_arg;
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 fn split_ns(ns: &str) -> Result<(&str, &str), QueryError> {
     ns.split_once('.')
@@ -26,9 +27,9 @@ pub fn rename_collection(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         .map_err(|_| QueryError::type_mismatch("'to' must be a string"))?;
     let (fdb, fc) = split_ns(from)?;
     let (tdb, tc) = split_ns(to)?;
-    crate::state::check_db_name(fdb)?;
-    crate::state::check_db_name(tdb)?;
-    crate::state::check_coll_name(tdb, tc)?;
+    crate::errors::check_db_name(fdb)?;
+    crate::errors::check_db_name(tdb)?;
+    crate::errors::check_coll_name(tdb, tc)?;
     let _ = fc;
     if from == to {
         return Err(QueryError::illegal_operation(

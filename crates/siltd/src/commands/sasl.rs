@@ -3,7 +3,8 @@
 
 use bson::Document;
 
-use crate::state::{CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::state::{CmdResult, Server};
 
 pub fn sasl_start(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     crate::auth::sasl_start(s, op.conn, db, cmd)

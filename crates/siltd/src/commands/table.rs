@@ -6,8 +6,10 @@ use bson::Document;
 
 use super::args::Fields;
 use super::fields::only;
+use super::props::{self, Props};
 use crate::auth::Need;
-use crate::state::{CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::state::{CmdResult, Server};
 
 /// A command handler: `(server, database, command document, operation)`; the operation
 /// carries the connection and, in a session's transaction, its snapshot and transaction.
@@ -23,6 +25,8 @@ pub struct Command {
     pub admin_only: bool,
     /// What the user must hold to run it when `--auth` is on (`crate::auth`).
     pub auth: Need,
+    /// What the request pipeline does around its handler (`crate::request`).
+    pub props: Props,
     pub run: Handler,
 }
 
@@ -59,16 +63,18 @@ pub const TABLE: &[Command] = &[
         help: "merge users and roles restored into temporary collections (mongorestore)",
         admin_only: true,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, _, c, _| super::merge_authz::merge_authz_collections(s, c),
     },
     Command {
         name: "abortTransaction",
         aliases: &[],
         fields: Fields::Any,
-        help: "abort the session's transaction (done by `crate::transactions`)",
+        help: "abort the session's transaction",
         admin_only: true,
         auth: Need::Authenticated,
-        run: |_, _, _, _| Ok(Document::new()),
+        props: props::TXN_END,
+        run: |_, _, _, op| crate::transactions::abort_transaction(op),
     },
     Command {
         name: "addPartition",
@@ -77,6 +83,7 @@ pub const TABLE: &[Command] = &[
         help: "cap the last partition of a partitioned collection and open a new one (TokuMX)",
         admin_only: false,
         auth: Need::Shape,
+        props: props::WRITE,
         run: |s, db, c, _| super::add_partition::add_partition(s, db, c),
     },
     Command {
@@ -86,6 +93,7 @@ pub const TABLE: &[Command] = &[
         help: "run an aggregation pipeline",
         admin_only: false,
         auth: Need::Read,
+        props: props::FIND,
         run: |s, db, c, op| super::aggregate::aggregate(s, db, c, op),
     },
     Command {
@@ -95,6 +103,7 @@ pub const TABLE: &[Command] = &[
         help: "version and build details",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |_, _, _, _| super::build_info::build_info(),
     },
     Command {
@@ -104,6 +113,7 @@ pub const TABLE: &[Command] = &[
         help: "change options of a collection or of one of its indexes",
         admin_only: false,
         auth: Need::DbAdmin,
+        props: props::V1_WRITE,
         run: |s, db, c, op| super::coll_mod::coll_mod(s, db, c, op),
     },
     Command {
@@ -113,16 +123,18 @@ pub const TABLE: &[Command] = &[
         help: "collection statistics",
         admin_only: false,
         auth: Need::Inspect,
+        props: props::NONE,
         run: |s, db, c, _| super::coll_stats::coll_stats(s, db, c),
     },
     Command {
         name: "commitTransaction",
         aliases: &[],
         fields: Fields::Any,
-        help: "commit the session's transaction (done by `crate::transactions`)",
+        help: "commit the session's transaction",
         admin_only: true,
         auth: Need::Authenticated,
-        run: |_, _, _, _| Ok(Document::new()),
+        props: props::TXN_END,
+        run: |_, _, c, op| crate::transactions::commit_transaction(c, op),
     },
     Command {
         name: "compact",
@@ -131,6 +143,7 @@ pub const TABLE: &[Command] = &[
         help: "apply every pending message of a collection, then checkpoint",
         admin_only: false,
         auth: Need::DbAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::compact::compact(s, db, c),
     },
     Command {
@@ -140,6 +153,7 @@ pub const TABLE: &[Command] = &[
         help: "test hooks (with --enable-test-commands)",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::configure_fail_point::configure_fail_point(s, db, c),
     },
     Command {
@@ -149,6 +163,7 @@ pub const TABLE: &[Command] = &[
         help: "the connection's users and roles",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |s, _, c, op| super::connection_status::connection_status(s, c, op.conn),
     },
     Command {
@@ -161,6 +176,7 @@ pub const TABLE: &[Command] = &[
         help: "count matching documents",
         admin_only: false,
         auth: Need::Read,
+        props: props::COUNT,
         run: |s, db, c, op| super::count::count(s, db, c, op),
     },
     Command {
@@ -170,6 +186,7 @@ pub const TABLE: &[Command] = &[
         help: "create a collection",
         admin_only: false,
         auth: Need::Shape,
+        props: props::V1_WRITE,
         run: |s, db, c, op| super::create::create(s, db, c, op),
     },
     Command {
@@ -182,6 +199,7 @@ pub const TABLE: &[Command] = &[
         help: "build indexes",
         admin_only: false,
         auth: Need::Shape,
+        props: props::V1_WRITE,
         run: |s, db, c, _| super::create_indexes::create_indexes(s, db, c),
     },
     Command {
@@ -191,6 +209,7 @@ pub const TABLE: &[Command] = &[
         help: "create a role with privileges and inherited roles",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::create_role::create_role(s, db, c),
     },
     Command {
@@ -200,6 +219,7 @@ pub const TABLE: &[Command] = &[
         help: "create a user with a password and roles",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::create_user::create_user(s, db, c),
     },
     Command {
@@ -209,6 +229,7 @@ pub const TABLE: &[Command] = &[
         help: "operations in progress",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, db, c, op| super::current_op::current_op(s, db, c, op),
     },
     Command {
@@ -218,6 +239,7 @@ pub const TABLE: &[Command] = &[
         help: "bytes and documents of a collection or of a key range",
         admin_only: false,
         auth: Need::Inspect,
+        props: props::NONE,
         run: |s, _, c, op| super::data_size::data_size(s, c, op),
     },
     Command {
@@ -227,6 +249,7 @@ pub const TABLE: &[Command] = &[
         help: "an MD5 of each collection and of the database",
         admin_only: false,
         auth: Need::Read,
+        props: props::NONE,
         run: |s, db, c, _| super::db_hash::db_hash(s, db, c),
     },
     Command {
@@ -236,6 +259,7 @@ pub const TABLE: &[Command] = &[
         help: "database statistics",
         admin_only: false,
         auth: Need::Inspect,
+        props: props::NONE,
         run: |s, db, c, _| super::db_stats::db_stats(s, db, c),
     },
     Command {
@@ -245,6 +269,7 @@ pub const TABLE: &[Command] = &[
         help: "delete documents",
         admin_only: false,
         auth: Need::Write,
+        props: props::DELETE,
         run: |s, db, c, op| super::delete::delete(s, db, c, op),
     },
     Command {
@@ -254,6 +279,7 @@ pub const TABLE: &[Command] = &[
         help: "distinct values of a field",
         admin_only: false,
         auth: Need::Read,
+        props: props::DISTINCT,
         run: |s, db, c, op| super::distinct::distinct(s, db, c, op),
     },
     Command {
@@ -263,6 +289,7 @@ pub const TABLE: &[Command] = &[
         help: "drop a collection",
         admin_only: false,
         auth: Need::Shape,
+        props: props::V1_WRITE,
         run: |s, db, c, op| super::drop::drop(s, db, c, op),
     },
     Command {
@@ -272,6 +299,7 @@ pub const TABLE: &[Command] = &[
         help: "drop every user-defined role of the database",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, _, _| super::drop_role::drop_all_roles_from_database(s, db),
     },
     Command {
@@ -281,6 +309,7 @@ pub const TABLE: &[Command] = &[
         help: "drop every user of the database",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, _, _| super::drop_user::drop_all_users_from_database(s, db),
     },
     Command {
@@ -290,6 +319,7 @@ pub const TABLE: &[Command] = &[
         help: "drop a database",
         admin_only: false,
         auth: Need::DbAdmin,
+        props: props::V1_WRITE,
         run: |s, db, _, _| super::drop_database::drop_database(s, db),
     },
     Command {
@@ -299,6 +329,7 @@ pub const TABLE: &[Command] = &[
         help: "drop indexes",
         admin_only: false,
         auth: Need::Shape,
+        props: props::V1_WRITE,
         run: |s, db, c, _| super::drop_indexes::drop_indexes(s, db, c),
     },
     Command {
@@ -308,6 +339,7 @@ pub const TABLE: &[Command] = &[
         help: "drop partitions of a partitioned collection, by id or up to a max (TokuMX)",
         admin_only: false,
         auth: Need::Shape,
+        props: props::WRITE,
         run: |s, db, c, _| super::drop_partition::drop_partition(s, db, c),
     },
     Command {
@@ -317,6 +349,7 @@ pub const TABLE: &[Command] = &[
         help: "drop a user-defined role",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::drop_role::drop_role(s, db, c),
     },
     Command {
@@ -326,6 +359,7 @@ pub const TABLE: &[Command] = &[
         help: "drop a user",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::drop_user::drop_user(s, db, c),
     },
     Command {
@@ -335,6 +369,7 @@ pub const TABLE: &[Command] = &[
         help: "end logical sessions, aborting their transactions",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::V1,
         run: |s, _, c, _| super::end_sessions::end_sessions(s, c),
     },
     Command {
@@ -344,6 +379,7 @@ pub const TABLE: &[Command] = &[
         help: "explain a find",
         admin_only: false,
         auth: Need::Read,
+        props: props::V1,
         run: |s, db, c, _| super::explain::explain(s, db, c),
     },
     Command {
@@ -353,6 +389,7 @@ pub const TABLE: &[Command] = &[
         help: "the build's optional features",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |s, _, c, _| super::features::features(s, c),
     },
     Command {
@@ -362,6 +399,7 @@ pub const TABLE: &[Command] = &[
         help: "query a collection",
         admin_only: false,
         auth: Need::Read,
+        props: props::FIND,
         run: |s, db, c, op| super::find::find(s, db, c, op),
     },
     Command {
@@ -371,6 +409,7 @@ pub const TABLE: &[Command] = &[
         help: "update or remove one document and return it",
         admin_only: false,
         auth: Need::Write,
+        props: props::FIND_AND_MODIFY,
         run: |s, db, c, op| super::find_and_modify::find_and_modify(s, db, c, op),
     },
     Command {
@@ -380,6 +419,7 @@ pub const TABLE: &[Command] = &[
         help: "checkpoint; with lock: true, make writes wait until fsyncUnlock",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::fsync::fsync(s, db, c),
     },
     Command {
@@ -389,6 +429,7 @@ pub const TABLE: &[Command] = &[
         help: "release one level of the fsync lock",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, db, _, _| super::fsync::fsync_unlock(s, db),
     },
     Command {
@@ -398,6 +439,7 @@ pub const TABLE: &[Command] = &[
         help: "the server's flags",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, _, _| super::get_cmd_line_opts::get_cmd_line_opts(s),
     },
     Command {
@@ -407,6 +449,7 @@ pub const TABLE: &[Command] = &[
         help: "the default read and write concerns (replica sets)",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, c, _| super::rw_concern_defaults::get_default_rw_concern(s, c),
     },
     Command {
@@ -416,6 +459,7 @@ pub const TABLE: &[Command] = &[
         help: "recent log lines",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, c, _| super::get_log::get_log(s, c),
     },
     Command {
@@ -428,6 +472,7 @@ pub const TABLE: &[Command] = &[
         help: "the next batch of a cursor",
         admin_only: false,
         auth: Need::Read,
+        props: props::GET_MORE,
         run: |s, db, c, _| super::get_more::get_more(s, db, c),
     },
     Command {
@@ -437,6 +482,7 @@ pub const TABLE: &[Command] = &[
         help: "server parameters",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, c, _| super::get_parameter::get_parameter(s, c),
     },
     Command {
@@ -446,6 +492,7 @@ pub const TABLE: &[Command] = &[
         help: "the partitions of a partitioned collection (TokuMX)",
         admin_only: false,
         auth: Need::Inspect,
+        props: props::NONE,
         run: |s, db, c, _| super::get_partition_info::get_partition_info(s, db, c),
     },
     Command {
@@ -455,6 +502,7 @@ pub const TABLE: &[Command] = &[
         help: "add privileges to a user-defined role",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::change_role::change_privileges(s, db, c, true),
     },
     Command {
@@ -464,6 +512,7 @@ pub const TABLE: &[Command] = &[
         help: "make a user-defined role inherit roles",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::change_role::change_roles(s, db, c, true),
     },
     Command {
@@ -473,6 +522,7 @@ pub const TABLE: &[Command] = &[
         help: "grant roles to a user",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::grant_roles::change_roles(s, db, c, true),
     },
     Command {
@@ -482,6 +532,7 @@ pub const TABLE: &[Command] = &[
         help: "the server's role and limits",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::V1,
         run: |s, _, c, conn| {
             super::hello::hello(s, c.keys().next().map_or("hello", |k| k.as_str()), c, conn)
         },
@@ -493,6 +544,7 @@ pub const TABLE: &[Command] = &[
         help: "the host's system",
         admin_only: false,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |_, _, _, _| super::host_info::host_info(),
     },
     Command {
@@ -502,6 +554,7 @@ pub const TABLE: &[Command] = &[
         help: "insert documents",
         admin_only: false,
         auth: Need::Write,
+        props: props::INSERT,
         run: |s, db, c, op| super::insert::insert(s, db, c, op),
     },
     Command {
@@ -511,6 +564,7 @@ pub const TABLE: &[Command] = &[
         help: "close cursors",
         admin_only: false,
         auth: Need::Read,
+        props: props::KILL_CURSORS,
         run: |s, db, c, _| super::kill_cursors::kill_cursors(s, db, c),
     },
     Command {
@@ -520,6 +574,7 @@ pub const TABLE: &[Command] = &[
         help: "interrupt an operation",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::kill_op::kill_op(s, db, c),
     },
     Command {
@@ -529,6 +584,7 @@ pub const TABLE: &[Command] = &[
         help: "the collections of a database",
         admin_only: false,
         auth: Need::Inspect,
+        props: props::V1,
         run: |s, db, c, _| super::list_collections::list_collections(s, db, c),
     },
     Command {
@@ -538,6 +594,7 @@ pub const TABLE: &[Command] = &[
         help: "this list",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |_, _, _, _| super::list_commands::list_commands(),
     },
     Command {
@@ -547,6 +604,7 @@ pub const TABLE: &[Command] = &[
         help: "the databases",
         admin_only: true,
         auth: Need::Authenticated,
+        props: props::V1,
         run: |s, db, c, op| super::list_databases::list_databases(s, db, c, op.conn),
     },
     Command {
@@ -563,6 +621,7 @@ pub const TABLE: &[Command] = &[
         help: "the indexes of a collection",
         admin_only: false,
         auth: Need::Inspect,
+        props: props::V1,
         run: |s, db, c, _| super::list_indexes::list_indexes(s, db, c),
     },
     Command {
@@ -573,6 +632,7 @@ pub const TABLE: &[Command] = &[
             "the lock-manager locks held and awaited (siltd keeps none of mongod's resource locks)",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |_, _, _, _| Ok(bson::doc! { "lockInfo": [] }),
     },
     Command {
@@ -582,6 +642,7 @@ pub const TABLE: &[Command] = &[
         help: "end the connection's authentication",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |_, _, _, op| super::sasl::logout(op),
     },
     Command {
@@ -591,6 +652,7 @@ pub const TABLE: &[Command] = &[
         help: "rename the log file aside and open a new one",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |_, _, c, _| super::log_rotate::log_rotate(c),
     },
     Command {
@@ -600,6 +662,7 @@ pub const TABLE: &[Command] = &[
         help: "answer ok",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::V1,
         run: |_, _, _, _| Ok(Document::new()),
     },
     Command {
@@ -609,6 +672,7 @@ pub const TABLE: &[Command] = &[
         help: "the database profiler's level (writes to system.profile)",
         admin_only: false,
         auth: Need::DbAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::profile::profile(s, db, c),
     },
     Command {
@@ -618,6 +682,7 @@ pub const TABLE: &[Command] = &[
         help: "rebuild every secondary index of a collection",
         admin_only: false,
         auth: Need::DbAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::re_index::re_index(s, db, c),
     },
     Command {
@@ -628,6 +693,7 @@ pub const TABLE: &[Command] = &[
         help: "rename a collection",
         admin_only: true,
         auth: Need::Shape,
+        props: props::WRITE,
         run: |s, db, c, _| super::rename_collection::rename_collection(s, db, c),
     },
     Command {
@@ -637,6 +703,7 @@ pub const TABLE: &[Command] = &[
         help: "the replica set's configuration (with --replSet)",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, _, _| super::repl_set_get_config::repl_set_get_config(s),
     },
     Command {
@@ -646,6 +713,7 @@ pub const TABLE: &[Command] = &[
         help: "the replica set's members and their state (with --replSet)",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, _, _| super::repl_set_get_status::repl_set_get_status(s),
     },
     Command {
@@ -655,6 +723,7 @@ pub const TABLE: &[Command] = &[
         help: "initiate the replica set (with --replSet it starts initiated)",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, _, _, _| super::repl_set_initiate::repl_set_initiate(s),
     },
     Command {
@@ -664,6 +733,7 @@ pub const TABLE: &[Command] = &[
         help: "remove privileges from a user-defined role",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::change_role::change_privileges(s, db, c, false),
     },
     Command {
@@ -673,6 +743,7 @@ pub const TABLE: &[Command] = &[
         help: "remove inherited roles from a user-defined role",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::change_role::change_roles(s, db, c, false),
     },
     Command {
@@ -682,6 +753,7 @@ pub const TABLE: &[Command] = &[
         help: "revoke roles from a user",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::grant_roles::change_roles(s, db, c, false),
     },
     Command {
@@ -698,6 +770,7 @@ pub const TABLE: &[Command] = &[
         help: "describe roles, built-in and user-defined",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::roles_info::roles_info(s, db, c),
     },
     Command {
@@ -707,6 +780,7 @@ pub const TABLE: &[Command] = &[
         help: "continue a SCRAM conversation",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::V1,
         run: |s, _, c, op| super::sasl::sasl_continue(s, c, op),
     },
     Command {
@@ -716,6 +790,7 @@ pub const TABLE: &[Command] = &[
         help: "start a SCRAM-SHA-1 or SCRAM-SHA-256 conversation",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::V1,
         run: |s, db, c, op| super::sasl::sasl_start(s, db, c, op),
     },
     Command {
@@ -725,6 +800,7 @@ pub const TABLE: &[Command] = &[
         help: "server statistics",
         admin_only: false,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, _, _, _| super::server_status::server_status(s),
     },
     Command {
@@ -734,6 +810,7 @@ pub const TABLE: &[Command] = &[
         help: "set the default read and write concerns (replica sets)",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::WRITE,
         run: |s, _, c, _| super::rw_concern_defaults::set_default_rw_concern(s, c),
     },
     Command {
@@ -743,6 +820,7 @@ pub const TABLE: &[Command] = &[
         help: "change server parameters",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, _, c, _| super::set_parameter::set_parameter(s, c),
     },
     Command {
@@ -752,6 +830,7 @@ pub const TABLE: &[Command] = &[
         help: "stop the server cleanly",
         admin_only: true,
         auth: Need::ClusterAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::shutdown::shutdown(s, db, c),
     },
     Command {
@@ -761,6 +840,7 @@ pub const TABLE: &[Command] = &[
         help: "start a logical session",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |_, _, _, _| super::start_session::start_session(),
     },
     Command {
@@ -770,6 +850,7 @@ pub const TABLE: &[Command] = &[
         help: "time and operations per namespace",
         admin_only: true,
         auth: Need::ClusterMonitor,
+        props: props::NONE,
         run: |s, db, _, _| super::top::top(s, db),
     },
     Command {
@@ -779,6 +860,7 @@ pub const TABLE: &[Command] = &[
         help: "update documents",
         admin_only: false,
         auth: Need::Write,
+        props: props::UPDATE,
         run: |s, db, c, op| super::update::update(s, db, c, op),
     },
     Command {
@@ -788,6 +870,7 @@ pub const TABLE: &[Command] = &[
         help: "replace a user-defined role's privileges or roles",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::create_role::update_role(s, db, c),
     },
     Command {
@@ -797,6 +880,7 @@ pub const TABLE: &[Command] = &[
         help: "change a user's password, roles or customData",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::WRITE,
         run: |s, db, c, _| super::update_user::update_user(s, db, c),
     },
     Command {
@@ -806,6 +890,7 @@ pub const TABLE: &[Command] = &[
         help: "describe users",
         admin_only: false,
         auth: Need::UserAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::users_info::users_info(s, db, c),
     },
     Command {
@@ -815,6 +900,7 @@ pub const TABLE: &[Command] = &[
         help: "check a collection's documents, indexes and files",
         admin_only: false,
         auth: Need::DbAdmin,
+        props: props::NONE,
         run: |s, db, c, _| super::validate::validate(s, db, c),
     },
     Command {
@@ -824,6 +910,7 @@ pub const TABLE: &[Command] = &[
         help: "the client's address",
         admin_only: false,
         auth: Need::Nothing,
+        props: props::NONE,
         run: |_, _, _, conn| Ok(bson::doc! { "you": conn.peer.clone() }),
     },
 ];

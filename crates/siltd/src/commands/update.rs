@@ -15,7 +15,9 @@ use super::args;
 use super::common::{bool_arg, check_hint, coll_arg, doc_arg, effective_collation, new_matcher};
 use super::modify::{array_filters_arg, update_docs, update_locked, update_spec, UpdateResult};
 use super::write::{docs_arg, WriteFail};
-use crate::state::{coll_err, CmdResult, Ctx, Server};
+use crate::ctx::Ctx;
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 /// The fields of one `update` statement siltd honours (`fastUpdate` is siltd's own).
 const UPDATE_STATEMENT: &[&str] = &[
@@ -123,7 +125,7 @@ fn fast_by_index(
                 .performed_secondary
                 .fetch_add(1, AtomicOrdering::Relaxed);
         } else {
-            update_locked(op, c, &lock, &matcher, spec, now, &mut normal)?;
+            update_locked(c, &lock, &matcher, spec, now, &mut normal)?;
         }
     }
     Ok(Some(keys.len() as u64))
@@ -192,7 +194,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
                 let collated = collation.is_some() && has_string(id);
                 // A blind message cannot see the depth of the document it lands in: deep
                 // update documents take the normal path, which checks it.
-                let shallow = super::write::nesting_depth(u) <= 50;
+                let shallow = silt_collection::nesting_depth(u) <= 50;
                 if want_fast
                     && !validated
                     && !collated
@@ -234,7 +236,7 @@ pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
             }
             // Not in a multi-document transaction: the index is read as of now, not at its
             // snapshot. (A retryable write's own transaction takes this path.)
-            if want_fast && !upsert && !q.is_empty() && !op.multi && sort.is_none() {
+            if want_fast && !upsert && !q.is_empty() && !op.multi() && sort.is_none() {
                 if let (Some(c), Bson::Document(u)) =
                     (s.store.get(&ns).filter(|c| c.validator().is_none()), u)
                 {

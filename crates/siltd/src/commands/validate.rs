@@ -6,7 +6,8 @@ use silt_query::QueryError;
 
 use super::args;
 use super::common::{bool_arg, coll_arg};
-use crate::state::{coll_err, CmdResult, Server};
+use crate::errors::coll_err;
+use crate::state::{CmdResult, Server};
 
 pub fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "validate")?;

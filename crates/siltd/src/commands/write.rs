@@ -1,6 +1,6 @@
 //! Write-result plumbing shared by insert, update, delete and findAndModify: the
 //! statement list, per-document failures (`writeErrors`, duplicate keys with their key),
-//! and document checks before storage. (The write concern is met after the command, by
+//! and the `_id` of a document to insert. (The write concern is met after the command, by
 //! `crate::transactions`.)
 
 use bson::{doc, oid::ObjectId, Bson, Document};
@@ -8,10 +8,7 @@ use silt_collection::CollError;
 use silt_query::{QResult, QueryError};
 
 use super::common::type_name;
-use crate::state::coll_err;
-
-/// Largest document accepted (MongoDB's 16 MiB).
-pub(super) const MAX_DOC: usize = 16 * 1024 * 1024;
+use crate::errors::coll_err;
 
 pub(super) fn write_error(index: usize, e: &QueryError) -> Document {
     let mut w = doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() };
@@ -42,42 +39,9 @@ pub(super) fn doc_size(d: &Document) -> usize {
     v.len()
 }
 
-/// Deepest nesting of embedded documents and arrays a stored document may have (MongoDB's
-/// limit for user storage; the wire accepts deeper ones for commands).
-pub(super) const MAX_STORAGE_DEPTH: usize = 100;
-
-/// How deep documents and arrays nest below `d` (0 for a flat document).
-pub(super) fn nesting_depth(d: &Document) -> usize {
-    let mut deepest = 0;
-    let mut stack: Vec<(&Bson, usize)> = d.values().map(|v| (v, 1)).collect();
-    while let Some((v, depth)) = stack.pop() {
-        match v {
-            Bson::Document(sub) => {
-                deepest = deepest.max(depth);
-                stack.extend(sub.values().map(|x| (x, depth + 1)));
-            }
-            Bson::Array(a) => {
-                deepest = deepest.max(depth);
-                stack.extend(a.iter().map(|x| (x, depth + 1)));
-            }
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// 15 (Overflow) for a document nested deeper than MongoDB stores.
-pub(super) fn check_depth(d: &Document) -> QResult<()> {
-    if nesting_depth(d) > MAX_STORAGE_DEPTH {
-        return Err(QueryError::overflow(format!(
-            "cannot store a document nested deeper than {MAX_STORAGE_DEPTH} levels"
-        )));
-    }
-    Ok(())
-}
-
-/// Check a document for storage and give it an `_id` (first) if it has none. Field names
-/// with dots and `$`-prefixed names are stored as given (MongoDB 5.0+), except inside `_id`.
+/// Give a document to insert an `_id` (first) if it has none, and check that `_id`. Field
+/// names with dots and `$`-prefixed names are stored as given (MongoDB 5.0+), except inside
+/// `_id`. (Size and nesting limits are the document layer's write rules.)
 pub fn prepare_insert(mut d: Document) -> QResult<Document> {
     match d.get("_id") {
         None => {
@@ -108,13 +72,6 @@ pub fn prepare_insert(mut d: Document) -> QResult<Document> {
             }
         }
     }
-    let n = doc_size(&d);
-    if n > MAX_DOC {
-        return Err(QueryError::bson_object_too_large(format!(
-            "object to insert too large. size in bytes: {n}, max size: {MAX_DOC}"
-        )));
-    }
-    check_depth(&d)?;
     Ok(d)
 }
 

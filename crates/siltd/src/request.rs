@@ -1,0 +1,241 @@
+//! The request pipeline: every command a connection receives goes through [`run`], which
+//! takes these steps in this order, and nothing else runs a command. A step that differs
+//! between commands reads the command's table entry (`commands::table`, its `props`), resolved
+//! once.
+//!
+//! 1. Count the command (`serverStatus.opcounters.command`) and start its clock.
+//! 2. Resolve it: its name and database, and its table entry (59 for an unknown name).
+//! 3. Register it for `currentOp`/`killOp` while it runs (`ops.rs`).
+//! 4. Authorize it under `--auth` (`auth::authorize`).
+//! 5. Refuse a write in the free-space red zone (`redzone.rs`).
+//! 6. Hold a write while `fsync` holds its lock (`monitor.rs`).
+//! 7. Pick the session and transaction mode and build the command's [`Ctx`]: plain, snapshot
+//!    read, retryable write or transaction statement (`transactions::run`), which calls back:
+//! 8. [`invoke`]: the versioned API and the command's fields (`commands::api`,
+//!    `commands::args`), `bypassDocumentValidation`, the collation scope, the handler.
+//! 9. Shape the reply: `ok`, an error's fields, error labels, `$clusterTime` and
+//!    `operationTime` on a replica set.
+//! 10. Record it: `top`, the profiler, the slow-query log.
+//!
+//! A panic anywhere in them becomes an error reply: one bad command must not take the
+//! connection, let alone the server, down.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use silt_query::collation::Collation;
+use silt_query::QueryError;
+
+use crate::commands::{self, Command};
+use crate::conn::ConnInfo;
+use crate::ctx::Ctx;
+use crate::errors::{check_db_name, error_reply};
+use crate::state::{CmdResult, Server};
+use crate::transactions::{self, Outcome};
+
+/// A command resolved once: its database, the name it was sent under and its table entry.
+pub struct Request<'a> {
+    pub db: String,
+    pub name: String,
+    pub entry: &'static Command,
+    pub cmd: &'a Document,
+}
+
+/// Run one command and build its reply (always a document; errors become `ok: 0`).
+pub fn run(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| steps(s, cmd, conn))) {
+        Ok(d) => d,
+        Err(_) => {
+            tracing::error!(conn = conn.id, "command panicked");
+            error_reply(&QueryError::internal(
+                "internal error while running the command",
+            ))
+        }
+    }
+}
+
+fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
+    // 1.
+    s.ops.command.fetch_add(1, Ordering::Relaxed);
+    let started = Instant::now();
+    // 2.
+    let name = cmd.keys().next().cloned().unwrap_or_default();
+    let db = match cmd.get("$db") {
+        Some(Bson::String(s)) => s.clone(),
+        Some(_) => return error_reply(&QueryError::type_mismatch("$db must be a string")),
+        None => "admin".to_string(),
+    };
+    let entry = if name.is_empty() {
+        Err(QueryError::failed_to_parse("empty command document"))
+    } else {
+        check_db_name(&db).and_then(|()| {
+            commands::lookup(&name)
+                .ok_or_else(|| QueryError::command_not_found(format!("no such command: '{name}'")))
+        })
+    };
+    let entry = match entry {
+        Ok(e) => e,
+        Err(e) => return reply(s, Outcome::of(Err(e), false)),
+    };
+    let cmd = Arc::new(cmd);
+    let req = Request {
+        db,
+        name,
+        entry,
+        cmd: &cmd,
+    };
+    let out = {
+        // 3.
+        let _running = s.inprog.start(conn, &req.db, &req.name, cmd.clone());
+        // 4., 5.
+        let allowed = crate::auth::authorize(s, conn, &req.db, &req.name, &cmd)
+            .and_then(|()| s.redzone.refuse(&req.name));
+        match allowed {
+            Ok(()) => {
+                // 6.
+                if entry.props.writes && s.fsync_lock.is_locked() {
+                    s.fsync_lock.wait_for_writes(|| s.shutting_down());
+                }
+                // 7. (and 8. through `invoke`)
+                transactions::run(s, &req, conn)
+            }
+            Err(e) => Outcome::of(Err(e), false),
+        }
+    };
+    let elapsed = started.elapsed();
+    let ok = out.result.is_ok();
+    // 9.
+    let reply = reply(s, out);
+    // 10.
+    record(s, &req, elapsed, ok, conn);
+    reply
+}
+
+/// Step 8: check the command's fields and run its handler under its collation, in `op`.
+pub fn invoke(s: &Server, req: &Request<'_>, op: &Ctx) -> CmdResult {
+    let (c, cmd, db) = (req.entry, req.cmd, req.db.as_str());
+    commands::check_fields(c, &req.name, cmd)?;
+    op.bypass_validation.set(matches!(
+        cmd.get("bypassDocumentValidation"),
+        Some(Bson::Boolean(true))
+    ));
+    // The command's collation holds for everything it compares, until it returns; its
+    // cursors take it along to their getMores. Update and delete statements carry their own.
+    let collation = if c.props.collation {
+        let ns = match cmd.iter().next() {
+            Some((_, Bson::String(coll))) => Some(format!("{db}.{coll}")),
+            _ => None,
+        };
+        commands::effective_collation(s, ns.as_deref(), cmd)?
+    } else {
+        None
+    };
+    let _collation = Collation::scope(collation.as_ref());
+    (c.run)(s, db, cmd, op)
+}
+
+/// Step 9: the reply document of an outcome.
+fn reply(s: &Server, out: Outcome) -> Document {
+    let mut reply = match out.result {
+        Ok(mut body) => {
+            if let Some(t) = out.at_cluster_time {
+                match body.get_mut("cursor") {
+                    Some(Bson::Document(c)) => {
+                        c.insert("atClusterTime", t);
+                    }
+                    _ => {
+                        body.insert("atClusterTime", t);
+                    }
+                }
+            }
+            body.insert("ok", 1.0);
+            body
+        }
+        Err(e) => {
+            tracing::debug!(code = e.code, err = %e.msg, "command failed");
+            s.net.user_asserts.fetch_add(1, Ordering::Relaxed);
+            error_reply(&e)
+        }
+    };
+    if !out.labels.is_empty() {
+        reply.insert("errorLabels", out.labels);
+    }
+    if let Some(rs) = &s.repl {
+        let t = if out.wrote { rs.tick() } else { rs.now() };
+        reply.insert("$clusterTime", rs.cluster_time());
+        reply.insert("operationTime", t);
+    }
+    reply
+}
+
+/// Step 10: `top`, the profiler and the slow-query log.
+fn record(s: &Server, req: &Request<'_>, elapsed: Duration, ok: bool, conn: &ConnInfo) {
+    let (db, name) = (req.db.as_str(), req.name.as_str());
+    let ns = match req.cmd.get(name) {
+        // These commands name a whole namespace, whatever database they run on.
+        Some(Bson::String(full)) if matches!(req.entry.name, "renameCollection" | "dataSize") => {
+            full.clone()
+        }
+        Some(Bson::String(c)) => format!("{db}.{c}"),
+        _ => format!("{db}.$cmd"),
+    };
+    s.top
+        .record(&ns, req.entry.props.op, elapsed.as_micros() as u64);
+    if s.profiler.any() {
+        profile(s, req, &ns, elapsed, ok, conn);
+    }
+    if elapsed >= s.cfg.slow {
+        let line = format!(
+            "slow operation: {name} on {db} took {} ms",
+            elapsed.as_millis()
+        );
+        tracing::info!(command = %name, db = %db, ms = elapsed.as_millis() as u64, conn = conn.id, "slow operation");
+        s.remember_log(line);
+    }
+}
+
+/// Record a profiled operation in `<db>.system.profile` when the database's level asks for
+/// it (level 2: every operation; level 1: those slower than `slowms`).
+fn profile(s: &Server, req: &Request<'_>, ns: &str, elapsed: Duration, ok: bool, conn: &ConnInfo) {
+    let db = req.db.as_str();
+    let p = s.profiler.get(db, s.cfg.slow.as_millis() as i64);
+    let millis = elapsed.as_millis() as i64;
+    if p.level == 0 || ns.ends_with(".system.profile") {
+        return;
+    }
+    let mut command = req.cmd.clone();
+    command.remove("lsid");
+    command.remove("$clusterTime");
+    let entry = doc! {
+        "_id": bson::oid::ObjectId::new(),
+        "op": req.entry.props.op.profile_name(),
+        "ns": ns,
+        "command": command,
+        "millis": millis,
+        "ok": if ok { 1.0 } else { 0.0 },
+        "ts": bson::DateTime::now(),
+        "client": conn.peer.clone(),
+        "user": "",
+    };
+    if !p.wants(millis, &entry) {
+        return;
+    }
+    // As in MongoDB, `system.profile` is a capped collection of 1 MiB.
+    let ns = format!("{db}.system.profile");
+    let coll = match s.store.get(&ns) {
+        Some(c) => Ok(c),
+        None => match s
+            .store
+            .create(&ns, doc! { "capped": true, "size": 1_048_576i64 })
+        {
+            Err(silt_collection::CollError::NamespaceExists(_)) => s.store.get_or_create(&ns),
+            other => other,
+        },
+    };
+    let stored = coll.and_then(|c| c.insert(&entry));
+    if let Err(e) = stored {
+        tracing::warn!(db, error = %e, "cannot record a profiled operation");
+    }
+}
