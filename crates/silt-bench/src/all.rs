@@ -14,7 +14,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Directory for every workload's JSON and plot, and `results.json`.
     #[arg(long, default_value = "bench/results/latest")]
     out: PathBuf,
@@ -154,7 +154,7 @@ fn num(m: &Option<Map<String, Value>>, k: &str) -> Option<f64> {
     m.as_ref()?.get(k)?.as_f64()
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&a.out)?;
     let me = std::env::current_exe()?;
     let started = Instant::now();

@@ -13,16 +13,16 @@ use silt_wire::{MsgHeader, OpMsg, Request, HEADER_LEN};
 
 /// One connection. Replies are read through a buffer (a reply's header and a body that fits
 /// in one `recv`); requests are written to the socket under it.
-pub struct Client {
+pub(crate) struct Client {
     stream: BufReader<TcpStream>,
     next_id: i32,
 }
 
 /// A command error: the server's reply.
-pub type CmdErr = String;
+pub(crate) type CmdErr = String;
 
 impl Client {
-    pub fn connect(port: u16) -> std::io::Result<Client> {
+    pub(crate) fn connect(port: u16) -> std::io::Result<Client> {
         let stream = TcpStream::connect(("127.0.0.1", port))?;
         stream.set_nodelay(true)?;
         Ok(Client {
@@ -32,7 +32,7 @@ impl Client {
     }
 
     /// Run `cmd` on `db`; `Err` carries `errmsg` of an `ok: 0` reply, or an I/O problem.
-    pub fn command(&mut self, db: &str, cmd: Document) -> Result<Document, CmdErr> {
+    pub(crate) fn command(&mut self, db: &str, cmd: Document) -> Result<Document, CmdErr> {
         let reply = self.reply(db, cmd)?;
         if let Some((_, msg)) = failure(&reply) {
             return Err(msg);
@@ -43,7 +43,7 @@ impl Client {
     /// [`Client::command`], retried while a peer answers that its database is busy (FerretDB
     /// on SQLite answers `database is locked (SQLITE_BUSY)` to concurrent writers, and the
     /// write did not happen); returns the reply and the retries it took.
-    pub fn command_retrying_busy(
+    pub(crate) fn command_retrying_busy(
         &mut self,
         db: &str,
         cmd: Document,
@@ -61,7 +61,7 @@ impl Client {
     }
 
     /// The `count` command's `n` for `query` on `db.coll`.
-    pub fn count(&mut self, db: &str, coll: &str, query: Document) -> Result<u64, CmdErr> {
+    pub(crate) fn count(&mut self, db: &str, coll: &str, query: Document) -> Result<u64, CmdErr> {
         let r = self.command(db, bson::doc! { "count": coll, "query": query })?;
         match r.get("n") {
             Some(bson::Bson::Int32(n)) => Ok(*n as u64),
@@ -73,7 +73,7 @@ impl Client {
 
     /// Run `cmd` on `db` and return the reply as it is (`ok: 0` included); `Err` only for an
     /// I/O or protocol problem.
-    pub fn reply(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {
+    pub(crate) fn reply(&mut self, db: &str, mut cmd: Document) -> Result<Document, CmdErr> {
         cmd.insert("$db", db);
         self.next_id += 1;
         let bytes = OpMsg::new(cmd)
@@ -99,7 +99,7 @@ impl Client {
     }
 
     /// All documents of a query (following getMore).
-    pub fn find_all(
+    pub(crate) fn find_all(
         &mut self,
         db: &str,
         coll: &str,
@@ -137,7 +137,7 @@ impl Client {
 }
 
 /// The code and message of a failed reply: `ok: 0`, or its first write error.
-pub fn failure(reply: &Document) -> Option<(i32, String)> {
+pub(crate) fn failure(reply: &Document) -> Option<(i32, String)> {
     let ok = match reply.get("ok") {
         Some(bson::Bson::Double(d)) => *d == 1.0,
         Some(bson::Bson::Int32(i)) => *i == 1,
@@ -154,7 +154,7 @@ pub fn failure(reply: &Document) -> Option<(i32, String)> {
 }
 
 /// A `siltd` child process on a free port with its own data directory.
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     pub port: u16,
     _dir: Option<tempfile::TempDir>,
@@ -162,7 +162,7 @@ pub struct Server {
 
 /// The `siltd` binary: `$SILTD_BIN` if set (the peers build of `silt-bench` lives in its own
 /// target directory), else the one next to this binary (both in `target/<profile>/`).
-pub fn siltd_path() -> PathBuf {
+pub(crate) fn siltd_path() -> PathBuf {
     if let Some(p) = std::env::var_os("SILTD_BIN") {
         return PathBuf::from(p);
     }
@@ -178,7 +178,7 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 impl Server {
-    pub fn start(dir: Option<&Path>, args: &[&str]) -> Result<Server, String> {
+    pub(crate) fn start(dir: Option<&Path>, args: &[&str]) -> Result<Server, String> {
         let (tmp, dbpath): (_, PathBuf) = match dir {
             Some(d) => (None, d.to_path_buf()),
             None => {
@@ -221,12 +221,12 @@ impl Server {
     }
 
     /// Resident memory of the server process now.
-    pub fn rss(&self) -> u64 {
+    pub(crate) fn rss(&self) -> u64 {
         crate::engine::rss_of(&self.child.id().to_string())
     }
 
     /// Peak resident memory of the server process.
-    pub fn peak_rss(&self) -> u64 {
+    pub(crate) fn peak_rss(&self) -> u64 {
         crate::engine::peak_rss_of(&self.child.id().to_string())
     }
 }

@@ -32,7 +32,7 @@ use crate::client::{failure, Client, Server};
 use crate::target::{PeerName, Target};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Documents loaded before the phases.
     #[arg(long, default_value_t = 1_000_000)]
     documents: u64,
@@ -714,7 +714,7 @@ fn print_table(a: &Args, run: &W3Run) {
     }
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let a = Arc::new(a);
     if a.threads.is_empty() || a.documents < 2 {
         return Err("need at least one thread count and two documents".into());

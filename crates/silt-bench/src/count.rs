@@ -18,7 +18,7 @@ use crate::progress::Bar;
 use crate::target::{PeerName, Target};
 
 #[derive(clap::Args, Clone)]
-pub struct Args {
+pub(crate) struct Args {
     /// Documents to load.
     #[arg(long, alias = "documents", default_value_t = 1_000_000)]
     docs: u64,
@@ -244,7 +244,7 @@ fn count_speedup(silt: &W4Run, peer: &W4Run) -> f64 {
     (logs.iter().sum::<f64>() / logs.len() as f64).exp()
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.docs <= 10_000 {
         return Err("--docs must be above 10,000: the widest range counts 10,000 keys".into());
     }

@@ -14,7 +14,7 @@ use silt_storage::{Compression, Dict, Env, EnvOptions, SyncPolicy, UpdateOutcome
 const INC: u32 = 1;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Cache budget in MiB.
     #[arg(long, default_value_t = 32)]
     cache_mb: usize,
@@ -157,7 +157,7 @@ fn insert_random(
     Ok(p.rate(n))
 }
 
-pub fn run(a: Args) -> silt_storage::Result<()> {
+pub(crate) fn run(a: Args) -> silt_storage::Result<()> {
     let compression = Compression::parse(&a.compression).ok_or_else(|| {
         silt_storage::Error::InvalidOptions(format!("unknown compression {}", a.compression))
     })?;

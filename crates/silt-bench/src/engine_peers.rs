@@ -19,7 +19,7 @@ use crate::kv::{self, Kv, KvConfig};
 use crate::progress::Bar;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Stores to run, in order (silt, rocksdb, sqlite). Default: silt and every peer built in.
     #[arg(long, value_delimiter = ',')]
     stores: Vec<String>,
@@ -60,7 +60,7 @@ pub struct Args {
 }
 
 /// What one store measured.
-pub struct StoreRun {
+pub(crate) struct StoreRun {
     pub name: &'static str,
     pub describe: String,
     pub insert_per_s: f64,
@@ -79,7 +79,7 @@ fn value(rng: &mut SmallRng, n: usize) -> Vec<u8> {
 }
 
 /// Run every phase on one store; `Err` if a phase fails or a check does not hold.
-pub fn run_store(s: &mut dyn Kv, keys: u64, a: &Args) -> Result<StoreRun, String> {
+pub(crate) fn run_store(s: &mut dyn Kv, keys: u64, a: &Args) -> Result<StoreRun, String> {
     let name = s.name();
     // Inserts, with the rate of the last quarter kept apart.
     let mut rng = SmallRng::seed_from_u64(2);
@@ -168,7 +168,7 @@ fn default_stores() -> Vec<String> {
     v
 }
 
-pub fn run(mut a: Args) -> Result<(), String> {
+pub(crate) fn run(mut a: Args) -> Result<(), String> {
     if a.stores.is_empty() {
         a.stores = default_stores();
     }

@@ -20,7 +20,7 @@ use crate::progress::Bar;
 use crate::target::PeerName;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Documents in the collection.
     #[arg(long, default_value_t = 150_000)]
     pub(crate) docs: u64,
@@ -303,7 +303,7 @@ pub(crate) fn add_samples(
     }
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.txn_updates.is_some_and(|n| n < 2) {
         return Err("--txn-updates must be at least 2: it is compared with 1 update".into());
     }

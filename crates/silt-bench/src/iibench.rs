@@ -28,7 +28,7 @@ use crate::client::{Client, Server};
 use crate::target::PeerName;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// T: the documents the collection holds (2 T are inserted).
     #[arg(long, default_value_t = 2_000_000)]
     pub(crate) docs: u64,
@@ -365,7 +365,7 @@ fn run_method(a: &Args, method: &'static str) -> Result<Run, Box<dyn std::error:
     })
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let methods: Vec<&'static str> = match a.method.as_str() {
         "both" => vec!["delete", "partition"],
         "delete" => vec!["delete"],

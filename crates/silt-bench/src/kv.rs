@@ -13,10 +13,10 @@ use std::time::Duration;
 use silt_storage::{Compression, Dict, Env, EnvOptions, SyncPolicy, UpdateOutcome, UpdateRegistry};
 
 /// What a store failed with.
-pub type KvResult<T> = Result<T, String>;
+pub(crate) type KvResult<T> = Result<T, String>;
 
 /// One key-value store under test.
-pub trait Kv {
+pub(crate) trait Kv {
     /// Short name for tables and JSON (`silt`, `rocksdb`, `sqlite`).
     fn name(&self) -> &'static str;
     /// The settings that matter for fairness, in one line.
@@ -35,7 +35,7 @@ pub trait Kv {
 
 /// Parameters shared by every store.
 #[derive(Clone)]
-pub struct KvConfig {
+pub(crate) struct KvConfig {
     pub dir: PathBuf,
     pub cache_bytes: usize,
     /// `none`, `lz4` or `zstd`.
@@ -52,7 +52,7 @@ pub struct KvConfig {
 const INC: u32 = 1;
 
 /// Add the little-endian u64 `arg` to the counter in the first 8 bytes of `old`.
-pub fn add_counter(old: &[u8], add: u64) -> Option<Vec<u8>> {
+pub(crate) fn add_counter(old: &[u8], add: u64) -> Option<Vec<u8>> {
     if old.len() < 8 {
         return None;
     }
@@ -71,7 +71,7 @@ fn inc(_k: &[u8], old: Option<&[u8]>, arg: &[u8]) -> UpdateOutcome {
 }
 
 /// Bytes allocated on disk by the files under `dir` (recursively).
-pub fn dir_bytes(dir: &Path) -> u64 {
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let mut total = 0;
     if let Ok(rd) = std::fs::read_dir(dir) {
@@ -87,7 +87,7 @@ pub fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// The fractal tree.
-pub struct Silt {
+pub(crate) struct Silt {
     node_bytes: usize,
     basement_bytes: usize,
     env: Option<Env>,
@@ -96,7 +96,7 @@ pub struct Silt {
 }
 
 impl Silt {
-    pub fn open(cfg: &KvConfig) -> KvResult<Silt> {
+    pub(crate) fn open(cfg: &KvConfig) -> KvResult<Silt> {
         let compression = Compression::parse(&cfg.compression)
             .ok_or_else(|| format!("unknown compression {}", cfg.compression))?;
         let d = EnvOptions::default();
@@ -399,7 +399,7 @@ fn not_built(name: &str) -> String {
 }
 
 /// Open the store `name` (`silt`, `rocksdb`, `sqlite`), or say why it is not built in.
-pub fn open(name: &str, cfg: &KvConfig) -> KvResult<Box<dyn Kv>> {
+pub(crate) fn open(name: &str, cfg: &KvConfig) -> KvResult<Box<dyn Kv>> {
     match name {
         "silt" => Ok(Box::new(Silt::open(cfg)?)),
         #[cfg(feature = "rocksdb")]

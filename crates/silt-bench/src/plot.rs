@@ -18,7 +18,7 @@ const COLOURS: [RGBColor; 8] = [
 
 /// Throughput per client thread count: on the left operations/s (log scale), on the right
 /// each series as a fraction of its own best, with a dashed line at `floor`.
-pub fn per_thread_count(
+pub(crate) fn per_thread_count(
     path: &Path,
     title: &str,
     threads: &[usize],
@@ -123,7 +123,7 @@ pub fn per_thread_count(
 
 /// Series of `(x, y)` points over a run (throughput over time or progress), on linear axes
 /// from zero.
-pub fn over_run(
+pub(crate) fn over_run(
     path: &Path,
     title: &str,
     x_desc: &str,
@@ -197,7 +197,7 @@ pub fn over_run(
 /// Grouped bars: one group per label on the x axis (a range width, a dataset), one bar per
 /// series in each group (a store, a setting). `log` draws the y axis on a log scale (for
 /// figures that differ by orders of magnitude, as latencies across servers do).
-pub fn bars(
+pub(crate) fn bars(
     path: &Path,
     title: &str,
     y_desc: &str,

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub struct Bar {
+pub(crate) struct Bar {
     bar: Option<ProgressBar>,
     name: String,
     total: u64,
@@ -15,7 +15,7 @@ pub struct Bar {
 }
 
 impl Bar {
-    pub fn new(name: &str, total: u64) -> Bar {
+    pub(crate) fn new(name: &str, total: u64) -> Bar {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             b.set_style(
@@ -38,7 +38,7 @@ impl Bar {
     }
 
     /// `done` of `total` are finished.
-    pub fn set(&mut self, done: u64) {
+    pub(crate) fn set(&mut self, done: u64) {
         match &self.bar {
             Some(b) if done.is_multiple_of(256) || done == self.total => b.set_position(done),
             Some(_) => {}
@@ -57,7 +57,7 @@ impl Bar {
     }
 
     /// Leave the finished bar on the screen.
-    pub fn done(&self) {
+    pub(crate) fn done(&self) {
         if let Some(b) = &self.bar {
             b.finish();
         }

@@ -19,7 +19,7 @@ use crate::progress::Bar;
 use crate::target::{PeerName, Target};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// W3 documents (2 integer fields, 100 bytes of padding, half random).
     #[arg(long, default_value_t = 1_000_000)]
     w3_docs: u64,
@@ -163,7 +163,7 @@ fn load_postgres(_: Set, _: &Args) -> Result<(u64, u64, u64), String> {
     Err("silt-bench was built without the postgres peer: build with `--features postgres` (bench/peers.sh install does)".into())
 }
 
-pub fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cache = format!("{}MB", a.cache_mb);
     let mut rows = Vec::new();
     for set in [Set::W3, Set::W4] {

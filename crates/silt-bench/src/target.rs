@@ -10,7 +10,7 @@ use crate::client::{Client, Server};
 use crate::kv::dir_bytes;
 
 /// Where a workload sends its commands.
-pub enum Target {
+pub(crate) enum Target {
     Silt(Server),
     /// A server this harness did not start (FerretDB): its port, and the directory whose size
     /// is its bytes on disk.
@@ -23,7 +23,7 @@ pub enum Target {
 
 /// `--peer` values a server-level workload takes.
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
-pub enum PeerName {
+pub(crate) enum PeerName {
     /// FerretDB at `$SILT_FERRETDB` (host:port, from `bench/peers.sh env`).
     Ferretdb,
     /// PostgreSQL at `$SILT_PG` (documents in a jsonb column; not a wire peer, so only the
@@ -33,7 +33,7 @@ pub enum PeerName {
 
 impl PeerName {
     /// The peers' names as the JSON records them (`["ferretdb", "postgres"]`).
-    pub fn names(peers: &[PeerName]) -> Vec<&'static str> {
+    pub(crate) fn names(peers: &[PeerName]) -> Vec<&'static str> {
         peers
             .iter()
             .map(|p| match p {
@@ -45,27 +45,27 @@ impl PeerName {
 }
 
 impl Target {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Target::Silt(_) => "silt",
             Target::Peer { name, .. } => name,
         }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         match self {
             Target::Silt(s) => s.port,
             Target::Peer { port, .. } => *port,
         }
     }
 
-    pub fn connect(&self) -> Result<Client, String> {
+    pub(crate) fn connect(&self) -> Result<Client, String> {
         Client::connect(self.port()).map_err(|e| format!("{}: {e}", self.name()))
     }
 
     /// The peer named, reached through the address `bench/peers.sh env` exports, emptied (and
     /// `db` dropped) so that the workload starts from nothing, as it does on a new siltd.
-    pub fn peer(p: PeerName, db: &str) -> Result<Target, String> {
+    pub(crate) fn peer(p: PeerName, db: &str) -> Result<Target, String> {
         let (name, var, data_var) = match p {
             PeerName::Ferretdb => ("ferretdb", "SILT_FERRETDB", "SILT_FERRETDB_DATA"),
             PeerName::Postgres => {
@@ -110,7 +110,7 @@ impl Target {
     }
 
     /// Bytes the server's files take on disk: siltd's own figure, or the peer's data directory.
-    pub fn bytes_on_disk(&self, c: &mut Client) -> u64 {
+    pub(crate) fn bytes_on_disk(&self, c: &mut Client) -> u64 {
         match self {
             Target::Silt(_) => c
                 .command("admin", doc! { "serverStatus": 1 })
@@ -126,7 +126,7 @@ impl Target {
     }
 
     /// Resident memory of the server now (0 for a peer this harness did not start).
-    pub fn rss(&self) -> u64 {
+    pub(crate) fn rss(&self) -> u64 {
         match self {
             Target::Silt(s) => s.rss(),
             Target::Peer { .. } => 0,
@@ -134,7 +134,7 @@ impl Target {
     }
 
     /// Peak resident memory (0 for a peer).
-    pub fn peak_rss(&self) -> u64 {
+    pub(crate) fn peak_rss(&self) -> u64 {
         match self {
             Target::Silt(s) => s.peak_rss(),
             Target::Peer { .. } => 0,

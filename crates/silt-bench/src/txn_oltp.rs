@@ -190,7 +190,7 @@ fn slice(port: u16, a: &Args, updates: u32, fast: bool) -> Result<(f64, u64, u64
     ))
 }
 
-pub fn run(
+pub(crate) fn run(
     a: &Args,
     server: &Server,
     c: &mut Client,

@@ -10,7 +10,7 @@ use crate::fast_update::{load, phase, Args, PhaseOut, COLL, DB, SLICES, W};
 use crate::target::{PeerName, Target};
 
 /// What a peer measured: updates/s for W1a, W1b and W1c (where it ran them).
-pub struct PeerW1 {
+pub(crate) struct PeerW1 {
     pub name: &'static str,
     pub w1a: f64,
     pub w1b: Option<f64>,
@@ -20,7 +20,7 @@ pub struct PeerW1 {
     pub samples: Vec<(String, Vec<f64>)>,
 }
 
-pub fn run_peer(p: PeerName, a: &Args) -> Result<PeerW1, String> {
+pub(crate) fn run_peer(p: PeerName, a: &Args) -> Result<PeerW1, String> {
     match p {
         PeerName::Postgres => postgres(a),
         _ => wire(p, a),

@@ -15,7 +15,7 @@ use crate::progress::Bar;
 use crate::target::{PeerName, Target};
 
 /// (documents inserted, seconds since the start) after every batch.
-pub type Marks = Vec<(u64, f64)>;
+pub(crate) type Marks = Vec<(u64, f64)>;
 
 /// Insert T documents through `insert`, timing every batch.
 fn ingest(
@@ -43,7 +43,7 @@ fn ingest(
     Ok(marks)
 }
 
-pub fn run_peer(p: PeerName, a: &Args) -> Result<(&'static str, Marks), String> {
+pub(crate) fn run_peer(p: PeerName, a: &Args) -> Result<(&'static str, Marks), String> {
     match p {
         PeerName::Postgres => postgres(a).map(|m| ("postgres", m)),
         _ => {

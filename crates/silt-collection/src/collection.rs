@@ -42,7 +42,7 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// An unpartitioned collection over `dict`.
-    pub fn single(dict: Dict) -> Layout {
+    pub(crate) fn single(dict: Dict) -> Layout {
         Layout {
             primary: Parts::single(dict),
             partitions: None,

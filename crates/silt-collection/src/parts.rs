@@ -40,7 +40,7 @@ pub(crate) struct Parts {
 impl Parts {
     /// Members in order: every `max` but the last's is set and increasing, the last's is
     /// `None`.
-    pub fn new(members: Vec<Member>) -> Result<Parts> {
+    pub(crate) fn new(members: Vec<Member>) -> Result<Parts> {
         let ok = !members.is_empty()
             && members.last().is_some_and(|m| m.max.is_none())
             && members[..members.len() - 1].iter().all(|m| m.max.is_some())
@@ -56,7 +56,7 @@ impl Parts {
     }
 
     /// One unbounded member: an unpartitioned dictionary.
-    pub fn single(dict: Dict) -> Parts {
+    pub(crate) fn single(dict: Dict) -> Parts {
         Parts {
             members: vec![Member {
                 id: 0,
@@ -66,34 +66,39 @@ impl Parts {
         }
     }
 
-    pub fn members(&self) -> &[Member] {
+    pub(crate) fn members(&self) -> &[Member] {
         &self.members
     }
 
     /// Every member's dictionary, in order.
-    pub fn dicts(&self) -> impl Iterator<Item = &Dict> {
+    pub(crate) fn dicts(&self) -> impl Iterator<Item = &Dict> {
         self.members.iter().map(|m| &m.dict)
     }
 
     /// The first member's dictionary (the catalog's `dict` of an unpartitioned collection).
-    pub fn first(&self) -> &Dict {
+    pub(crate) fn first(&self) -> &Dict {
         &self.members[0].dict
     }
 
     /// The newest committed value of primary key `pk` (nothing when its member was dropped
     /// since these members were read).
-    pub fn get(&self, pk: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, pk: &[u8]) -> Result<Option<Vec<u8>>> {
         gone_is_none(self.member_for(pk).get(pk))
     }
 
     /// The value of primary key `pk` that `snap` sees.
-    pub fn get_at(&self, pk: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get_at(&self, pk: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
         gone_is_none(self.member_for(pk).get_at(pk, snap))
     }
 
     /// Live keys in `(lo, hi)` over the members (pruned by the bounds when they are primary
     /// keys), counted in the trees. A member dropped meanwhile counts nothing.
-    pub fn count_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, primary: bool) -> Result<u64> {
+    pub(crate) fn count_range(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        primary: bool,
+    ) -> Result<u64> {
         let mut n = 0;
         for i in 0..self.members.len() {
             if primary && !self.meets(i, lo, hi) {
@@ -109,7 +114,7 @@ impl Parts {
     }
 
     /// The members' statistics added up (the height is the tallest member's).
-    pub fn stats(&self) -> DictStats {
+    pub(crate) fn stats(&self) -> DictStats {
         let mut t = DictStats {
             rows: 0,
             data_bytes: 0,
@@ -131,14 +136,14 @@ impl Parts {
     }
 
     /// The index of the member that holds primary key `pk`.
-    pub fn position_of(&self, pk: &[u8]) -> usize {
+    pub(crate) fn position_of(&self, pk: &[u8]) -> usize {
         self.members
             .partition_point(|m| m.max.as_deref().is_some_and(|max| max < pk))
             .min(self.members.len() - 1)
     }
 
     /// The dictionary that holds (or would hold) primary key `pk`.
-    pub fn member_for(&self, pk: &[u8]) -> &Dict {
+    pub(crate) fn member_for(&self, pk: &[u8]) -> &Dict {
         &self.members[self.position_of(pk)].dict
     }
 
@@ -164,7 +169,7 @@ impl Parts {
     /// A cursor over `(lo, hi)` of every member, read at `snap` when given. With `primary`,
     /// the bounds are primary keys and members outside them are skipped; without, the
     /// bounds are keys of an index and every member is read.
-    pub fn cursor(
+    pub(crate) fn cursor(
         &self,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
@@ -231,7 +236,7 @@ fn pull(c: &mut Cursor, forward: bool) -> Result<Option<Entry>> {
 
 impl PartsCursor {
     /// Position after the last key, to read backward.
-    pub fn seek_last(&mut self) {
+    pub(crate) fn seek_last(&mut self) {
         for c in &mut self.curs {
             c.seek_last();
         }
@@ -241,12 +246,12 @@ impl PartsCursor {
 
     /// The next entry in key order.
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<Option<Entry>> {
+    pub(crate) fn next(&mut self) -> Result<Option<Entry>> {
         self.step(true)
     }
 
     /// The previous entry in key order.
-    pub fn prev(&mut self) -> Result<Option<Entry>> {
+    pub(crate) fn prev(&mut self) -> Result<Option<Entry>> {
         self.step(false)
     }
 

@@ -120,7 +120,7 @@ fn name(u: &mut Unstructured) -> Result<String> {
 }
 
 /// A value, nested at most a few levels below `depth`.
-pub fn value(u: &mut Unstructured, depth: usize) -> Result<Bson> {
+pub(crate) fn value(u: &mut Unstructured, depth: usize) -> Result<Bson> {
     let kinds = if depth >= 4 { 14 } else { 17 };
     Ok(match u.int_in_range(0..=kinds)? {
         0 => Bson::Int32(u.arbitrary()?),
@@ -182,7 +182,7 @@ pub fn value(u: &mut Unstructured, depth: usize) -> Result<Bson> {
 }
 
 /// A document of up to four fields.
-pub fn document(u: &mut Unstructured, depth: usize) -> Result<Document> {
+pub(crate) fn document(u: &mut Unstructured, depth: usize) -> Result<Document> {
     let n = u.int_in_range(0..=4)?;
     let mut d = Document::new();
     for _ in 0..n {

@@ -21,7 +21,7 @@ pub(crate) struct CacheCtl {
 }
 
 impl CacheCtl {
-    pub fn new(budget: usize) -> CacheCtl {
+    pub(crate) fn new(budget: usize) -> CacheCtl {
         CacheCtl {
             budget: budget as i64,
             used: AtomicI64::new(0),
@@ -33,19 +33,19 @@ impl CacheCtl {
         }
     }
 
-    pub fn used(&self) -> i64 {
+    pub(crate) fn used(&self) -> i64 {
         let u = self.used.load(Ordering::Relaxed);
         self.peak.fetch_max(u, Ordering::Relaxed);
         u
     }
 
     /// Bytes above the level the background evictor keeps (90% of the budget).
-    pub fn excess_soft(&self) -> i64 {
+    pub(crate) fn excess_soft(&self) -> i64 {
         self.used() - self.budget * 9 / 10
     }
 
     /// Bytes above the budget itself: a writer that sees this evicts before it continues.
-    pub fn excess_hard(&self) -> i64 {
+    pub(crate) fn excess_hard(&self) -> i64 {
         self.used() - self.budget
     }
 }

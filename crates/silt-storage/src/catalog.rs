@@ -38,7 +38,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Catalog {
-    pub fn load(vfs: &dyn Vfs, dir: &Path) -> Result<Catalog> {
+    pub(crate) fn load(vfs: &dyn Vfs, dir: &Path) -> Result<Catalog> {
         let path = dir.join(CATALOG_FILE);
         let text = match vfs.read(&path) {
             Ok(t) => String::from_utf8(t)
@@ -83,7 +83,7 @@ impl Catalog {
         Ok(c)
     }
 
-    pub fn save(&self, vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    pub(crate) fn save(&self, vfs: &dyn Vfs, dir: &Path) -> Result<()> {
         let mut body = format!("SILTCAT1\nnext {}\n", self.next_id);
         for (name, id) in &self.by_name {
             body.push_str(&format!("dict {} {}\n", id.0, hex(name.as_bytes())));

@@ -26,10 +26,11 @@ use crate::format::node::{
 use crate::ids::{BlockNum, DictId, Xid};
 use crate::locks::{LockMode, LockOwner};
 use crate::msg::{MsgKind, UpdateRegistry};
+use crate::mvcc::{Snapshot, View};
 use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::tree::node::{Key, Node, Part, PartData, PartLoc};
 use crate::tree::{Need, Ready, Step, Tree};
-use crate::txn::{Snapshot, Txn, View};
+use crate::txn::Txn;
 use crate::wal::LogRecord;
 
 pub(crate) struct DictCore {
@@ -163,7 +164,7 @@ fn drop_parts(env: &EnvInner, t: &mut Tree, b: BlockNum, all: bool) -> i64 {
 
 impl DictCore {
     /// Perform the read an operation asked for and install the result if still current.
-    pub fn do_io(&self, env: &EnvInner, need: Need) -> Result<()> {
+    pub(crate) fn do_io(&self, env: &EnvInner, need: Need) -> Result<()> {
         env.cache.misses.fetch_add(1, Ordering::Relaxed);
         match need {
             Need::Node(b) => {
@@ -224,7 +225,11 @@ impl DictCore {
     }
 
     /// Compress and write an image to a fresh extent.
-    pub fn write_image(&self, env: &EnvInner, img: &NodeImage) -> Result<(Extent, Vec<PartLoc>)> {
+    pub(crate) fn write_image(
+        &self,
+        env: &EnvInner,
+        img: &NodeImage,
+    ) -> Result<(Extent, Vec<PartLoc>)> {
         let (bytes, locs) = encode_block(img, env.opts.compression);
         let ext = self.file.write_block(&bytes);
         crate::bufpool::give(bytes);
@@ -242,7 +247,7 @@ impl DictCore {
 
     /// Publish a written image. `for_ckpt`: the image is the node as of the running
     /// checkpoint's start. `evict`: drop the node from memory if the image is still current.
-    pub fn finish_write(
+    pub(crate) fn finish_write(
         &self,
         img: &NodeImage,
         ext: Extent,
@@ -288,7 +293,7 @@ impl DictCore {
     }
 
     /// One clock sweep over this dictionary's resident nodes. Returns the bytes released.
-    pub fn evict_pass(&self, env: &EnvInner, want: i64) -> Result<i64> {
+    pub(crate) fn evict_pass(&self, env: &EnvInner, want: i64) -> Result<i64> {
         let mut victims = Vec::new();
         let mut freed = 0i64;
         {
@@ -344,7 +349,7 @@ impl DictCore {
     }
 
     /// Flush until the root's buffers are at most `target` times the node size.
-    pub fn flush_until(&self, env: &EnvInner, target: f64) -> Result<()> {
+    pub(crate) fn flush_until(&self, env: &EnvInner, target: f64) -> Result<()> {
         loop {
             env.poison.check()?;
             let step = {

@@ -35,18 +35,19 @@ use crate::catalog::{dict_file_name, parse_dict_file, Catalog};
 use crate::dict::{load_node, Dict, DictCore};
 use crate::error::{corruption, Error, IoContext, Result};
 use crate::file::DictFile;
-use crate::format::btt::{self, Extent};
+use crate::format::btt::Extent;
 use crate::format::header::FileHeader;
 use crate::format::node::{encode_block, image_of};
 use crate::ids::{BlockNum, DictId, Lsn, Msn, Xid};
 use crate::locks::LockMgr;
 use crate::msg::UpdateRegistry;
+use crate::mvcc::{Snapshot, TxnMgr};
 use crate::options::{EnvOptions, SyncPolicy};
 use crate::poison::{spawn_worker, FailPoints, PoisonCause, PoisonState, TreeLock};
 use crate::tree::apply::Delta;
 use crate::tree::node::{Basement, Node};
 use crate::tree::{missing, Need, Tree, TreeCfg};
-use crate::txn::{Snapshot, Txn, TxnMgr};
+use crate::txn::Txn;
 use crate::vfs::{OpenMode, RealFs, Vfs};
 use crate::wal::{self, Wal};
 use crate::write::WriteGate;
@@ -71,7 +72,7 @@ pub(crate) struct EnvInner {
     pub(crate) gate: WriteGate,
     /// Where every file lives.
     pub(crate) vfs: Arc<dyn Vfs>,
-    ckpt_mutex: Mutex<()>,
+    pub(crate) ckpt_mutex: Mutex<()>,
     catalog: Mutex<Catalog>,
     pub(crate) dicts: RwLock<BTreeMap<DictId, Arc<DictCore>>>,
     pub(crate) closed: AtomicBool,
@@ -587,7 +588,7 @@ impl Dict {
 }
 
 impl EnvInner {
-    pub fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -611,7 +612,7 @@ impl EnvInner {
         }
     }
 
-    fn dict_list(&self) -> Vec<Arc<DictCore>> {
+    pub(crate) fn dict_list(&self) -> Vec<Arc<DictCore>> {
         self.dicts.read().values().cloned().collect()
     }
 
@@ -668,7 +669,7 @@ impl EnvInner {
         })
     }
 
-    pub fn wake_flusher(&self, d: &DictCore) {
+    pub(crate) fn wake_flusher(&self, d: &DictCore) {
         let mut g = self.bg.lock();
         if g.flush.insert(d.id) {
             self.bg_cond.notify_all();
@@ -677,7 +678,7 @@ impl EnvInner {
 
     /// Evict until under budget. `inline`: called by a writer, which only helps above the
     /// hard limit; otherwise the background evictor is woken.
-    pub fn relieve_memory(&self, inline: bool) -> Result<()> {
+    pub(crate) fn relieve_memory(&self, inline: bool) -> Result<()> {
         if self.cache.excess_hard() > 0 || (!inline && self.cache.excess_soft() > 0) {
             self.evict_until_soft()?;
         } else if self.cache.excess_soft() > 0 {
@@ -705,125 +706,6 @@ impl EnvInner {
                 idle_rounds += 1;
             }
         }
-        Ok(())
-    }
-
-    pub(crate) fn checkpoint(&self) -> Result<()> {
-        let _one = self.ckpt_mutex.lock();
-        self.poison.check()?;
-        let started = Instant::now();
-        let dicts = self.dict_list();
-        let mut plans = Vec::with_capacity(dicts.len());
-        let lsn;
-        let next_xid;
-        let keep_from;
-        {
-            let _w = self.gate.exclusive();
-            lsn = self.wal.last_lsn();
-            next_xid = self.txns.next_xid();
-            // The log from the first record of the oldest live transaction on is needed to
-            // finish it after a crash.
-            keep_from = self.txns.oldest_lsn();
-            // Start a new log file after `lsn` (at the next log write, the sync below), so
-            // that when this checkpoint completes every older file can be deleted.
-            self.wal.rotate_at_last();
-            for d in &dicts {
-                let mut t = d.tree.write();
-                let mut pending = Vec::new();
-                for (b, n) in t.nodes.iter_mut() {
-                    if n.dirty {
-                        n.ckpt_pending = true;
-                        pending.push(*b);
-                    }
-                }
-                let mut st = d.file.state.lock();
-                let mut h = st.header.clone();
-                h.ckpt_lsn = lsn;
-                h.root = t.root;
-                h.next_block = t.next_block;
-                h.max_msn = Msn(t.next_msn);
-                h.rows = t.stats.rows;
-                h.data_bytes = t.stats.bytes;
-                h.next_xid = next_xid;
-                st.inprogress = Some(st.current.clone());
-                plans.push((d.clone(), pending, h));
-            }
-        }
-        let pause = started.elapsed();
-        self.wal.sync()?;
-        for (d, pending, mut h) in plans {
-            for b in pending {
-                let img = {
-                    let mut t = d.tree.write();
-                    if t.nodes.get(&b).is_some_and(|n| n.ckpt_pending) {
-                        // Versions no snapshot can see are not written.
-                        t.collect_leaf(b);
-                    }
-                    match t.nodes.get_mut(&b) {
-                        Some(n) if n.ckpt_pending => {
-                            n.ckpt_pending = false;
-                            Some(image_of(n))
-                        }
-                        _ => None,
-                    }
-                };
-                if let Some(img) = img {
-                    let (ext, locs) = d.write_image(self, &img)?;
-                    d.finish_write(&img, ext, locs, true, false);
-                }
-            }
-            loop {
-                let imgs = std::mem::take(&mut d.tree.write().ckpt_images);
-                if imgs.is_empty() {
-                    break;
-                }
-                for img in imgs {
-                    let (ext, locs) = d.write_image(self, &img)?;
-                    d.finish_write(&img, ext, locs, true, false);
-                }
-            }
-            let table = {
-                let st = d.file.state.lock();
-                btt::encode_table(st.inprogress.as_ref().expect("checkpoint in progress"))
-            };
-            let tx = d.file.write_block(&table)?;
-            d.file.sync()?;
-            {
-                let st = d.file.state.lock();
-                h.ckpt_count = st.header.ckpt_count + 1;
-            }
-            h.btt_offset = tx.offset;
-            h.btt_len = tx.len;
-            d.file.write_header(&h)?;
-            let mut st = d.file.state.lock();
-            let new = st.inprogress.take().expect("checkpoint in progress");
-            let old = std::mem::replace(&mut st.checkpointed, new);
-            for (b, x) in old {
-                if st.current.get(&b) != Some(&x) && st.checkpointed.get(&b) != Some(&x) {
-                    st.alloc.free(x);
-                }
-            }
-            if let Some(ob) = st.ckpt_btt.replace(tx) {
-                st.alloc.free(ob);
-            }
-            st.header = h;
-            drop(st);
-            d.file.trim()?;
-            d.file.punch_free();
-            d.file.trim()?;
-        }
-        let keep = match keep_from {
-            Some(first) => Lsn(lsn.0.min(first.0.saturating_sub(1))),
-            None => lsn,
-        };
-        self.wal.trim(keep)?;
-        self.checkpoints.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            lsn = lsn.0,
-            pause_us = pause.as_micros() as u64,
-            total_ms = started.elapsed().as_millis() as u64,
-            "checkpoint complete"
-        );
         Ok(())
     }
 }

@@ -31,7 +31,7 @@ impl FileState {
     }
 
     /// Point the current table at a new extent for `b`, freeing the old one if unreferenced.
-    pub fn set_current(&mut self, b: BlockNum, x: Extent) {
+    pub(crate) fn set_current(&mut self, b: BlockNum, x: Extent) {
         if let Some(old) = self.current.insert(b, x) {
             if old != x && !self.referenced_elsewhere(b, old, true) {
                 self.alloc.free(old);
@@ -39,7 +39,7 @@ impl FileState {
         }
     }
 
-    pub fn remove_current(&mut self, b: BlockNum) {
+    pub(crate) fn remove_current(&mut self, b: BlockNum) {
         if let Some(old) = self.current.remove(&b) {
             if !self.referenced_elsewhere(b, old, true) {
                 self.alloc.free(old);
@@ -47,7 +47,7 @@ impl FileState {
         }
     }
 
-    pub fn set_inprogress(&mut self, b: BlockNum, x: Extent) {
+    pub(crate) fn set_inprogress(&mut self, b: BlockNum, x: Extent) {
         let Some(ip) = self.inprogress.as_mut() else {
             return;
         };
@@ -73,7 +73,7 @@ pub(crate) struct DictFile {
 impl DictFile {
     /// Create a new file holding an empty tree described by `header` whose root block is
     /// written from `root_block`. The file is durable when this returns.
-    pub fn create(
+    pub(crate) fn create(
         vfs: &dyn Vfs,
         path: &Path,
         mut header: FileHeader,
@@ -124,7 +124,7 @@ impl DictFile {
     }
 
     /// Open an existing file at its last complete checkpoint.
-    pub fn open(vfs: &dyn Vfs, path: &Path, direct_io: bool) -> Result<DictFile> {
+    pub(crate) fn open(vfs: &dyn Vfs, path: &Path, direct_io: bool) -> Result<DictFile> {
         let file = vfs.open(path, OpenMode::Existing, direct_io).ctx(path)?;
         let header = read_best_header(&*file, path)?;
         let table = read_table(&*file, path, &header)?;
@@ -138,7 +138,12 @@ impl DictFile {
 
     /// Read `len` bytes at `offset` and hand them to `f` (which decodes what it needs out of
     /// them). The bytes land in a reused buffer (`crate::bufpool`).
-    pub fn read_with<R>(&self, offset: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+    pub(crate) fn read_with<R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
         if let Some(r) = self.file.read_direct(offset, len) {
             return r.ctx(&self.path).map(|b| f(&b));
         }
@@ -153,7 +158,7 @@ impl DictFile {
     }
 
     /// Allocate an extent and write `bytes` there. The caller publishes it in a table or frees it.
-    pub fn write_block(&self, bytes: &[u8]) -> Result<Extent> {
+    pub(crate) fn write_block(&self, bytes: &[u8]) -> Result<Extent> {
         let x = self.state.lock().alloc.alloc(bytes.len() as u64);
         if let Err(e) = self.file.write_all_at(bytes, x.offset) {
             self.state.lock().alloc.free(x);
@@ -162,12 +167,12 @@ impl DictFile {
         Ok(x)
     }
 
-    pub fn sync(&self) -> Result<()> {
+    pub(crate) fn sync(&self) -> Result<()> {
         self.file.sync().ctx(&self.path)
     }
 
     /// Write `header` into its slot (`ckpt_count % 2`) and sync.
-    pub fn write_header(&self, header: &FileHeader) -> Result<()> {
+    pub(crate) fn write_header(&self, header: &FileHeader) -> Result<()> {
         let slot = header.ckpt_count % 2;
         self.file
             .write_all_at(&header.encode(), slot * HEADER_SLOT_BYTES)
@@ -176,7 +181,7 @@ impl DictFile {
     }
 
     /// Shrink the file to the end of the allocated area.
-    pub fn trim(&self) -> Result<()> {
+    pub(crate) fn trim(&self) -> Result<()> {
         // Held across the truncation so that no extent can be allocated past `end` (and
         // written) between reading it and cutting the file.
         let st = self.state.lock();
@@ -189,12 +194,12 @@ impl DictFile {
         Ok(())
     }
 
-    pub fn len_on_disk(&self) -> u64 {
+    pub(crate) fn len_on_disk(&self) -> u64 {
         self.file.len().unwrap_or(0)
     }
 
     /// Bytes the filesystem has allocated to the file (holes excluded).
-    pub fn allocated_on_disk(&self) -> u64 {
+    pub(crate) fn allocated_on_disk(&self) -> u64 {
         self.file.allocated()
     }
 
@@ -203,7 +208,7 @@ impl DictFile {
     /// The ranges are held out of the allocator while the holes are punched, with no lock
     /// held, so nothing is written there meanwhile. Best effort: a filesystem that cannot
     /// punch holes just keeps the space.
-    pub fn punch_free(&self) {
+    pub(crate) fn punch_free(&self) {
         let ranges = self.state.lock().alloc.take_punchable(PUNCH_MIN);
         if ranges.is_empty() {
             return;

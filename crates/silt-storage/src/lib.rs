@@ -15,11 +15,11 @@
 //!   apply the pending messages they meet on the way down to what they return, without
 //!   modifying the leaf. Leaves are cut into basements that are read and evicted one at a time.
 //! - `format/` is the byte layout (documented in `docs/format.md`); `file.rs` does block I/O
-//!   and keeps the block translation tables; `wal.rs` is the log; `cache.rs` the budget.
+//!   and keeps the block translation tables; `wal/` is the log; `cache.rs` the budget.
 //! - [`inspect`] reads files offline for the `siltctl` tool.
 //!
 //! Every message carries a transaction id ([`Xid`]) and a message sequence number ([`Msn`]).
-//! `txn.rs` has MVCC: a write outside a transaction is committed at once; a [`Txn`]'s writes
+//! `mvcc.rs` and `txn.rs` have MVCC: a write outside a transaction is committed at once; a [`Txn`]'s writes
 //! are provisional versions in the leaves until its COMMIT or ABORT messages reach them; a
 //! [`Snapshot`] reads one consistent state of every dictionary.
 
@@ -30,6 +30,7 @@ mod bufpool;
 mod bulk;
 mod cache;
 mod catalog;
+mod checkpoint;
 mod dict;
 mod env;
 mod error;
@@ -43,6 +44,7 @@ mod locks;
 #[doc(hidden)]
 pub mod microbench;
 mod msg;
+mod mvcc;
 mod options;
 mod poison;
 mod recovery;
@@ -61,7 +63,8 @@ pub use format::header::FileHeader;
 pub use ids::{BlockNum, DictId, Lsn, Msn, Xid};
 pub use locks::{LockMode, LockOwner};
 pub use msg::{UpdateFn, UpdateOutcome, UpdateRegistry};
+pub use mvcc::Snapshot;
 pub use options::{Compression, EnvOptions, SyncPolicy, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use poison::{FailPoints, PoisonCause};
-pub use txn::{Snapshot, Txn};
+pub use txn::Txn;
 pub use wal::{read_file as read_log_file, LogFile, LogRecord};

@@ -193,12 +193,12 @@ impl Default for LockMgr {
 
 impl LockMgr {
     /// An owner id for a write outside a transaction.
-    pub fn temp_owner(&self) -> LockOwner {
+    pub(crate) fn temp_owner(&self) -> LockOwner {
         LockOwner(self.next_temp.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Lock `[lo, hi]` of `dict` for `owner` in `mode`, waiting at most `timeout`.
-    pub fn acquire(
+    pub(crate) fn acquire(
         &self,
         dict: DictId,
         (lo, hi): (&[u8], &[u8]),
@@ -250,7 +250,7 @@ impl LockMgr {
     }
 
     /// Release every lock `owner` holds, waking the waiters.
-    pub fn release_all(&self, owner: LockOwner) {
+    pub(crate) fn release_all(&self, owner: LockOwner) {
         let mut st = self.state.lock();
         st.waits.remove(&owner);
         let Some(dicts) = st.owners.remove(&owner) else {
@@ -269,7 +269,7 @@ impl LockMgr {
     }
 
     /// Locks held now (points and ranges, every owner).
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         let st = self.state.lock();
         st.dicts
             .values()

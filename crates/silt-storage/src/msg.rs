@@ -33,7 +33,7 @@ pub struct UpdateRegistry {
 }
 
 /// Told `(function id, panic message)` when an update function panics.
-pub type PanicHook = Arc<dyn Fn(u32, &str) + Send + Sync>;
+pub(crate) type PanicHook = Arc<dyn Fn(u32, &str) + Send + Sync>;
 
 impl std::fmt::Debug for UpdateRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,27 +122,27 @@ pub(crate) enum MsgKind {
 
 /// Type tags of messages, on disk and in the log.
 pub(crate) mod tag {
-    pub const INSERT: u8 = 1;
-    pub const DELETE: u8 = 2;
-    pub const REPLACE: u8 = 3;
-    pub const INSERT_NO_OVERWRITE: u8 = 11;
-    pub const UPDATE: u8 = 14;
-    pub const UPDATE_BROADCAST: u8 = 15;
-    pub const COMMIT: u8 = 20;
-    pub const ABORT: u8 = 21;
+    pub(crate) const INSERT: u8 = 1;
+    pub(crate) const DELETE: u8 = 2;
+    pub(crate) const REPLACE: u8 = 3;
+    pub(crate) const INSERT_NO_OVERWRITE: u8 = 11;
+    pub(crate) const UPDATE: u8 = 14;
+    pub(crate) const UPDATE_BROADCAST: u8 = 15;
+    pub(crate) const COMMIT: u8 = 20;
+    pub(crate) const ABORT: u8 = 21;
     /// Set on the tag of a data message (insert, delete, replace, insert-no-overwrite,
     /// update) written inside a transaction: its effect is provisional.
-    pub const PROVISIONAL: u8 = 0x40;
+    pub(crate) const PROVISIONAL: u8 = 0x40;
 
     /// The message type without the provisional flag, and the flag.
     #[inline]
-    pub fn split(t: u8) -> (u8, bool) {
+    pub(crate) fn split(t: u8) -> (u8, bool) {
         (t & !PROVISIONAL, t & PROVISIONAL != 0)
     }
 }
 
 impl MsgKind {
-    pub fn tag(&self) -> u8 {
+    pub(crate) fn tag(&self) -> u8 {
         match self {
             MsgKind::Insert(_) => tag::INSERT,
             MsgKind::Replace(_) => tag::REPLACE,
@@ -156,12 +156,12 @@ impl MsgKind {
 
     /// Whether this kind sets, removes or updates a value (as opposed to finishing a
     /// transaction's provisional version).
-    pub fn is_data(&self) -> bool {
+    pub(crate) fn is_data(&self) -> bool {
         !matches!(self, MsgKind::Commit { .. } | MsgKind::Abort)
     }
 
     /// Append the payload as stored in a buffer (`lp` body).
-    pub fn write_payload(&self, a: &mut Vec<u8>) {
+    pub(crate) fn write_payload(&self, a: &mut Vec<u8>) {
         match self {
             MsgKind::Insert(v) | MsgKind::Replace(v) | MsgKind::InsertNoOverwrite(v) => {
                 a.extend_from_slice(&(v.len() as u32).to_le_bytes());
@@ -182,7 +182,7 @@ impl MsgKind {
 
     /// The message of type `t` whose payload body (without its length) is `body`.
     /// Check, without building it, that `body` is a valid body for message type `t`.
-    pub fn check_body(t: u8, body: &[u8]) -> DecResult<()> {
+    pub(crate) fn check_body(t: u8, body: &[u8]) -> DecResult<()> {
         let (base, prov) = tag::split(t);
         match base {
             tag::INSERT | tag::REPLACE | tag::INSERT_NO_OVERWRITE | tag::DELETE => Ok(()),
@@ -194,7 +194,7 @@ impl MsgKind {
         }
     }
 
-    pub fn from_body(t: u8, body: &[u8]) -> DecResult<MsgKind> {
+    pub(crate) fn from_body(t: u8, body: &[u8]) -> DecResult<MsgKind> {
         Ok(match tag::split(t).0 {
             tag::COMMIT => MsgKind::Commit {
                 rows: body.first().map_or(0, |b| *b as i8),
@@ -218,7 +218,7 @@ impl MsgKind {
     }
 
     /// Bytes this message adds to a serialized buffer (besides its key).
-    pub fn payload_len(&self) -> usize {
+    pub(crate) fn payload_len(&self) -> usize {
         match self {
             MsgKind::Insert(v) | MsgKind::Replace(v) | MsgKind::InsertNoOverwrite(v) => v.len() + 4,
             MsgKind::Delete | MsgKind::Abort => 4,
@@ -229,7 +229,7 @@ impl MsgKind {
 
     /// Apply to the current value of `key`. Returns the new value (None = absent). A commit
     /// or abort changes no value (see `tree::le` for what they do to versions).
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         fns: &UpdateRegistry,
         key: &[u8],
@@ -271,7 +271,7 @@ pub(crate) struct Pending {
 
 impl Pending {
     /// The type tag as stored (with the provisional flag).
-    pub fn stored_tag(&self) -> u8 {
+    pub(crate) fn stored_tag(&self) -> u8 {
         self.kind.tag() | if self.prov { tag::PROVISIONAL } else { 0 }
     }
 }

@@ -69,7 +69,7 @@ pub(crate) struct PoisonState {
 
 impl PoisonState {
     /// `Err(Poisoned)` once poisoned.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if !self.set.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -80,7 +80,7 @@ impl PoisonState {
     }
 
     /// Poison with `cause` (the first cause wins) and log it.
-    pub fn poison(&self, cause: PoisonCause) {
+    pub(crate) fn poison(&self, cause: PoisonCause) {
         let mut g = self.cause.lock();
         if g.is_none() {
             tracing::error!(cause = %cause, "the storage environment is poisoned; writes are refused until it is reopened");
@@ -90,7 +90,7 @@ impl PoisonState {
     }
 
     /// The cause, if poisoned.
-    pub fn cause(&self) -> Option<PoisonCause> {
+    pub(crate) fn cause(&self) -> Option<PoisonCause> {
         self.cause.lock().clone()
     }
 }
@@ -127,18 +127,18 @@ pub(crate) struct TreeLock<T> {
 }
 
 impl<T> TreeLock<T> {
-    pub fn new(t: T, poison: Arc<PoisonState>) -> TreeLock<T> {
+    pub(crate) fn new(t: T, poison: Arc<PoisonState>) -> TreeLock<T> {
         TreeLock {
             lock: RwLock::new(t),
             poison,
         }
     }
 
-    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
         self.lock.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn write(&self) -> TreeMut<'_, T> {
+    pub(crate) fn write(&self) -> TreeMut<'_, T> {
         TreeMut {
             guard: self.lock.write().unwrap_or_else(|e| e.into_inner()),
             poison: &self.poison,

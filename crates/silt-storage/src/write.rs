@@ -1,6 +1,7 @@
 //! The one write path. Every logged write, a single [`Dict`] write or a [`WriteBatch`] across
 //! dictionaries, inside a transaction or not, goes through [`commit`] (or its one-write form
 //! [`commit_one`]), and a transaction ends through [`finish`]. They alone own the sequence
+//! (steps 1 to 4 are one function, `append_and_apply`):
 //!
 //! 1. take the write gate shared (the checkpoint takes it exclusively to mark nodes, so no
 //!    write is ever between its log append and its injection while a checkpoint starts);
@@ -29,7 +30,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 use crate::dict::{apply_record, Dict, DictCore};
 use crate::env::EnvInner;
 use crate::error::{Error, Result};
-use crate::ids::Xid;
+use crate::ids::{Lsn, Xid};
 use crate::msg::MsgKind;
 use crate::options::SyncPolicy;
 use crate::poison::TreeMut;
@@ -46,7 +47,7 @@ pub(crate) struct WriteGate {
 
 impl WriteGate {
     /// Exclude every writer (the checkpoint, while it notes the last LSN and marks nodes).
-    pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+    pub(crate) fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.lock.write()
     }
 }
@@ -62,9 +63,35 @@ fn whole<'a>(
         .collect()
 }
 
-/// The root pressure of each tree a writer holds, to take along when it lets them go.
-fn pressures(ready: &[Ready<'_>]) -> Vec<f64> {
-    ready.iter().map(Ready::root_pressure).collect()
+/// Steps 1 to 4, written once: under the write gate (shared) and the write locks of the trees
+/// of `cores` (in id order, as given), each with its root whole, append `rec` to the log, then
+/// hand it, its LSN and the ready trees to `apply`. A root that must be read back first is
+/// read with nothing held, and the sequence starts again. Returns the LSN and each tree's
+/// root pressure, to take along when the locks are gone.
+fn append_and_apply(
+    env: &EnvInner,
+    cores: &[&DictCore],
+    rec: LogRecord,
+    apply: impl FnOnce(&mut [Ready<'_>], LogRecord, Lsn),
+) -> Result<(Lsn, Vec<f64>)> {
+    loop {
+        let gate = env.gate.lock.read();
+        // Every tree is locked while the record is appended, so that each dictionary's
+        // messages get their MSNs in log order.
+        let mut trees: Vec<_> = cores.iter().map(|c| c.tree.write()).collect();
+        let mut ready = match whole(&mut trees) {
+            Ok(r) => r,
+            Err((i, need)) => {
+                drop(trees);
+                drop(gate);
+                cores[i].do_io(env, need)?;
+                continue;
+            }
+        };
+        let lsn = env.wal.append(&rec)?;
+        apply(&mut ready, rec, lsn);
+        return Ok((lsn, ready.iter().map(Ready::root_pressure).collect()));
+    }
 }
 
 /// Marks an auto-committed write's xid finished when dropped (also on an error path).
@@ -127,21 +154,8 @@ pub(crate) fn commit(
             rec: Box::new(rec),
         };
     }
-    let (lsn, pressure) = loop {
-        let gate = env.gate.lock.read();
-        // Every tree is locked while the record is appended, so that each dictionary's
-        // messages get their MSNs in log order.
-        let mut trees: Vec<_> = dicts.iter().map(|d| d.core.tree.write()).collect();
-        let mut ready = match whole(&mut trees) {
-            Ok(r) => r,
-            Err((i, need)) => {
-                drop(trees);
-                drop(gate);
-                dicts[i].core.do_io(env, need)?;
-                continue;
-            }
-        };
-        let lsn = env.wal.append(&rec)?;
+    let cores: Vec<&DictCore> = dicts.iter().map(|d| &*d.core).collect();
+    let (lsn, pressure) = append_and_apply(env, &cores, rec, |ready, rec, lsn| {
         if let Some(t) = txn {
             env.txns.logged(xid, lsn);
             t.note_writes(&handles, &rec);
@@ -152,8 +166,7 @@ pub(crate) fn commit(
                 .expect("every dictionary of the batch is locked");
             apply_record(&mut ready[i], &env.fns, r, xid, txn.is_some());
         }
-        break (lsn, pressures(&ready));
-    };
+    })?;
     drop(_auto);
     if txn.is_none() {
         env.wal
@@ -171,26 +184,13 @@ pub(crate) fn commit_one(d: &Dict, rec: LogRecord) -> Result<()> {
     let env = &d.env;
     let x = env.txns.begin();
     let auto = AutoXid(env, x);
-    let (lsn, pressure) = loop {
-        let gate = env.gate.lock.read();
-        let mut t = d.core.tree.write();
-        let mut ready = match t.ready() {
-            Ok(r) => r,
-            Err(need) => {
-                drop(t);
-                drop(gate);
-                d.core.do_io(env, need)?;
-                continue;
-            }
-        };
-        let lsn = env.wal.append(&rec)?;
-        apply_record(&mut ready, &env.fns, rec, x, false);
-        break (lsn, ready.root_pressure());
-    };
+    let (lsn, pressure) = append_and_apply(env, &[&d.core], rec, |ready, rec, _| {
+        apply_record(&mut ready[0], &env.fns, rec, x, false);
+    })?;
     drop(auto);
     env.wal
         .wait(lsn, env.opts.sync == SyncPolicy::EveryCommit)?;
-    d.after_write(pressure)
+    d.after_write(pressure.first().copied().unwrap_or(0.0))
 }
 
 /// End transaction `t`: log its commit (or abort) and send a COMMIT (ABORT) message to every
@@ -216,24 +216,13 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
     for (d, _) in &dicts {
         d.live()?;
     }
-    let (lsn, pressure) = loop {
-        let gate = env.gate.lock.read();
-        let mut trees: Vec<_> = dicts.iter().map(|(d, _)| d.core.tree.write()).collect();
-        let mut ready = match whole(&mut trees) {
-            Ok(r) => r,
-            Err((i, need)) => {
-                drop(trees);
-                drop(gate);
-                dicts[i].0.core.do_io(env, need)?;
-                continue;
-            }
-        };
-        let rec = if commit {
-            LogRecord::Commit { xid: t.xid }
-        } else {
-            LogRecord::Abort { xid: t.xid }
-        };
-        let lsn = env.wal.append(&rec)?;
+    let rec = if commit {
+        LogRecord::Commit { xid: t.xid }
+    } else {
+        LogRecord::Abort { xid: t.xid }
+    };
+    let cores: Vec<&DictCore> = dicts.iter().map(|(d, _)| &*d.core).collect();
+    let (lsn, pressure) = append_and_apply(env, &cores, rec, |ready, _, _| {
         for ((_, keys), tree) in dicts.iter().zip(ready.iter_mut()) {
             for (key, rows) in keys {
                 let kind = if commit {
@@ -244,8 +233,7 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
                 tree.inject(&env.fns, key, kind, t.xid, false);
             }
         }
-        break (lsn, pressures(&ready));
-    };
+    })?;
     env.txns.finish(t.xid);
     if commit {
         env.wal

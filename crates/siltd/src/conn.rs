@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 /// Per-connection facts commands may need.
 #[derive(Debug, Clone)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     pub id: u64,
     pub peer: String,
     /// Who the connection authenticated as, and its SCRAM conversation.
@@ -12,7 +12,7 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
-    pub fn new(id: u64, peer: String) -> ConnInfo {
+    pub(crate) fn new(id: u64, peer: String) -> ConnInfo {
         ConnInfo {
             id,
             peer,

@@ -12,7 +12,7 @@ use crate::sessions::TxnEnd;
 /// it reads. Handlers read and write only through it, so that a command in a transaction
 /// cannot read past its snapshot or write outside it; every write is made by its
 /// [`Writer`], under the document layer's write rules.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     pub conn: &'a ConnInfo,
     /// The transaction writes go into; `None`: each write commits on its own.
     pub txn: Option<&'a Transaction>,
@@ -26,7 +26,7 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// A command outside any transaction.
-    pub fn new(conn: &'a ConnInfo) -> Ctx<'a> {
+    pub(crate) fn new(conn: &'a ConnInfo) -> Ctx<'a> {
         Ctx {
             conn,
             txn: None,
@@ -39,17 +39,17 @@ impl<'a> Ctx<'a> {
     /// A statement of a multi-document transaction (not a retryable write's own
     /// transaction): what it reads must come from its snapshot, so shortcuts that read the
     /// latest state (index-only fast updates) are off.
-    pub fn multi(&self) -> bool {
+    pub(crate) fn multi(&self) -> bool {
         self.txn.is_some_and(Transaction::is_multi)
     }
 
     /// Who this command's writes are made by.
-    pub fn writer(&self) -> Writer<'a> {
+    pub(crate) fn writer(&self) -> Writer<'a> {
         Writer::new(self.txn).bypassing_validation(self.bypass_validation.get())
     }
 
     /// The snapshot a read of `coll` uses.
-    pub fn snap(&self, coll: &Collection) -> Snapshot {
+    pub(crate) fn snap(&self, coll: &Collection) -> Snapshot {
         match &self.snap {
             Some(s) => s.clone(),
             None => coll.snapshot(),
@@ -57,7 +57,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Lock the document with encoded `_id` `key` of `coll` for a write in this operation.
-    pub fn lock_doc<'c>(
+    pub(crate) fn lock_doc<'c>(
         &'c self,
         coll: &'c Collection,
         key: Vec<u8>,
@@ -66,7 +66,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Insert `d` into `coll` in this operation.
-    pub fn insert(&self, coll: &Collection, d: &Document) -> Result<(), CollError> {
+    pub(crate) fn insert(&self, coll: &Collection, d: &Document) -> Result<(), CollError> {
         coll.insert_as(d, self.writer())
     }
 }

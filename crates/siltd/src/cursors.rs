@@ -17,7 +17,7 @@ use silt_query::{QResult, QueryError};
 use crate::errors::coll_err;
 
 /// A stream of result documents.
-pub trait DocSource: Send {
+pub(crate) trait DocSource: Send {
     /// The next document, or `None` at the end (for now, if tailable).
     fn next_doc(&mut self) -> QResult<Option<Document>>;
 
@@ -35,7 +35,7 @@ pub trait DocSource: Send {
 
 /// A tailable cursor over a capped collection: documents after the last one returned, in
 /// insertion order, read afresh on every call (so documents inserted since appear).
-pub struct TailSource {
+pub(crate) struct TailSource {
     pub coll: Arc<silt_collection::Collection>,
     pub matcher: Arc<Matcher>,
     pub last_key: Option<Vec<u8>>,
@@ -73,7 +73,7 @@ impl DocSource for TailSource {
 }
 
 /// Documents already computed (sorted results, aggregation output).
-pub struct VecSource(pub VecDeque<Document>);
+pub(crate) struct VecSource(pub VecDeque<Document>);
 
 impl DocSource for VecSource {
     fn next_doc(&mut self) -> QResult<Option<Document>> {
@@ -89,7 +89,7 @@ impl DocSource for MatchSource {
 
 /// Each document of a `$text` query with its score under `silt_query::text::SCORE_FIELD`,
 /// for `{$meta: "textScore"}` sorts and projections (removed again before a client sees it).
-pub struct Scored {
+pub(crate) struct Scored {
     pub inner: Box<dyn DocSource>,
     pub text: Arc<silt_query::text::BoundText>,
 }
@@ -105,7 +105,7 @@ impl DocSource for Scored {
 }
 
 /// Skip, limit and projection over another source.
-pub struct Shaped {
+pub(crate) struct Shaped {
     pub inner: Box<dyn DocSource>,
     pub skip: u64,
     pub limit: Option<u64>,
@@ -153,7 +153,7 @@ impl DocSource for Shaped {
 }
 
 /// A cursor between batches.
-pub struct OpenCursor {
+pub(crate) struct OpenCursor {
     pub ns: String,
     pub source: Box<dyn DocSource>,
     /// A document read past the end of the last batch (it did not fit).
@@ -167,19 +167,19 @@ pub struct OpenCursor {
 }
 
 /// Largest reply batch in bytes (MongoDB's 16 MiB less room for the envelope).
-pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
+pub(crate) const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 /// Documents in a first batch when the client does not say (MongoDB's default).
-pub const DEFAULT_FIRST_BATCH: usize = 101;
+pub(crate) const DEFAULT_FIRST_BATCH: usize = 101;
 
 /// Every open cursor of the server.
-pub struct Cursors {
+pub(crate) struct Cursors {
     map: Mutex<HashMap<i64, Arc<Mutex<OpenCursor>>>>,
     next: AtomicI64,
     pub timeout: Duration,
 }
 
 impl Cursors {
-    pub fn new(timeout: Duration) -> Cursors {
+    pub(crate) fn new(timeout: Duration) -> Cursors {
         // Start ids at a time-derived value so that ids from before a restart are unlikely
         // to be reused.
         let seed = std::time::SystemTime::now()
@@ -196,7 +196,7 @@ impl Cursors {
 
     /// Fill one batch from `cur`: up to `limit` documents (0: no document limit) and
     /// `MAX_BATCH_BYTES`. Returns the batch and whether the source is exhausted.
-    pub fn fill(cur: &mut OpenCursor, limit: usize) -> QResult<(Vec<Document>, bool)> {
+    pub(crate) fn fill(cur: &mut OpenCursor, limit: usize) -> QResult<(Vec<Document>, bool)> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         loop {
@@ -229,7 +229,12 @@ impl Cursors {
     }
 
     /// Register a cursor; returns its id.
-    pub fn register(&self, ns: String, source: Box<dyn DocSource>, held: Option<Document>) -> i64 {
+    pub(crate) fn register(
+        &self,
+        ns: String,
+        source: Box<dyn DocSource>,
+        held: Option<Document>,
+    ) -> i64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let c = OpenCursor {
             ns,
@@ -244,7 +249,7 @@ impl Cursors {
     }
 
     /// Start a cursor: compute the first batch, register the rest if anything remains.
-    pub fn first_batch(
+    pub(crate) fn first_batch(
         &self,
         ns: &str,
         source: Box<dyn DocSource>,
@@ -273,7 +278,7 @@ impl Cursors {
     }
 
     /// The next batch of cursor `id`.
-    pub fn get_more(
+    pub(crate) fn get_more(
         &self,
         id: i64,
         ns: &str,
@@ -330,24 +335,24 @@ impl Cursors {
     }
 
     /// Close cursor `id`; false if unknown.
-    pub fn kill(&self, id: i64) -> bool {
+    pub(crate) fn kill(&self, id: i64) -> bool {
         self.map.lock().remove(&id).is_some()
     }
 
     /// Number of open cursors.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
     }
 
     /// Exempt cursor `id` from the idle timeout (`noCursorTimeout`).
-    pub fn keep_alive(&self, id: i64) {
+    pub(crate) fn keep_alive(&self, id: i64) {
         if let Some(c) = self.map.lock().get(&id) {
             c.lock().no_timeout = true;
         }
     }
 
     /// Close every cursor idle for longer than the timeout; returns how many.
-    pub fn reap(&self) -> usize {
+    pub(crate) fn reap(&self) -> usize {
         let now = Instant::now();
         let mut m = self.map.lock();
         let before = m.len();
@@ -360,7 +365,7 @@ impl Cursors {
 }
 
 /// Serialized size of a document.
-pub fn doc_len(d: &Document) -> usize {
+pub(crate) fn doc_len(d: &Document) -> usize {
     let mut v = Vec::new();
     let _ = d.to_writer(&mut v);
     v.len()

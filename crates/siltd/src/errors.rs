@@ -6,7 +6,7 @@ use silt_collection::CollError;
 use silt_query::QueryError;
 
 /// MongoDB's error reply shape.
-pub fn error_reply(e: &QueryError) -> Document {
+pub(crate) fn error_reply(e: &QueryError) -> Document {
     let mut d = doc! { "ok": 0.0, "errmsg": e.msg.clone(), "code": e.code, "codeName": e.name().into_owned() };
     if let Some(info) = &e.info {
         d.extend((**info).clone());
@@ -15,7 +15,7 @@ pub fn error_reply(e: &QueryError) -> Document {
 }
 
 /// Map a document-layer error to MongoDB's vocabulary.
-pub fn coll_err(e: CollError) -> QueryError {
+pub(crate) fn coll_err(e: CollError) -> QueryError {
     match e {
         CollError::DuplicateKey {
             ref key_pattern,
@@ -75,7 +75,7 @@ fn location_name(code: i32) -> &'static str {
 }
 
 /// Database names MongoDB accepts.
-pub fn check_db_name(db: &str) -> Result<(), QueryError> {
+pub(crate) fn check_db_name(db: &str) -> Result<(), QueryError> {
     if db.is_empty() || db.len() > 63 || db.contains(['/', '\\', '.', ' ', '"', '$', '\0']) {
         return Err(QueryError::invalid_namespace(format!(
             "Invalid database name: '{db}'"
@@ -85,7 +85,7 @@ pub fn check_db_name(db: &str) -> Result<(), QueryError> {
 }
 
 /// Collection names MongoDB accepts.
-pub fn check_coll_name(db: &str, coll: &str) -> Result<(), QueryError> {
+pub(crate) fn check_coll_name(db: &str, coll: &str) -> Result<(), QueryError> {
     if coll.is_empty() || coll.contains('\0') || coll.starts_with('.') || coll.contains('$') {
         return Err(QueryError::invalid_namespace(format!(
             "Invalid collection name: {db}.{coll}"

@@ -36,11 +36,11 @@ use silt_query::QueryError;
 
 /// The engine update-function id of fast updates. Stored in messages and log records: never
 /// reuse it for anything else.
-pub const FAST_UPDATE_FN: u32 = 1;
+pub(crate) const FAST_UPDATE_FN: u32 = 1;
 
 /// Counters and the switch.
 #[derive(Debug, Default)]
-pub struct FastUpdates {
+pub(crate) struct FastUpdates {
     pub enabled: AtomicBool,
     pub errors: AtomicU64,
     pub eligible: AtomicU64,
@@ -53,7 +53,7 @@ pub struct FastUpdates {
 }
 
 impl FastUpdates {
-    pub fn metrics(&self) -> Document {
+    pub(crate) fn metrics(&self) -> Document {
         doc! {
             "errors": self.errors.load(Ordering::Relaxed) as i64,
             "eligible": {
@@ -78,7 +78,7 @@ impl FastUpdates {
 }
 
 /// Register the fast-update function; `stats` receives its error counts.
-pub fn register(reg: &mut UpdateRegistry, stats: Arc<FastUpdates>) {
+pub(crate) fn register(reg: &mut UpdateRegistry, stats: Arc<FastUpdates>) {
     // A panicking update function leaves the document unchanged (the engine catches it) and
     // counts as a deferred failure.
     let on_panic = stats.clone();
@@ -102,7 +102,7 @@ pub fn register(reg: &mut UpdateRegistry, stats: Arc<FastUpdates>) {
 /// The message argument. `recheck` is a filter the document must still match when the
 /// message is applied (updates selected through a secondary index carry their filter, so a
 /// document changed in between is left alone).
-pub fn message_arg(
+pub(crate) fn message_arg(
     id: &Bson,
     update: &Document,
     upsert: bool,
@@ -195,7 +195,7 @@ fn apply(old: Option<&[u8]>, arg: &[u8]) -> Result<UpdateOutcome, String> {
 }
 
 /// The `_id` of a filter that is exactly `{_id: <plain value>}`.
-pub fn id_only_filter(filter: &Document) -> Option<&Bson> {
+pub(crate) fn id_only_filter(filter: &Document) -> Option<&Bson> {
     if filter.len() != 1 {
         return None;
     }
@@ -212,7 +212,7 @@ pub fn id_only_filter(filter: &Document) -> Option<&Bson> {
 }
 
 /// Whether an operator update may take the fast path given the collection's indexed paths.
-pub fn update_is_eligible(spec: &UpdateSpec, indexed: &[String]) -> bool {
+pub(crate) fn update_is_eligible(spec: &UpdateSpec, indexed: &[String]) -> bool {
     if spec.is_replacement() || spec.uses_positional() {
         return false;
     }

@@ -70,7 +70,7 @@ fn level_filter(level: i32) -> &'static str {
 }
 
 /// Set up the global subscriber from the configuration.
-pub fn init(cfg: &Config) -> Result<(), String> {
+pub(crate) fn init(cfg: &Config) -> Result<(), String> {
     let filter = EnvFilter::try_new(&cfg.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
     let level = match cfg.log_level.as_str() {
         "debug" => 1,
@@ -119,12 +119,12 @@ pub fn init(cfg: &Config) -> Result<(), String> {
 }
 
 /// The current `logLevel` (0 before `init`).
-pub fn level() -> i32 {
+pub(crate) fn level() -> i32 {
     CONTROL.get().map_or(0, |c| c.level.load(Ordering::Relaxed))
 }
 
 /// Set `logLevel`; the previous one.
-pub fn set_level(level: i32) -> Result<i32, String> {
+pub(crate) fn set_level(level: i32) -> Result<i32, String> {
     let c = CONTROL.get().ok_or("the log is not set up")?;
     c.filter
         .reload(EnvFilter::new(level_filter(level)))
@@ -135,7 +135,7 @@ pub fn set_level(level: i32) -> Result<i32, String> {
 /// `logRotate`: the log file is renamed aside (`<path>.<timestamp>`, mongod's default
 /// `rename` mode) and a new one opened in its place. `false` when the log goes to standard
 /// error (there is nothing to rotate).
-pub fn rotate() -> Result<bool, String> {
+pub(crate) fn rotate() -> Result<bool, String> {
     let Some((path, file)) = CONTROL.get().and_then(|c| c.file.as_ref()) else {
         return Ok(false);
     };
@@ -179,7 +179,7 @@ fn log_stamp() -> String {
 }
 
 /// MongoDB's structured log line.
-pub struct MongoJson;
+pub(crate) struct MongoJson;
 
 #[derive(Default)]
 struct Fields {

@@ -89,7 +89,7 @@ fn flatten(prefix: &str, d: &Document, out: &mut Vec<(String, f64)>) {
 }
 
 /// The exposition text of `status` (a `serverStatus` reply).
-pub fn render(status: &Document) -> String {
+pub(crate) fn render(status: &Document) -> String {
     let mut figures = Vec::new();
     flatten("", status, &mut figures);
     let mut text = String::new();
@@ -114,7 +114,7 @@ pub fn render(status: &Document) -> String {
 }
 
 /// Start serving `addr`; an address that cannot be bound stops the start.
-pub fn spawn(s: &Arc<Server>, addr: &str) -> Result<(), String> {
+pub(crate) fn spawn(s: &Arc<Server>, addr: &str) -> Result<(), String> {
     let listener = TcpListener::bind(addr)
         .map_err(|e| format!("--metricsAddr: cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, "serving Prometheus metrics at /metrics");

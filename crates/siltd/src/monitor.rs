@@ -12,21 +12,21 @@ use parking_lot::{Condvar, Mutex, RwLock};
 /// `fsync: 1, lock: true`: while held, write commands wait. Lock order: taken alone, never
 /// while holding another lock of the server or the store.
 #[derive(Debug, Default)]
-pub struct FsyncLock {
+pub(crate) struct FsyncLock {
     count: Mutex<u32>,
     released: Condvar,
 }
 
 impl FsyncLock {
     /// Take one more level of the lock: the new count.
-    pub fn lock_writes(&self) -> u32 {
+    pub(crate) fn lock_writes(&self) -> u32 {
         let mut n = self.count.lock();
         *n += 1;
         *n
     }
 
     /// Release one level: the count left, `None` when it was not locked.
-    pub fn unlock_writes(&self) -> Option<u32> {
+    pub(crate) fn unlock_writes(&self) -> Option<u32> {
         let mut n = self.count.lock();
         if *n == 0 {
             return None;
@@ -38,12 +38,12 @@ impl FsyncLock {
         Some(*n)
     }
 
-    pub fn is_locked(&self) -> bool {
+    pub(crate) fn is_locked(&self) -> bool {
         *self.count.lock() > 0
     }
 
     /// Wait until writes are allowed (or `stop` says to give up).
-    pub fn wait_for_writes(&self, stop: impl Fn() -> bool) {
+    pub(crate) fn wait_for_writes(&self, stop: impl Fn() -> bool) {
         let mut n = self.count.lock();
         while *n > 0 && !stop() {
             self.released.wait_for(&mut n, Duration::from_millis(200));
@@ -53,7 +53,7 @@ impl FsyncLock {
 
 /// The profiler's settings of one database (`profile` command).
 #[derive(Clone, Debug)]
-pub struct ProfileLevel {
+pub(crate) struct ProfileLevel {
     /// 0 off, 1 slow operations, 2 all.
     pub level: i32,
     pub slow_ms: i64,
@@ -66,7 +66,7 @@ pub struct ProfileLevel {
 
 impl ProfileLevel {
     /// Is an operation that took `millis`, described by `entry`, recorded?
-    pub fn wants(&self, millis: i64, entry: &Document) -> bool {
+    pub(crate) fn wants(&self, millis: i64, entry: &Document) -> bool {
         let selected = match (self.level, &self.filter) {
             (0, _) => false,
             (2, _) => true,
@@ -90,14 +90,14 @@ fn sample() -> f64 {
 /// Profiling levels by database. Every command reads them ([`Profiler::any`]), so they sit
 /// behind a reader-writer lock: only `profile` writes.
 #[derive(Debug, Default)]
-pub struct Profiler {
+pub(crate) struct Profiler {
     levels: RwLock<HashMap<String, ProfileLevel>>,
     /// The level of a database `profile` has not set (`--profile`).
     default_level: std::sync::atomic::AtomicI32,
 }
 
 impl Profiler {
-    pub fn set_default(&self, level: i32) {
+    pub(crate) fn set_default(&self, level: i32) {
         self.default_level
             .store(level, std::sync::atomic::Ordering::Relaxed);
     }
@@ -107,7 +107,7 @@ impl Profiler {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub fn get(&self, db: &str, default_slow_ms: i64) -> ProfileLevel {
+    pub(crate) fn get(&self, db: &str, default_slow_ms: i64) -> ProfileLevel {
         self.levels.read().get(db).cloned().unwrap_or(ProfileLevel {
             level: self.default_level(),
             slow_ms: default_slow_ms,
@@ -116,12 +116,12 @@ impl Profiler {
         })
     }
 
-    pub fn set(&self, db: &str, p: ProfileLevel) {
+    pub(crate) fn set(&self, db: &str, p: ProfileLevel) {
         self.levels.write().insert(db.to_string(), p);
     }
 
     /// Whether any database profiles (a cheap check for every command).
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.default_level() > 0 || self.levels.read().values().any(|p| p.level > 0)
     }
 }
@@ -159,12 +159,12 @@ impl TopEntry {
 /// only a namespace's first command takes for writing: a mutex, even striped by namespace,
 /// put every command on one collection on one lock.
 #[derive(Debug, Default)]
-pub struct Top {
+pub(crate) struct Top {
     entries: RwLock<HashMap<String, TopEntry>>,
 }
 
 impl Top {
-    pub fn record(&self, ns: &str, op: crate::commands::OpKind, micros: u64) {
+    pub(crate) fn record(&self, ns: &str, op: crate::commands::OpKind, micros: u64) {
         let (kind, lock) = op.top();
         let add = |e: &TopEntry| {
             for k in ["total", kind, lock] {
@@ -179,7 +179,7 @@ impl Top {
     }
 
     /// The `top` reply's `totals`.
-    pub fn totals(&self) -> Document {
+    pub(crate) fn totals(&self) -> Document {
         let entries = self.entries.read();
         let sorted: BTreeMap<&String, &TopEntry> = entries.iter().collect();
         let mut out = doc! { "note": "all times in microseconds" };

@@ -27,12 +27,12 @@ use crate::conn::ConnInfo;
 
 /// Largest command document `currentOp` shows whole (MongoDB's limit for `truncateOps`);
 /// a larger one becomes `{$truncated: <its text, cut>}`.
-pub const TRUNCATE_OPS_BYTES: usize = 1000;
+pub(crate) const TRUNCATE_OPS_BYTES: usize = 1000;
 /// The same limit without `truncateOps`, so a reply stays far below 16 MiB.
-pub const MAX_OP_COMMAND_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_OP_COMMAND_BYTES: usize = 64 * 1024;
 
 /// One running command.
-pub struct Op {
+pub(crate) struct Op {
     pub opid: u32,
     conn: ConnInfo,
     started: Instant,
@@ -58,11 +58,11 @@ impl std::fmt::Debug for Op {
 
 impl Op {
     /// Ask the operation to stop at its next interrupt point.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Release);
     }
 
-    pub fn is_killed(&self) -> bool {
+    pub(crate) fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
     }
 }
@@ -101,7 +101,7 @@ const OP_SHARDS: usize = 16;
 
 /// The operation table.
 #[derive(Default)]
-pub struct Ops {
+pub(crate) struct Ops {
     next: AtomicU32,
     running: [Mutex<BTreeMap<u32, Arc<Op>>>; OP_SHARDS],
     conns: Mutex<BTreeMap<u64, Conn>>,
@@ -113,7 +113,7 @@ thread_local! {
 }
 
 /// Registration of a running command: unregisters it when dropped.
-pub struct Running<'a> {
+pub(crate) struct Running<'a> {
     ops: &'a Ops,
     op: Arc<Op>,
 }
@@ -126,18 +126,18 @@ impl Drop for Running<'_> {
 }
 
 /// The operation this thread is running, if any.
-pub fn current() -> Option<Arc<Op>> {
+pub(crate) fn current() -> Option<Arc<Op>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
 /// Whether this thread's operation was killed.
-pub fn interrupted() -> bool {
+pub(crate) fn interrupted() -> bool {
     CURRENT.with(|c| c.borrow().as_ref().is_some_and(|op| op.is_killed()))
 }
 
 /// When a read by this thread's operation stops: at `deadline` (`maxTimeMS`), or when the
 /// operation is killed (the read then fails with 11601 `Interrupted`).
-pub fn read_stop(deadline: Option<Instant>) -> Stop {
+pub(crate) fn read_stop(deadline: Option<Instant>) -> Stop {
     Stop {
         deadline,
         interrupted: Some(interrupted),
@@ -204,7 +204,7 @@ fn shown_command(cmd: &Document, limit: usize) -> Document {
 
 /// Which entries a report holds, and how.
 #[derive(Debug, Clone)]
-pub struct ReportOptions {
+pub(crate) struct ReportOptions {
     /// Also connections that run nothing (`$all`, `idleConnections`).
     pub idle_connections: bool,
     /// Cut command documents above [`TRUNCATE_OPS_BYTES`] (else above
@@ -221,7 +221,7 @@ impl Ops {
     }
 
     /// A connection opened.
-    pub fn connected(&self, info: &ConnInfo) {
+    pub(crate) fn connected(&self, info: &ConnInfo) {
         self.conns.lock().insert(
             info.id,
             Conn {
@@ -232,12 +232,12 @@ impl Ops {
     }
 
     /// A connection closed.
-    pub fn disconnected(&self, id: u64) {
+    pub(crate) fn disconnected(&self, id: u64) {
         self.conns.lock().remove(&id);
     }
 
     /// The handshake's client metadata (only the first is kept, as MongoDB does).
-    pub fn set_client_metadata(&self, id: u64, metadata: &Document) {
+    pub(crate) fn set_client_metadata(&self, id: u64, metadata: &Document) {
         if let Some(c) = self.conns.lock().get_mut(&id) {
             c.metadata.get_or_insert_with(|| metadata.clone());
         }
@@ -245,7 +245,13 @@ impl Ops {
 
     /// Register a command about to run on this thread; it is the thread's current operation
     /// until the returned guard drops.
-    pub fn start(&self, conn: &ConnInfo, db: &str, name: &str, cmd: Arc<Document>) -> Running<'_> {
+    pub(crate) fn start(
+        &self,
+        conn: &ConnInfo,
+        db: &str,
+        name: &str,
+        cmd: Arc<Document>,
+    ) -> Running<'_> {
         let (op, ns) = op_kind(db, name, &cmd);
         // Op ids are positive 32-bit integers, as in MongoDB.
         let opid = (self.next.fetch_add(1, Ordering::Relaxed) % i32::MAX as u32) + 1;
@@ -267,7 +273,7 @@ impl Ops {
     }
 
     /// Mark operation `opid` killed; false if no such operation runs.
-    pub fn kill(&self, opid: u32) -> bool {
+    pub(crate) fn kill(&self, opid: u32) -> bool {
         match self.shard(opid).lock().get(&opid) {
             Some(op) => {
                 op.kill();
@@ -279,7 +285,7 @@ impl Ops {
 
     /// How many operations run now: `(readers, writers)`, by MongoDB's operation type
     /// (`serverStatus.globalLock.activeClients`). `serverStatus` itself is one of them.
-    pub fn active(&self) -> (u64, u64) {
+    pub(crate) fn active(&self) -> (u64, u64) {
         let (mut r, mut w) = (0, 0);
         for shard in &self.running {
             for op in shard.lock().values() {
@@ -294,7 +300,7 @@ impl Ops {
 
     /// The `inprog` entries, in MongoDB's shape: running operations by opid, then (if asked)
     /// idle connections by connection id.
-    pub fn report(&self, host: &str, opts: ReportOptions) -> Vec<Document> {
+    pub(crate) fn report(&self, host: &str, opts: ReportOptions) -> Vec<Document> {
         let now = Instant::now();
         let wall = bson::DateTime::from_system_time(SystemTime::now());
         let wall = wall.try_to_rfc3339_string().unwrap_or_default();

@@ -27,7 +27,7 @@ const ALLOWED: &[&str] = &[
 const RECHECK_MS: u64 = 250;
 
 #[derive(Debug)]
-pub struct RedZone {
+pub(crate) struct RedZone {
     dir: PathBuf,
     percent: u64,
     floor: u64,
@@ -50,7 +50,7 @@ fn statvfs(dir: &Path) -> Option<(u64, u64)> {
 }
 
 impl RedZone {
-    pub fn new(dir: &Path, percent: u64, floor: u64) -> RedZone {
+    pub(crate) fn new(dir: &Path, percent: u64, floor: u64) -> RedZone {
         let z = RedZone {
             dir: dir.to_path_buf(),
             percent,
@@ -66,7 +66,7 @@ impl RedZone {
     }
 
     /// Read the free space now and update the state; whether writes are refused.
-    pub fn check_now(&self) -> bool {
+    pub(crate) fn check_now(&self) -> bool {
         let reading = (*self.simulated.lock()).or_else(|| statvfs(&self.dir));
         self.checked_ms
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -94,13 +94,13 @@ impl RedZone {
     }
 
     /// Simulate a reading (`None`: read the filesystem again), and apply it at once.
-    pub fn simulate(&self, reading: Option<(u64, u64)>) {
+    pub(crate) fn simulate(&self, reading: Option<(u64, u64)>) {
         *self.simulated.lock() = reading;
         self.check_now();
     }
 
     /// OutOfDiskSpace if command `name` writes and the filesystem is in the red zone.
-    pub fn refuse(&self, name: &str) -> Result<(), QueryError> {
+    pub(crate) fn refuse(&self, name: &str) -> Result<(), QueryError> {
         let now = self.started.elapsed().as_millis() as u64;
         let due = now.saturating_sub(self.checked_ms.load(Ordering::Relaxed)) >= RECHECK_MS;
         // Every command passes here: outside the zone with a fresh reading, nothing else is
@@ -128,7 +128,7 @@ impl RedZone {
     }
 
     /// `serverStatus.silt.redZone`.
-    pub fn status(&self) -> Document {
+    pub(crate) fn status(&self) -> Document {
         let (free, total) = *self.last.lock();
         doc! {
             "inRedZone": self.in_zone.load(Ordering::Relaxed),

@@ -19,7 +19,7 @@ use bson::{doc, Bson, Document, Timestamp};
 
 /// The set this server is the only member (and the primary) of.
 #[derive(Debug)]
-pub struct ReplSet {
+pub(crate) struct ReplSet {
     pub name: String,
     /// This member's `host:port`, as `hello.me`, `hosts` and the config name it.
     pub me: String,
@@ -47,7 +47,7 @@ fn ts(v: u64) -> Timestamp {
 
 impl ReplSet {
     /// The set `name`, for a server listening on `bind:port`.
-    pub fn new(name: &str, bind: &str, port: u16) -> ReplSet {
+    pub(crate) fn new(name: &str, bind: &str, port: u16) -> ReplSet {
         // A wildcard bind is reached by the host's name; a specific address by itself (not
         // `localhost`, which some clients resolve to ::1 first).
         let host = match bind {
@@ -72,13 +72,13 @@ impl ReplSet {
     }
 
     /// The current cluster time (the last one handed out).
-    pub fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         ts(self.clock.load(Ordering::Acquire))
     }
 
     /// A new cluster time, after every earlier one: the time of a write (or of a snapshot
     /// read that may later be repeated at it).
-    pub fn tick(&self) -> Timestamp {
+    pub(crate) fn tick(&self) -> Timestamp {
         // Increments start at 1 in every second, as mongod's.
         let wall = unix_secs() << 32 | 1;
         let mut cur = self.clock.load(Ordering::Acquire);
@@ -95,7 +95,7 @@ impl ReplSet {
     }
 
     /// The `$clusterTime` document replies carry.
-    pub fn cluster_time(&self) -> Document {
+    pub(crate) fn cluster_time(&self) -> Document {
         doc! {
             "clusterTime": self.now(),
             "signature": {
@@ -115,7 +115,7 @@ impl ReplSet {
     }
 
     /// The replica set fields of `hello` for this primary.
-    pub fn hello_fields(&self, d: &mut Document) {
+    pub(crate) fn hello_fields(&self, d: &mut Document) {
         let now = self.now();
         d.insert("hosts", vec![Bson::String(self.me.clone())]);
         d.insert("setName", self.name.clone());
@@ -136,7 +136,7 @@ impl ReplSet {
     }
 
     /// `replSetGetConfig.config`.
-    pub fn config(&self) -> Document {
+    pub(crate) fn config(&self) -> Document {
         doc! {
             "_id": self.name.clone(),
             "version": 1,
@@ -169,7 +169,7 @@ impl ReplSet {
     }
 
     /// `replSetGetStatus` (without `ok`), `uptime` in seconds.
-    pub fn status(&self, uptime: u64) -> Document {
+    pub(crate) fn status(&self, uptime: u64) -> Document {
         let now = self.now();
         let op = Self::optime(now);
         let date = Self::date_of(now);

@@ -36,7 +36,7 @@ use crate::state::{CmdResult, Server};
 use crate::transactions::{self, Outcome};
 
 /// A command resolved once: its database, the name it was sent under and its table entry.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub db: String,
     pub name: String,
     pub entry: &'static Command,
@@ -44,7 +44,7 @@ pub struct Request<'a> {
 }
 
 /// Run one command and build its reply (always a document; errors become `ok: 0`).
-pub fn run(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
+pub(crate) fn run(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| steps(s, cmd, conn))) {
         Ok(d) => d,
         Err(_) => {
@@ -114,7 +114,7 @@ fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
 }
 
 /// Step 8: check the command's fields and run its handler under its collation, in `op`.
-pub fn invoke(s: &Server, req: &Request<'_>, op: &Ctx) -> CmdResult {
+pub(crate) fn invoke(s: &Server, req: &Request<'_>, op: &Ctx) -> CmdResult {
     let (c, cmd, db) = (req.entry, req.cmd, req.db.as_str());
     commands::check_fields(c, &req.name, cmd)?;
     op.bypass_validation.set(matches!(

@@ -72,7 +72,7 @@ impl Conns {
 }
 
 /// Run until SIGINT or SIGTERM, then close every connection and return.
-pub async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
+pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
     let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, "waiting for connections");
     s.remember_log(format!("waiting for connections on {addr}"));

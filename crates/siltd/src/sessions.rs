@@ -19,15 +19,15 @@ use silt_collection::{Snapshot, Transaction};
 use silt_query::QueryError;
 
 /// How long an unused session lives (MongoDB's `logicalSessionTimeoutMinutes`, 30).
-pub const SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// How long the snapshot of a snapshot read stays readable at its `atClusterTime` (MongoDB's
 /// `minSnapshotHistoryWindowInSeconds`, 300), and how many are kept at most.
-pub const SNAPSHOT_WINDOW: Duration = Duration::from_secs(300);
+pub(crate) const SNAPSHOT_WINDOW: Duration = Duration::from_secs(300);
 const MAX_SNAPSHOTS: usize = 1024;
 
 /// The transaction side of a session.
-pub enum TxnState {
+pub(crate) enum TxnState {
     /// No multi-document transaction has the current number (a retryable write may).
     None,
     /// Open, with its engine transaction.
@@ -39,13 +39,13 @@ pub enum TxnState {
 }
 
 /// An open multi-document transaction.
-pub struct Active {
+pub(crate) struct Active {
     pub txn: Transaction,
     pub started: Instant,
 }
 
 /// What one session holds between commands.
-pub struct SessionState {
+pub(crate) struct SessionState {
     /// The highest `txnNumber` used on this session (-1: none yet).
     pub number: i64,
     pub txn: TxnState,
@@ -54,7 +54,7 @@ pub struct SessionState {
 
 impl SessionState {
     /// Abort the open transaction, if any, for reason `why`.
-    pub fn abort(&mut self, why: &'static str) {
+    pub(crate) fn abort(&mut self, why: &'static str) {
         if let TxnState::Active(a) = std::mem::replace(&mut self.txn, TxnState::Aborted { why }) {
             if let Err(e) = a.txn.abort() {
                 tracing::warn!(error = %e, "aborting a transaction failed");
@@ -67,7 +67,7 @@ impl SessionState {
 type Session = Mutex<SessionState>;
 
 /// Every session the server knows, by the bytes of its `lsid`.
-pub struct Sessions {
+pub(crate) struct Sessions {
     map: Mutex<HashMap<Vec<u8>, Arc<Session>>>,
     /// `maxSessions`: at most this many sessions at once (MongoDB's default, 1,000,000).
     pub max: std::sync::atomic::AtomicUsize,
@@ -76,7 +76,7 @@ pub struct Sessions {
 }
 
 /// The key of a session: its `lsid` document's bytes.
-pub fn lsid_key(lsid: &Document) -> Vec<u8> {
+pub(crate) fn lsid_key(lsid: &Document) -> Vec<u8> {
     let mut v = Vec::new();
     let _ = lsid.to_writer(&mut v);
     v
@@ -95,7 +95,7 @@ impl Default for Sessions {
 impl Sessions {
     /// Check out the session `lsid` (created on first use) for one command; a new session
     /// beyond `maxSessions` is refused with TooManyLogicalSessions (261), as MongoDB does.
-    pub fn checkout(&self, lsid: &Document) -> Result<SessionGuard, QueryError> {
+    pub(crate) fn checkout(&self, lsid: &Document) -> Result<SessionGuard, QueryError> {
         let key = lsid_key(lsid);
         let mut map = self.map.lock();
         if !map.contains_key(&key)
@@ -126,7 +126,7 @@ impl Sessions {
 
     /// Note a use of session `lsid` outside a transaction or retryable write (created on first
     /// use, as MongoDB's session cache does), so `$listLocalSessions` shows it.
-    pub fn touch(&self, lsid: &Document) -> Result<(), QueryError> {
+    pub(crate) fn touch(&self, lsid: &Document) -> Result<(), QueryError> {
         let key = lsid_key(lsid);
         let sess = self.map.lock().get(&key).cloned();
         match sess {
@@ -151,7 +151,7 @@ impl Sessions {
 
     /// Every session's `lsid` and when it was last used (a session in use now: now), for
     /// `$listLocalSessions`.
-    pub fn list(&self) -> Vec<(Document, std::time::SystemTime)> {
+    pub(crate) fn list(&self) -> Vec<(Document, std::time::SystemTime)> {
         let sessions = self.all();
         let now = std::time::SystemTime::now();
         sessions
@@ -165,7 +165,7 @@ impl Sessions {
     }
 
     /// End the sessions `lsids` (`endSessions`, `killSessions`): abort their transactions.
-    pub fn end(&self, lsids: &[Document]) {
+    pub(crate) fn end(&self, lsids: &[Document]) {
         for l in lsids {
             let sess = self.map.lock().remove(&lsid_key(l));
             if let Some(sess) = sess {
@@ -177,7 +177,7 @@ impl Sessions {
     /// Abort transactions older than `lifetime` and forget sessions unused for
     /// [`SESSION_TIMEOUT`] (aborting theirs); drop expired snapshots. Returns the number of
     /// transactions aborted.
-    pub fn reap(&self, lifetime: Duration) -> usize {
+    pub(crate) fn reap(&self, lifetime: Duration) -> usize {
         let mut aborted = 0;
         let sessions = self.all();
         let mut gone = Vec::new();
@@ -213,7 +213,7 @@ impl Sessions {
     }
 
     /// Abort every open transaction (at shutdown, before the store closes).
-    pub fn abort_all(&self) {
+    pub(crate) fn abort_all(&self) {
         let sessions: Vec<Arc<Session>> = self.map.lock().drain().map(|(_, v)| v).collect();
         for s in sessions {
             s.lock().abort("the server is shutting down");
@@ -223,7 +223,7 @@ impl Sessions {
 
     /// Sessions known and transactions open, for `serverStatus`. A session running a command
     /// is not waited for: it counts as having a transaction open.
-    pub fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let m = self.map.lock();
         let open = m
             .values()
@@ -236,7 +236,7 @@ impl Sessions {
     }
 
     /// Keep `snap` readable at cluster time `t` for [`SNAPSHOT_WINDOW`].
-    pub fn keep_snapshot(&self, t: Timestamp, snap: Snapshot) {
+    pub(crate) fn keep_snapshot(&self, t: Timestamp, snap: Snapshot) {
         let mut m = self.snapshots.lock();
         while m.len() >= MAX_SNAPSHOTS {
             m.pop_first();
@@ -245,7 +245,7 @@ impl Sessions {
     }
 
     /// The snapshot handed out at cluster time `t`, if it is still kept.
-    pub fn snapshot_at(&self, t: Timestamp) -> Option<Snapshot> {
+    pub(crate) fn snapshot_at(&self, t: Timestamp) -> Option<Snapshot> {
         let m = self.snapshots.lock();
         m.get(&(t.time, t.increment))
             .filter(|(_, at)| at.elapsed() < SNAPSHOT_WINDOW)
@@ -254,7 +254,7 @@ impl Sessions {
 }
 
 /// A checked-out session: its state is locked for as long as the guard lives.
-pub struct SessionGuard(ArcMutexGuard<RawMutex, SessionState>);
+pub(crate) struct SessionGuard(ArcMutexGuard<RawMutex, SessionState>);
 
 impl SessionGuard {
     fn new(sess: Arc<Session>) -> SessionGuard {
@@ -280,7 +280,7 @@ impl std::ops::DerefMut for SessionGuard {
 /// The session a `commitTransaction` or `abortTransaction` ends, lent to the command's
 /// handler through its `Ctx` (`transactions::commit_transaction`), with the error labels
 /// its outcome carries back.
-pub struct TxnEnd<'a> {
+pub(crate) struct TxnEnd<'a> {
     pub sess: std::cell::RefCell<&'a mut SessionGuard>,
     pub labels: std::cell::RefCell<Vec<&'static str>>,
 }

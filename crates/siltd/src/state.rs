@@ -21,12 +21,12 @@ use crate::replset::ReplSet;
 use crate::sessions::Sessions;
 
 /// Result of a command: the reply body without `ok`, or an error.
-pub type CmdResult = Result<Document, QueryError>;
+pub(crate) type CmdResult = Result<Document, QueryError>;
 
 /// Traffic counters for `serverStatus.network` (bytes as sent on the wire, compressed or
 /// not) and the user-error count of `serverStatus.asserts`.
 #[derive(Default, Debug)]
-pub struct NetCounters {
+pub(crate) struct NetCounters {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub requests: AtomicU64,
@@ -35,20 +35,20 @@ pub struct NetCounters {
 
 impl NetCounters {
     /// A request of `n` bytes arrived.
-    pub fn received(&self, n: usize) {
+    pub(crate) fn received(&self, n: usize) {
         self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A reply of `n` bytes went out.
-    pub fn sent(&self, n: usize) {
+    pub(crate) fn sent(&self, n: usize) {
         self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
 /// Operation counters for `serverStatus.opcounters`.
 #[derive(Default, Debug)]
-pub struct OpCounters {
+pub(crate) struct OpCounters {
     pub insert: AtomicU64,
     pub query: AtomicU64,
     pub update: AtomicU64,
@@ -58,7 +58,7 @@ pub struct OpCounters {
 }
 
 /// The process-wide server state.
-pub struct Server {
+pub(crate) struct Server {
     pub cfg: Config,
     pub store: Store,
     pub cursors: Cursors,
@@ -105,7 +105,12 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(cfg: Config, store: Store, fast: Arc<FastUpdates>, tls: crate::tls::Tls) -> Server {
+    pub(crate) fn new(
+        cfg: Config,
+        store: Store,
+        fast: Arc<FastUpdates>,
+        tls: crate::tls::Tls,
+    ) -> Server {
         let cursors = Cursors::new(cfg.cursor_timeout);
         let views = crate::views::Views::load(&store);
         let auth = crate::auth::Auth::load(cfg.auth, &store);
@@ -146,22 +151,22 @@ impl Server {
     }
 
     /// Whether the server is shutting down.
-    pub fn shutting_down(&self) -> bool {
+    pub(crate) fn shutting_down(&self) -> bool {
         self.stopping.load(Ordering::Relaxed)
     }
 
     /// How long a transaction's write waits for a document lock.
-    pub fn txn_lock_wait(&self) -> Duration {
+    pub(crate) fn txn_lock_wait(&self) -> Duration {
         Duration::from_millis(self.txn_lock_wait_ms.load(Ordering::Relaxed))
     }
 
     /// How long a multi-document transaction may run before the reaper aborts it.
-    pub fn txn_lifetime(&self) -> Duration {
+    pub(crate) fn txn_lifetime(&self) -> Duration {
         Duration::from_secs(self.txn_lifetime_s.load(Ordering::Relaxed))
     }
 
     /// Remember a log line for `getLog`.
-    pub fn remember_log(&self, line: String) {
+    pub(crate) fn remember_log(&self, line: String) {
         let mut l = self.recent_log.lock();
         if l.len() >= 1024 {
             l.pop_front();

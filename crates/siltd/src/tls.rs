@@ -17,7 +17,7 @@ use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 /// `net.tls.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Disabled,
     /// TLS accepted, plain connections too (mongod's `allowTLS` and `preferTLS`, which differ
     /// only in what a mongod connects out with).
@@ -27,7 +27,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn parse(s: &str) -> Result<Mode, String> {
+    pub(crate) fn parse(s: &str) -> Result<Mode, String> {
         match s {
             "disabled" => Ok(Mode::Disabled),
             "allowTLS" | "allowSSL" => Ok(Mode::Allow),
@@ -42,7 +42,7 @@ impl Mode {
 
 /// The TLS settings of the configuration.
 #[derive(Debug, Clone, Default)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub mode: Option<String>,
     pub cert_key_file: Option<std::path::PathBuf>,
     pub ca_file: Option<std::path::PathBuf>,
@@ -51,7 +51,7 @@ pub struct Settings {
 
 /// What the listener needs: the mode, and the rustls configuration when TLS is on.
 #[derive(Clone)]
-pub struct Tls {
+pub(crate) struct Tls {
     pub mode: Mode,
     config: Option<Arc<ServerConfig>>,
 }
@@ -75,7 +75,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 
 impl Tls {
     /// Check the settings and load the files; an error names what is wrong.
-    pub fn load(s: &Settings) -> Result<Tls, String> {
+    pub(crate) fn load(s: &Settings) -> Result<Tls, String> {
         let mode = match (&s.mode, &s.cert_key_file) {
             (Some(m), _) => Mode::parse(m)?,
             (None, Some(_)) => Mode::Require,
@@ -131,7 +131,7 @@ impl Tls {
 
     /// Wrap an accepted socket: a TLS session when the client starts one (or must), the
     /// plain socket otherwise. `Err` closes the connection with the reason.
-    pub fn accept(&self, stream: TcpStream) -> Result<Transport, String> {
+    pub(crate) fn accept(&self, stream: TcpStream) -> Result<Transport, String> {
         let Some(cfg) = &self.config else {
             return Ok(Transport::Plain(stream));
         };
@@ -174,13 +174,13 @@ fn starts_tls(stream: &TcpStream) -> Result<bool, String> {
 }
 
 /// A connection's byte stream: plain TCP or a TLS session over it.
-pub enum Transport {
+pub(crate) enum Transport {
     Plain(TcpStream),
     Tls(Box<StreamOwned<ServerConnection, TcpStream>>),
 }
 
 impl Transport {
-    pub fn is_tls(&self) -> bool {
+    pub(crate) fn is_tls(&self) -> bool {
         matches!(self, Transport::Tls(_))
     }
 }

@@ -32,14 +32,14 @@ use crate::sessions::{Active, SessionGuard, TxnEnd, TxnState};
 use crate::state::{CmdResult, Server};
 
 /// Where the replies of retryable writes are kept (MongoDB's collection of that name).
-pub const RETRY_NS: &str = "config.transactions";
+pub(crate) const RETRY_NS: &str = "config.transactions";
 
 /// The error labels drivers act on.
-pub const TRANSIENT: &str = "TransientTransactionError";
-pub const UNKNOWN_COMMIT: &str = "UnknownTransactionCommitResult";
+pub(crate) const TRANSIENT: &str = "TransientTransactionError";
+pub(crate) const UNKNOWN_COMMIT: &str = "UnknownTransactionCommitResult";
 
 /// A command's result with what the reply adds around it.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub result: CmdResult,
     pub labels: Vec<&'static str>,
     /// The cluster time a snapshot read read at.
@@ -49,7 +49,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn of(result: CmdResult, wrote: bool) -> Outcome {
+    pub(crate) fn of(result: CmdResult, wrote: bool) -> Outcome {
         Outcome {
             result,
             labels: Vec::new(),
@@ -228,7 +228,7 @@ fn cluster_now(s: &Server) -> Option<Timestamp> {
 
 /// Run `req` in the session mode its fields ask for (step 7 of `crate::request`): the
 /// handler runs through `request::invoke` with the command's [`Ctx`].
-pub fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
+pub(crate) fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
     let (name, cmd) = (req.name.as_str(), req.cmd);
     let props = req.entry.props;
     let args = match parse_session(cmd) {
@@ -693,7 +693,7 @@ fn statement(
 }
 
 /// The `commitTransaction` command: commit the session's open transaction.
-pub fn commit_transaction(cmd: &Document, op: &Ctx) -> CmdResult {
+pub(crate) fn commit_transaction(cmd: &Document, op: &Ctx) -> CmdResult {
     let end = op.txn_end.ok_or_else(|| {
         QueryError::command_failed("commitTransaction must be run within a transaction")
     })?;
@@ -703,7 +703,7 @@ pub fn commit_transaction(cmd: &Document, op: &Ctx) -> CmdResult {
 }
 
 /// The `abortTransaction` command: abort the session's open transaction.
-pub fn abort_transaction(op: &Ctx) -> CmdResult {
+pub(crate) fn abort_transaction(op: &Ctx) -> CmdResult {
     let end = op.txn_end.ok_or_else(|| {
         QueryError::command_failed("abortTransaction must be run within a transaction")
     })?;

@@ -15,11 +15,11 @@ use bson::{doc, Bson, Document};
 use crate::state::Server;
 
 /// Documents deleted per batch.
-pub const BATCH: usize = 1000;
+pub(crate) const BATCH: usize = 1000;
 
 /// The monitor's settings and counters.
 #[derive(Debug)]
-pub struct TtlState {
+pub(crate) struct TtlState {
     /// `ttlMonitorSleepSecs`.
     pub sleep_secs: AtomicU64,
     /// `ttlMonitorEnabled`.
@@ -43,7 +43,7 @@ impl Default for TtlState {
 
 impl TtlState {
     /// `serverStatus().metrics.ttl`.
-    pub fn metrics(&self) -> Document {
+    pub(crate) fn metrics(&self) -> Document {
         doc! {
             "deletedDocuments": self.deleted.load(Ordering::Relaxed) as i64,
             "passes": self.passes.load(Ordering::Relaxed) as i64,
@@ -53,7 +53,7 @@ impl TtlState {
 }
 
 /// Start the monitor thread. It holds the server weakly and ends when the server is gone.
-pub fn spawn(server: &Arc<Server>) {
+pub(crate) fn spawn(server: &Arc<Server>) {
     let weak: Weak<Server> = Arc::downgrade(server);
     let started = std::thread::Builder::new()
         .name("ttl-monitor".into())
@@ -82,7 +82,7 @@ pub fn spawn(server: &Arc<Server>) {
 }
 
 /// One pass over every TTL index.
-pub fn pass(s: &Server) {
+pub(crate) fn pass(s: &Server) {
     s.ttl.passes.fetch_add(1, Ordering::Relaxed);
     s.ttl.sub_passes.fetch_add(1, Ordering::Relaxed);
     let now = bson::DateTime::now().timestamp_millis();

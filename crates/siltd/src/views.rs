@@ -16,14 +16,14 @@ use silt_collection::Store;
 use silt_query::{QResult, QueryError};
 
 /// The name of the collection holding a database's views.
-pub const SYSTEM_VIEWS: &str = "system.views";
+pub(crate) const SYSTEM_VIEWS: &str = "system.views";
 
 /// How deep views may be defined on views (MongoDB's limit).
 const MAX_DEPTH: usize = 20;
 
 /// One view's definition.
 #[derive(Clone, Debug)]
-pub struct View {
+pub(crate) struct View {
     /// The collection or view it reads, in the same database.
     pub view_on: String,
     pub pipeline: Vec<Document>,
@@ -34,7 +34,7 @@ pub struct View {
 
 impl View {
     /// The `system.views` document of view `ns`.
-    pub fn to_doc(&self, ns: &str) -> Document {
+    pub(crate) fn to_doc(&self, ns: &str) -> Document {
         let mut d = doc! {
             "_id": ns,
             "viewOn": &self.view_on,
@@ -69,12 +69,12 @@ impl View {
 
 /// Every view of the server, by namespace.
 #[derive(Debug, Default)]
-pub struct Views {
+pub(crate) struct Views {
     map: RwLock<HashMap<String, View>>,
 }
 
 /// The error of a write to a view.
-pub fn not_a_collection(ns: &str) -> QueryError {
+pub(crate) fn not_a_collection(ns: &str) -> QueryError {
     QueryError::coded(
         166,
         "CommandNotSupportedOnView",
@@ -84,7 +84,7 @@ pub fn not_a_collection(ns: &str) -> QueryError {
 
 impl Views {
     /// Read every database's `system.views`.
-    pub fn load(store: &Store) -> Views {
+    pub(crate) fn load(store: &Store) -> Views {
         let mut map = HashMap::new();
         for db in store.list_databases() {
             let Some(c) = store.get(&format!("{db}.{SYSTEM_VIEWS}")) else {
@@ -112,7 +112,7 @@ impl Views {
     }
 
     /// The view `ns`, if it is one.
-    pub fn get(&self, ns: &str) -> Option<View> {
+    pub(crate) fn get(&self, ns: &str) -> Option<View> {
         let map = self.map.read();
         if map.is_empty() {
             return None;
@@ -120,13 +120,13 @@ impl Views {
         map.get(ns).cloned()
     }
 
-    pub fn is_view(&self, ns: &str) -> bool {
+    pub(crate) fn is_view(&self, ns: &str) -> bool {
         let map = self.map.read();
         !map.is_empty() && map.contains_key(ns)
     }
 
     /// Refuse a write or an index build on `ns` when it is a view.
-    pub fn refuse_write(&self, ns: &str) -> QResult<()> {
+    pub(crate) fn refuse_write(&self, ns: &str) -> QResult<()> {
         if self.is_view(ns) {
             return Err(not_a_collection(ns));
         }
@@ -134,7 +134,7 @@ impl Views {
     }
 
     /// The views of database `db`: (name, definition).
-    pub fn of_db(&self, db: &str) -> Vec<(String, View)> {
+    pub(crate) fn of_db(&self, db: &str) -> Vec<(String, View)> {
         let prefix = format!("{db}.");
         let mut v: Vec<(String, View)> = self
             .map
@@ -148,7 +148,7 @@ impl Views {
 
     /// The collection a read of `db.coll` really reads and the pipeline to run over it first
     /// (views on views are followed). `None` when `coll` is not a view.
-    pub fn resolve(&self, db: &str, coll: &str) -> QResult<Option<(String, Vec<Document>)>> {
+    pub(crate) fn resolve(&self, db: &str, coll: &str) -> QResult<Option<(String, Vec<Document>)>> {
         let Some(first) = self.get(&format!("{db}.{coll}")) else {
             return Ok(None);
         };
@@ -175,23 +175,23 @@ impl Views {
     }
 
     /// Record view `ns` (already written to `system.views`).
-    pub fn put(&self, ns: &str, v: View) {
+    pub(crate) fn put(&self, ns: &str, v: View) {
         self.map.write().insert(ns.to_string(), v);
     }
 
     /// Forget view `ns`.
-    pub fn remove(&self, ns: &str) {
+    pub(crate) fn remove(&self, ns: &str) {
         self.map.write().remove(ns);
     }
 
     /// Forget every view of database `db`.
-    pub fn remove_db(&self, db: &str) {
+    pub(crate) fn remove_db(&self, db: &str) {
         let prefix = format!("{db}.");
         self.map.write().retain(|ns, _| !ns.starts_with(&prefix));
     }
 
     /// Whether defining `ns` on `view_on` would make a cycle.
-    pub fn would_cycle(&self, db: &str, ns: &str, view_on: &str) -> bool {
+    pub(crate) fn would_cycle(&self, db: &str, ns: &str, view_on: &str) -> bool {
         let mut cur = format!("{db}.{view_on}");
         for _ in 0..=MAX_DEPTH {
             if cur == ns {

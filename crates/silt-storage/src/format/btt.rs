@@ -96,7 +96,7 @@ pub(crate) const PUNCH_ALIGN: u64 = 4096;
 
 impl Allocator {
     /// Build from the extents in use.
-    pub fn from_used(used: impl IntoIterator<Item = Extent>) -> Allocator {
+    pub(crate) fn from_used(used: impl IntoIterator<Item = Extent>) -> Allocator {
         let mut v: Vec<Extent> = used.into_iter().collect();
         v.sort_by_key(|x| x.offset);
         let mut a = Allocator {
@@ -115,7 +115,7 @@ impl Allocator {
         a
     }
 
-    pub fn alloc(&mut self, len: u64) -> Extent {
+    pub(crate) fn alloc(&mut self, len: u64) -> Extent {
         let span = len.max(1).div_ceil(ALIGN) * ALIGN;
         let hit = self
             .free
@@ -139,7 +139,7 @@ impl Allocator {
         Extent { offset, len }
     }
 
-    pub fn free(&mut self, x: Extent) {
+    pub(crate) fn free(&mut self, x: Extent) {
         self.released.push((x.offset, x.span()));
         self.put_back(x.offset, x.span());
     }
@@ -148,7 +148,7 @@ impl Allocator {
     /// call and whose 4 KiB-aligned inner part is at least `min` bytes, and return them (the
     /// caller punches holes in them with no lock held, then hands each back with
     /// [`Allocator::restore`]; while out, nothing can be allocated there).
-    pub fn take_punchable(&mut self, min: u64) -> Vec<(u64, u64)> {
+    pub(crate) fn take_punchable(&mut self, min: u64) -> Vec<(u64, u64)> {
         let released = std::mem::take(&mut self.released);
         let mut starts = std::collections::BTreeSet::new();
         for (o, s) in released {
@@ -175,7 +175,7 @@ impl Allocator {
     }
 
     /// Return a range taken by [`Allocator::take_punchable`].
-    pub fn restore(&mut self, off: u64, span: u64) {
+    pub(crate) fn restore(&mut self, off: u64, span: u64) {
         self.put_back(off, span);
     }
 
@@ -201,13 +201,13 @@ impl Allocator {
     }
 
     /// End of the allocated area: the file need not be longer.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.end
     }
 
     /// Free bytes inside the allocated area.
     #[cfg(test)]
-    pub fn free_bytes(&self) -> u64 {
+    pub(crate) fn free_bytes(&self) -> u64 {
         self.free.values().sum()
     }
 }

@@ -8,31 +8,31 @@ pub(crate) struct Enc {
 }
 
 impl Enc {
-    pub fn with_capacity(n: usize) -> Enc {
+    pub(crate) fn with_capacity(n: usize) -> Enc {
         Enc {
             buf: Vec::with_capacity(n),
         }
     }
-    pub fn u8(&mut self, v: u8) {
+    pub(crate) fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
-    pub fn u16(&mut self, v: u16) {
+    pub(crate) fn u16(&mut self, v: u16) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn u32(&mut self, v: u32) {
+    pub(crate) fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn u64(&mut self, v: u64) {
+    pub(crate) fn u64(&mut self, v: u64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn i64(&mut self, v: i64) {
+    pub(crate) fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
-    pub fn bytes(&mut self, v: &[u8]) {
+    pub(crate) fn bytes(&mut self, v: &[u8]) {
         self.buf.extend_from_slice(v);
     }
     /// A `u32` length followed by the bytes.
-    pub fn lp(&mut self, v: &[u8]) {
+    pub(crate) fn lp(&mut self, v: &[u8]) {
         self.u32(v.len() as u32);
         self.bytes(v);
     }
@@ -47,16 +47,16 @@ pub(crate) struct Dec<'a> {
 pub(crate) type DecResult<T> = Result<T, String>;
 
 impl<'a> Dec<'a> {
-    pub fn new(buf: &'a [u8]) -> Dec<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Dec<'a> {
         Dec { buf, pos: 0 }
     }
-    pub fn pos(&self) -> usize {
+    pub(crate) fn pos(&self) -> usize {
         self.pos
     }
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
-    pub fn take(&mut self, n: usize) -> DecResult<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> DecResult<&'a [u8]> {
         if self.remaining() < n {
             return Err(format!(
                 "truncated: need {n} bytes at offset {}, have {}",
@@ -74,22 +74,22 @@ impl<'a> Dec<'a> {
         a.copy_from_slice(s);
         Ok(a)
     }
-    pub fn u8(&mut self) -> DecResult<u8> {
+    pub(crate) fn u8(&mut self) -> DecResult<u8> {
         Ok(self.arr::<1>()?[0])
     }
-    pub fn u16(&mut self) -> DecResult<u16> {
+    pub(crate) fn u16(&mut self) -> DecResult<u16> {
         Ok(u16::from_le_bytes(self.arr()?))
     }
-    pub fn u32(&mut self) -> DecResult<u32> {
+    pub(crate) fn u32(&mut self) -> DecResult<u32> {
         Ok(u32::from_le_bytes(self.arr()?))
     }
-    pub fn u64(&mut self) -> DecResult<u64> {
+    pub(crate) fn u64(&mut self) -> DecResult<u64> {
         Ok(u64::from_le_bytes(self.arr()?))
     }
-    pub fn i64(&mut self) -> DecResult<i64> {
+    pub(crate) fn i64(&mut self) -> DecResult<i64> {
         Ok(i64::from_le_bytes(self.arr()?))
     }
-    pub fn lp(&mut self) -> DecResult<&'a [u8]> {
+    pub(crate) fn lp(&mut self) -> DecResult<&'a [u8]> {
         let n = self.u32()? as usize;
         self.take(n)
     }

@@ -17,10 +17,10 @@ thread_local! {
 fn zstd_compress(raw: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     CCTX.with(|c| {
         let mut c = c.borrow_mut();
-        if c.as_ref().is_none_or(|(l, _)| *l != level) {
-            *c = Some((level, zstd::bulk::Compressor::new(level)?));
-        }
-        let (_, cx) = c.as_mut().expect("set above");
+        let cx = match &mut *c {
+            Some((l, cx)) if *l == level => cx,
+            slot => &mut slot.insert((level, zstd::bulk::Compressor::new(level)?)).1,
+        };
         let mut out = crate::bufpool::zeroed(1 + zstd::zstd_safe::compress_bound(raw.len()));
         out[0] = Compression::Zstd(level).tag();
         let n = cx.compress_to_buffer(raw, &mut out[1..])?;
@@ -32,10 +32,10 @@ fn zstd_compress(raw: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
 fn zstd_decompress(payload: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     DCTX.with(|d| {
         let mut d = d.borrow_mut();
-        if d.is_none() {
-            *d = Some(zstd::bulk::Decompressor::new()?);
-        }
-        let dx = d.as_mut().expect("set above");
+        let dx = match &mut *d {
+            Some(dx) => dx,
+            slot => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
         let mut out = Vec::with_capacity(raw_len);
         dx.decompress_to_buffer(payload, &mut out)?;
         Ok(out)

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use crate::ids::Xid;
 use crate::msg::{run_update, tag, Broadcast, MsgKind, Pending, UpdateOutcome, UpdateRegistry};
+use crate::mvcc::View;
 use crate::tree::le::{self, Le, LE_CLEAN};
 use crate::tree::node::{Basement, ChildBuf, Key, LeafBuilder, MsgRef, Val};
-use crate::txn::View;
 
 /// Change in the estimated row count and data bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub(crate) struct Delta {
 }
 
 impl Delta {
-    pub fn add(&mut self, o: Delta) {
+    pub(crate) fn add(&mut self, o: Delta) {
         self.rows += o.rows;
         self.bytes += o.bytes;
     }

@@ -23,8 +23,8 @@ use std::borrow::Cow;
 use crate::format::bytes::{Dec, DecResult};
 use crate::ids::Xid;
 use crate::msg::{run_update, Broadcast, MsgKind, Pending, UpdateRegistry};
+use crate::mvcc::View;
 use crate::tree::node::Val;
-use crate::txn::View;
 
 /// Leaf entry type of a clean value.
 pub(crate) const LE_CLEAN: u8 = 0;
@@ -131,7 +131,7 @@ pub(crate) fn visible<'a>(t: u8, raw: &'a [u8], view: View<'_>) -> Option<&'a [u
 
 impl Le {
     /// A clean value.
-    pub fn clean(v: Val) -> Le {
+    pub(crate) fn clean(v: Val) -> Le {
         Le {
             committed: vec![Ver {
                 xid: Xid(0),
@@ -142,7 +142,7 @@ impl Le {
     }
 
     /// Decode a stored entry (checked when loaded).
-    pub fn decode(t: u8, raw: &[u8]) -> Le {
+    pub(crate) fn decode(t: u8, raw: &[u8]) -> Le {
         if t == LE_CLEAN {
             return Le::clean(raw.into());
         }
@@ -163,17 +163,17 @@ impl Le {
     }
 
     /// The entry for `base` (a stored entry, or none).
-    pub fn of(base: Option<(u8, &[u8])>) -> Le {
+    pub(crate) fn of(base: Option<(u8, &[u8])>) -> Le {
         base.map(|(t, raw)| Le::decode(t, raw)).unwrap_or_default()
     }
 
     /// The newest committed value.
-    pub fn committed_val(&self) -> Option<&[u8]> {
+    pub(crate) fn committed_val(&self) -> Option<&[u8]> {
         self.committed.first().and_then(|v| v.val.as_deref())
     }
 
     /// The value `view` sees.
-    pub fn visible(&self, view: View<'_>) -> Option<&[u8]> {
+    pub(crate) fn visible(&self, view: View<'_>) -> Option<&[u8]> {
         if let Some(p) = &self.prov {
             if Some(p.xid) == view.own() {
                 return p.val.as_deref();
@@ -186,7 +186,7 @@ impl Le {
     }
 
     /// The xid of the newest committed version, if there is one.
-    pub fn newest_xid(&self) -> Option<Xid> {
+    pub(crate) fn newest_xid(&self) -> Option<Xid> {
         self.committed.first().map(|v| v.xid)
     }
 
@@ -195,7 +195,7 @@ impl Le {
     /// transaction's earlier writes); any other data message adds a committed version over the
     /// newest committed one. A commit promotes, an abort drops, the provisional version of the
     /// message's transaction (and does nothing if there is none: both are idempotent).
-    pub fn apply(&mut self, fns: &UpdateRegistry, key: &[u8], p: &Pending) {
+    pub(crate) fn apply(&mut self, fns: &UpdateRegistry, key: &[u8], p: &Pending) {
         match &p.kind {
             MsgKind::Commit { .. } => {
                 if self.prov.as_ref().is_some_and(|v| v.xid == p.xid) {
@@ -225,7 +225,7 @@ impl Le {
     }
 
     /// Apply a broadcast update: a committed write to a key that has a committed value.
-    pub fn apply_broadcast(&mut self, fns: &UpdateRegistry, key: &[u8], b: &Broadcast) {
+    pub(crate) fn apply_broadcast(&mut self, fns: &UpdateRegistry, key: &[u8], b: &Broadcast) {
         let base = self.committed.first().and_then(|v| v.val.clone());
         if base.is_none() {
             return;
@@ -245,7 +245,7 @@ impl Le {
 
     /// Drop what no snapshot can see: every committed version older than the newest one
     /// written below `horizon`, and that one too if it is a deletion.
-    pub fn gc(&mut self, horizon: Xid) {
+    pub(crate) fn gc(&mut self, horizon: Xid) {
         if let Some(i) = self.committed.iter().position(|v| v.xid < horizon) {
             self.committed.truncate(i + 1);
             if self.committed[i].val.is_none() {
@@ -256,7 +256,7 @@ impl Le {
 
     /// Collect garbage below `horizon` and return the stored form: `None` when nothing is
     /// left, else the entry type and its bytes.
-    pub fn settle(mut self, horizon: Xid) -> Option<(u8, Cow<'static, [u8]>)> {
+    pub(crate) fn settle(mut self, horizon: Xid) -> Option<(u8, Cow<'static, [u8]>)> {
         self.gc(horizon);
         if self.prov.is_none() {
             match self.committed.as_slice() {
@@ -300,7 +300,7 @@ impl Le {
 mod tests {
     use super::*;
     use crate::ids::Msn;
-    use crate::txn::SnapView;
+    use crate::mvcc::SnapView;
 
     fn msg(xid: u64, prov: bool, kind: MsgKind) -> Pending {
         Pending {

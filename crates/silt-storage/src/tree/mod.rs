@@ -28,7 +28,7 @@ use crate::file::DictFile;
 use crate::format::node::{image_of, NodeImage};
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, UpdateRegistry};
-use crate::txn::View;
+use crate::mvcc::View;
 use apply::{apply_buffer_to_leaf, injected_delta, merge_walk, read_value, resolve, Delta};
 use bounds::{above_hi, below_lo, bound_ref, empty_range, tighter_hi, tighter_lo};
 use le::{Le, LE_CLEAN};
@@ -93,7 +93,7 @@ pub(crate) struct Tree {
     pub ckpt_images: Vec<NodeImage>,
     pub file: Arc<DictFile>,
     pub cache: Arc<CacheCtl>,
-    /// The environment's MVCC horizon (`txn.rs`): committed versions below it that a newer
+    /// The environment's MVCC horizon (`mvcc.rs`): committed versions below it that a newer
     /// committed version hides are garbage.
     pub horizon: Arc<AtomicU64>,
     /// The eviction clock's hand: the `(height, block)` the last sweep stopped at. The next
@@ -107,13 +107,13 @@ pub(crate) struct Ready<'a>(&'a mut Tree);
 
 impl Ready<'_> {
     /// [`Tree::root_pressure`], for the writer to take along when it lets the tree go.
-    pub fn root_pressure(&self) -> f64 {
+    pub(crate) fn root_pressure(&self) -> f64 {
         self.0.root_pressure()
     }
 
     /// Inject a keyed message at the root. `prov`: a data message written inside
     /// transaction `xid` (provisional until its commit).
-    pub fn inject(
+    pub(crate) fn inject(
         &mut self,
         fns: &UpdateRegistry,
         key: &[u8],
@@ -125,7 +125,7 @@ impl Ready<'_> {
     }
 
     /// Inject a broadcast update at the root.
-    pub fn inject_broadcast(
+    pub(crate) fn inject_broadcast(
         &mut self,
         fns: &UpdateRegistry,
         func: u32,
@@ -144,12 +144,12 @@ impl Drop for Tree {
 }
 
 impl Tree {
-    pub fn node(&self, b: BlockNum) -> &Node {
+    pub(crate) fn node(&self, b: BlockNum) -> &Node {
         &self.nodes[&b]
     }
 
     /// The MVCC horizon now (a stale value only collects less).
-    pub fn horizon(&self) -> Xid {
+    pub(crate) fn horizon(&self) -> Xid {
         Xid(self.horizon.load(Ordering::Acquire))
     }
 
@@ -160,7 +160,7 @@ impl Tree {
     }
 
     /// Recompute what node `b` charges to the cache.
-    pub fn recharge(&mut self, b: BlockNum) {
+    pub(crate) fn recharge(&mut self, b: BlockNum) {
         if let Some(n) = self.nodes.get_mut(&b) {
             let m = n.mem();
             let d = m as i64 - n.charged as i64;
@@ -182,7 +182,7 @@ impl Tree {
         n.mark_dirty();
     }
 
-    pub fn insert_node(&mut self, n: Node) {
+    pub(crate) fn insert_node(&mut self, n: Node) {
         let b = n.blocknum;
         self.nodes.insert(b, n);
         self.recharge(b);
@@ -212,7 +212,7 @@ impl Tree {
     }
 
     /// Size of the root's buffers relative to the node size (for write throttling).
-    pub fn root_pressure(&self) -> f64 {
+    pub(crate) fn root_pressure(&self) -> f64 {
         let r = self.node(self.root);
         if r.is_leaf() {
             return 0.0;
@@ -228,14 +228,14 @@ impl Tree {
     // ----- writes -------------------------------------------------------------------------
 
     /// The read that would make the root whole, if a partition of it was evicted.
-    pub fn root_need(&self) -> Option<Need> {
+    pub(crate) fn root_need(&self) -> Option<Need> {
         let r = self.node(self.root);
         (!r.fully_loaded()).then(|| missing(r))
     }
 
     /// The tree ready for injection: its root is resident with every partition. Otherwise the
     /// read to do first (with the tree lock released, as every [`Need`]).
-    pub fn ready(&mut self) -> Result<Ready<'_>, Need> {
+    pub(crate) fn ready(&mut self) -> Result<Ready<'_>, Need> {
         match self.root_need() {
             Some(n) => Err(n),
             None => Ok(Ready(self)),
@@ -334,7 +334,7 @@ impl Tree {
     }
 
     /// Flush one buffer one level down, along the heaviest path from the root.
-    pub fn flush_step(&mut self, fns: &UpdateRegistry) -> Step {
+    pub(crate) fn flush_step(&mut self, fns: &UpdateRegistry) -> Step {
         let root = self.root;
         let r = self.node(root);
         if !r.fully_loaded() {
@@ -461,7 +461,7 @@ impl Tree {
     // ----- reads --------------------------------------------------------------------------
 
     /// Descend to the basement for `t`, touching clock bits on the way.
-    pub fn locate(&self, t: Target<'_>) -> Result<Located, Need> {
+    pub(crate) fn locate(&self, t: Target<'_>) -> Result<Located, Need> {
         let mut b = self.root;
         let mut lo: Option<Key> = None;
         let mut hi: Option<Key> = None;
@@ -552,7 +552,7 @@ impl Tree {
     }
 
     /// The value `view` sees of `key`.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         fns: &UpdateRegistry,
         key: &[u8],
@@ -569,7 +569,7 @@ impl Tree {
     }
 
     /// Every version of `key`, pending messages applied (what a writer checks for conflicts).
-    pub fn versions(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Le, Need> {
+    pub(crate) fn versions(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Le, Need> {
         self.with_key(key, |base, list, bcasts| {
             let it = list.iter().map(std::borrow::Cow::Borrowed);
             apply::resolve_le(fns, key, base, it, bcasts, None)
@@ -577,7 +577,7 @@ impl Tree {
     }
 
     /// Drop the garbage versions of a resident leaf's versioned entries (before it is written).
-    pub fn collect_leaf(&mut self, b: BlockNum) {
+    pub(crate) fn collect_leaf(&mut self, b: BlockNum) {
         let horizon = self.horizon();
         let Some(n) = self.nodes.get_mut(&b) else {
             return;
@@ -610,7 +610,7 @@ impl Tree {
     /// Visit the live entries of one basement that fall in `[lo, hi]`, starting from `from`
     /// (in the direction of travel). Returns where the next basement starts, or `None` at the
     /// end of the range.
-    pub fn scan_basement(
+    pub(crate) fn scan_basement(
         &self,
         fns: &UpdateRegistry,
         from: &Bound<Key>,
@@ -790,7 +790,7 @@ fn leaf_apply_one(
 impl Tree {
     /// Flush some non-empty buffer anywhere in the tree, depth first. `Idle` when every buffer
     /// is empty.
-    pub fn flush_any(&mut self, fns: &UpdateRegistry) -> Step {
+    pub(crate) fn flush_any(&mut self, fns: &UpdateRegistry) -> Step {
         let mut stack = vec![vec![self.root]];
         while let Some(path) = stack.pop() {
             let b = *path.last().expect("path");
@@ -830,7 +830,7 @@ impl Tree {
 
 impl Tree {
     /// Remove a node and its block-table entry (used by the bulk loader for the old root).
-    pub fn remove_node_pub(&mut self, b: BlockNum) {
+    pub(crate) fn remove_node_pub(&mut self, b: BlockNum) {
         self.remove_node(b);
     }
 }

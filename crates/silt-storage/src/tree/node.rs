@@ -46,30 +46,30 @@ pub(crate) struct Basement {
 }
 
 impl Basement {
-    pub fn with_capacity(bytes: usize) -> Basement {
+    pub(crate) fn with_capacity(bytes: usize) -> Basement {
         Basement {
             arena: Vec::with_capacity(bytes),
             offs: Vec::new(),
         }
     }
     /// From a checked arena and its entry offsets (the decoder validates both).
-    pub fn from_parts(arena: Vec<u8>, offs: Vec<u32>) -> Basement {
+    pub(crate) fn from_parts(arena: Vec<u8>, offs: Vec<u32>) -> Basement {
         Basement { arena, offs }
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.offs.len()
     }
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.offs.is_empty()
     }
     /// Serialized size of the entries.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.arena.len()
     }
-    pub fn arena(&self) -> &[u8] {
+    pub(crate) fn arena(&self) -> &[u8] {
         &self.arena
     }
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         self.arena.capacity() + self.offs.capacity() * ENTRY_MEM_OVERHEAD + PART_MEM_FIXED
     }
     #[inline]
@@ -79,12 +79,12 @@ impl Basement {
         &self.arena[o + ENTRY_HEADER_BYTES..o + ENTRY_HEADER_BYTES + kl]
     }
     #[inline]
-    pub fn key(&self, i: usize) -> &[u8] {
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
         self.key_at(self.offs[i])
     }
     /// Entry `i`: its key, type (`tree::le`) and stored value bytes.
     #[inline]
-    pub fn entry(&self, i: usize) -> (&[u8], u8, &[u8]) {
+    pub(crate) fn entry(&self, i: usize) -> (&[u8], u8, &[u8]) {
         let o = self.offs[i] as usize;
         let kl = rd32(&self.arena, o);
         let vl = rd32(&self.arena, o + 4);
@@ -99,28 +99,28 @@ impl Basement {
         let o = self.offs[i] as usize;
         o + ENTRY_HEADER_BYTES + rd32(&self.arena, o) + rd32(&self.arena, o + 4)
     }
-    pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn search(&self, key: &[u8]) -> Result<usize, usize> {
         self.offs.binary_search_by(|&o| self.key_at(o).cmp(key))
     }
     /// Number of leading entries whose key satisfies `pred` (which must be monotone).
-    pub fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
+    pub(crate) fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
         self.offs.partition_point(|&o| pred(self.key_at(o)))
     }
     /// The stored type and bytes of `key`'s entry.
-    pub fn get(&self, key: &[u8]) -> Option<(u8, &[u8])> {
+    pub(crate) fn get(&self, key: &[u8]) -> Option<(u8, &[u8])> {
         self.search(key).ok().map(|i| {
             let (_, t, v) = self.entry(i);
             (t, v)
         })
     }
     /// Append an entry whose key is greater than every key present.
-    pub fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
+    pub(crate) fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
         debug_assert!(self.is_empty() || self.key(self.len() - 1) < k);
         self.offs.push(self.arena.len() as u32);
         write_entry(&mut self.arena, k, t, v);
     }
     /// Replace entry `i` (if `replace`) or insert before it, with `new` (or nothing).
-    pub fn splice(&mut self, i: usize, replace: bool, new: Option<(&[u8], u8, &[u8])>) {
+    pub(crate) fn splice(&mut self, i: usize, replace: bool, new: Option<(&[u8], u8, &[u8])>) {
         let start = if i < self.len() {
             self.offs[i] as usize
         } else {
@@ -146,7 +146,7 @@ impl Basement {
             _ => {}
         }
     }
-    pub fn shrink(&mut self) {
+    pub(crate) fn shrink(&mut self) {
         self.arena.shrink_to_fit();
         self.offs.shrink_to_fit();
     }
@@ -174,7 +174,7 @@ pub(crate) struct LeafBuilder {
 }
 
 impl LeafBuilder {
-    pub fn new(target: usize) -> LeafBuilder {
+    pub(crate) fn new(target: usize) -> LeafBuilder {
         LeafBuilder {
             target,
             done: Vec::new(),
@@ -182,10 +182,10 @@ impl LeafBuilder {
             cur: Basement::default(),
         }
     }
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.done.is_empty() && self.cur.is_empty()
     }
-    pub fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
+    pub(crate) fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
         let eb = entry_bytes(k, v);
         if self.cur.bytes() + eb > self.target && !self.cur.is_empty() {
             self.pivots.push(k.into());
@@ -197,7 +197,7 @@ impl LeafBuilder {
         self.cur.push(k, t, v);
     }
     /// The basements (at least one, possibly empty) and the pivots between them.
-    pub fn finish(mut self) -> (Vec<Basement>, Vec<Key>) {
+    pub(crate) fn finish(mut self) -> (Vec<Basement>, Vec<Key>) {
         self.cur.shrink();
         self.done.push(self.cur);
         (self.done, self.pivots)
@@ -216,7 +216,7 @@ pub(crate) struct MsgRef<'a> {
 }
 
 impl MsgRef<'_> {
-    pub fn to_pending(self) -> Pending {
+    pub(crate) fn to_pending(self) -> Pending {
         Pending {
             msn: self.msn,
             xid: self.xid,
@@ -226,7 +226,7 @@ impl MsgRef<'_> {
     }
     /// Whether this is a committed data message (not provisional, not a commit or abort).
     #[inline]
-    pub fn is_committed_data(&self) -> bool {
+    pub(crate) fn is_committed_data(&self) -> bool {
         use crate::msg::tag;
         self.tag & tag::PROVISIONAL == 0 && self.tag != tag::COMMIT && self.tag != tag::ABORT
     }
@@ -264,7 +264,7 @@ pub(crate) fn bcast_bytes(b: &Broadcast) -> usize {
 impl ChildBuf {
     /// From an arena and the offsets of its messages in (key, MSN) order, both checked by the
     /// decoder.
-    pub fn from_parts(arena: Vec<u8>, idx: Vec<u32>, bcasts: Vec<Broadcast>) -> ChildBuf {
+    pub(crate) fn from_parts(arena: Vec<u8>, idx: Vec<u32>, bcasts: Vec<Broadcast>) -> ChildBuf {
         let mut b = ChildBuf {
             arena,
             idx,
@@ -275,14 +275,14 @@ impl ChildBuf {
         b.recount();
         b
     }
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
     /// Keyed messages held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.idx.len()
     }
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         self.arena.capacity()
             + self.idx.capacity() * MSG_MEM_OVERHEAD
             + self.bcasts.iter().map(|b| b.arg.len() + 64).sum::<usize>()
@@ -317,16 +317,16 @@ impl ChildBuf {
     }
     /// The key of the `i`-th message in (key, MSN) order.
     #[inline]
-    pub fn key(&self, i: usize) -> &[u8] {
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
         self.key_at(self.idx[i])
     }
     /// The `i`-th message in (key, MSN) order.
     #[inline]
-    pub fn msg(&self, i: usize) -> MsgRef<'_> {
+    pub(crate) fn msg(&self, i: usize) -> MsgRef<'_> {
         self.msg_at(self.idx[i])
     }
     /// Append every keyed message, serialized, in (key, MSN) order.
-    pub fn write_keyed(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_keyed(&self, out: &mut Vec<u8>) {
         // Every message in the arena is indexed, so when arrival order is key order (a
         // buffer as loaded, or filled in key order) the arena from the first message on is
         // the serialized form.
@@ -341,13 +341,13 @@ impl ChildBuf {
         }
     }
     /// Number of distinct keys.
-    pub fn distinct_keys(&self) -> usize {
+    pub(crate) fn distinct_keys(&self) -> usize {
         (0..self.len())
             .filter(|&i| i == 0 || self.key(i - 1) != self.key(i))
             .count()
     }
     /// Positions (in key order) of the messages whose keys are in the range.
-    pub fn positions(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> std::ops::Range<usize> {
+    pub(crate) fn positions(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> std::ops::Range<usize> {
         let s = match lo {
             Bound::Unbounded => 0,
             Bound::Included(k) => self.idx.partition_point(|&o| self.key_at(o) < k),
@@ -361,7 +361,7 @@ impl ChildBuf {
         s..e.max(s)
     }
     /// First position at or after `from` whose key is not below `pivot`.
-    pub fn first_at_or_above(&self, from: usize, pivot: &[u8]) -> usize {
+    pub(crate) fn first_at_or_above(&self, from: usize, pivot: &[u8]) -> usize {
         from + self.idx[from..].partition_point(|&o| self.key_at(o) < pivot)
     }
     fn append_raw(&mut self, key_len: usize, rec: impl FnOnce(&mut Vec<u8>)) -> u32 {
@@ -370,7 +370,7 @@ impl ChildBuf {
         debug_assert_eq!(rd32(&self.arena, o + 17), key_len);
         o as u32
     }
-    pub fn push(&mut self, key: &[u8], p: &Pending) {
+    pub(crate) fn push(&mut self, key: &[u8], p: &Pending) {
         self.bytes += msg_bytes(key, p);
         self.count += 1;
         let o = self.append_raw(key.len(), |a| {
@@ -384,14 +384,14 @@ impl ChildBuf {
         let pos = self.idx.partition_point(|&x| self.key_at(x) <= key);
         self.idx.insert(pos, o);
     }
-    pub fn push_bcast(&mut self, b: Broadcast) {
+    pub(crate) fn push_bcast(&mut self, b: Broadcast) {
         self.bytes += bcast_bytes(&b);
         self.count += 1;
         self.bcasts.push(b);
     }
     /// Add the messages at positions `range` of `src` (newer than any held here for the
     /// same keys), merging them into the key order.
-    pub fn append_sorted(&mut self, src: &ChildBuf, range: std::ops::Range<usize>) {
+    pub(crate) fn append_sorted(&mut self, src: &ChildBuf, range: std::ops::Range<usize>) {
         if range.is_empty() {
             return;
         }
@@ -444,7 +444,7 @@ impl ChildBuf {
         ChildBuf::from_parts(arena, idx, bcasts)
     }
     /// Move keys `>= pivot` into a new buffer; broadcasts apply to both halves.
-    pub fn split_off(&mut self, pivot: &[u8]) -> ChildBuf {
+    pub(crate) fn split_off(&mut self, pivot: &[u8]) -> ChildBuf {
         let p = self.idx.partition_point(|&o| self.key_at(o) < pivot);
         let right = self.copy_range(p..self.idx.len(), self.bcasts.clone());
         let bcasts = std::mem::take(&mut self.bcasts);
@@ -452,7 +452,7 @@ impl ChildBuf {
         *self = left;
         right
     }
-    pub fn max_msn(&self) -> Msn {
+    pub(crate) fn max_msn(&self) -> Msn {
         let k = self
             .idx
             .iter()
@@ -523,13 +523,13 @@ pub(crate) enum PartData {
 }
 
 impl PartData {
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         match self {
             PartData::Leaf(b) => b.mem(),
             PartData::Buf(b) => b.mem(),
         }
     }
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         match self {
             PartData::Leaf(b) => b.bytes(),
             PartData::Buf(b) => b.bytes,
@@ -550,7 +550,7 @@ pub(crate) struct Part {
 }
 
 impl Part {
-    pub fn new(child: BlockNum, data: PartData) -> Part {
+    pub(crate) fn new(child: BlockNum, data: PartData) -> Part {
         Part {
             child,
             data: Some(data),
@@ -591,7 +591,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub fn new_leaf(blocknum: BlockNum, basements: Vec<Basement>, pivots: Vec<Key>) -> Node {
+    pub(crate) fn new_leaf(blocknum: BlockNum, basements: Vec<Basement>, pivots: Vec<Key>) -> Node {
         Node {
             blocknum,
             height: 0,
@@ -609,7 +609,7 @@ impl Node {
         }
     }
 
-    pub fn new_internal(
+    pub(crate) fn new_internal(
         blocknum: BlockNum,
         height: u32,
         children: Vec<(BlockNum, ChildBuf)>,
@@ -632,32 +632,32 @@ impl Node {
         }
     }
 
-    pub fn is_leaf(&self) -> bool {
+    pub(crate) fn is_leaf(&self) -> bool {
         self.height == 0
     }
 
     /// Partition holding `key`: the number of pivots `<= key`.
-    pub fn child_for(&self, key: &[u8]) -> usize {
+    pub(crate) fn child_for(&self, key: &[u8]) -> usize {
         self.pivots.partition_point(|p| p.as_ref() <= key)
     }
 
     /// Partition holding the greatest key `< key`.
-    pub fn child_before(&self, key: &[u8]) -> usize {
+    pub(crate) fn child_before(&self, key: &[u8]) -> usize {
         self.pivots.partition_point(|p| p.as_ref() < key)
     }
 
-    pub fn fully_loaded(&self) -> bool {
+    pub(crate) fn fully_loaded(&self) -> bool {
         self.parts.iter().all(|p| p.data.is_some())
     }
 
-    pub fn missing_parts(&self) -> Vec<usize> {
+    pub(crate) fn missing_parts(&self) -> Vec<usize> {
         (0..self.parts.len())
             .filter(|&i| self.parts[i].data.is_none())
             .collect()
     }
 
     /// Serialized size: what the node-size limit is measured against.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         let parts: usize = self
             .parts
             .iter()
@@ -670,7 +670,7 @@ impl Node {
     }
 
     /// Memory held by the resident parts of this node.
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         let parts: usize = self
             .parts
             .iter()
@@ -679,28 +679,28 @@ impl Node {
         parts + self.pivots.iter().map(|p| p.len() + 32).sum::<usize>() + 256
     }
 
-    pub fn basement(&self, i: usize) -> Option<&Basement> {
+    pub(crate) fn basement(&self, i: usize) -> Option<&Basement> {
         match &self.parts[i].data {
             Some(PartData::Leaf(b)) => Some(b),
             _ => None,
         }
     }
 
-    pub fn buf(&self, i: usize) -> Option<&ChildBuf> {
+    pub(crate) fn buf(&self, i: usize) -> Option<&ChildBuf> {
         match &self.parts[i].data {
             Some(PartData::Buf(b)) => Some(b),
             _ => None,
         }
     }
 
-    pub fn buf_mut(&mut self, i: usize) -> &mut ChildBuf {
+    pub(crate) fn buf_mut(&mut self, i: usize) -> &mut ChildBuf {
         match &mut self.parts[i].data {
             Some(PartData::Buf(b)) => b,
             _ => unreachable!("buf_mut on a non-resident or leaf partition"),
         }
     }
 
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let c = self.clock.load(Ordering::Relaxed);
         if c < 15 {
             self.clock.store(c + 1, Ordering::Relaxed);
@@ -708,7 +708,7 @@ impl Node {
     }
 
     /// Mark as modified: dirty, newer generation, on-disk copies of partitions stale.
-    pub fn mark_dirty(&mut self) {
+    pub(crate) fn mark_dirty(&mut self) {
         self.dirty = true;
         self.gen = next_gen();
         for p in &mut self.parts {

@@ -10,12 +10,12 @@
 //! locks (`currentOp` reads a connection's user under the operation table's connection lock).
 
 mod needs;
-pub mod privileges;
-pub mod role_defs;
-pub mod roles;
-pub mod scram;
-pub mod system_docs;
-pub mod users;
+pub(crate) mod privileges;
+pub(crate) mod role_defs;
+pub(crate) mod roles;
+pub(crate) mod scram;
+pub(crate) mod system_docs;
+pub(crate) mod users;
 
 use std::sync::Arc;
 
@@ -23,17 +23,17 @@ use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
 use silt_query::QueryError;
 
-pub use role_defs::{RoleDef, RoleDefs};
-pub use roles::{Need, Role};
+pub(crate) use role_defs::{RoleDef, RoleDefs};
+pub(crate) use roles::{Need, Role};
 use scram::{ClientFirst, Credential, Mech, Pending, ScramError};
-pub use users::{User, Users};
+pub(crate) use users::{User, Users};
 
 use crate::conn::ConnInfo;
 use crate::state::Server;
 
 /// The server-wide side: whether `--auth` is on, the users, the user-defined roles, and the
 /// secret that makes the decoy salts of unknown users stable.
-pub struct Auth {
+pub(crate) struct Auth {
     pub enabled: bool,
     pub users: Users,
     pub roles: RoleDefs,
@@ -45,7 +45,7 @@ pub struct Auth {
 impl Auth {
     /// Read the users and roles of `store`, and write the `admin.system.version` documents
     /// mongod keeps (a store that cannot be written starts all the same).
-    pub fn load(enabled: bool, store: &silt_collection::Store) -> Auth {
+    pub(crate) fn load(enabled: bool, store: &silt_collection::Store) -> Auth {
         let users = Users::load(store);
         let roles = RoleDefs::load(store);
         let with_schema = !users.is_empty() || !roles.list(None).is_empty();
@@ -55,7 +55,7 @@ impl Auth {
         Auth::new(enabled, users, roles)
     }
 
-    pub fn new(enabled: bool, users: Users, roles: RoleDefs) -> Auth {
+    pub(crate) fn new(enabled: bool, users: Users, roles: RoleDefs) -> Auth {
         let mut secret = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut secret);
         Auth {
@@ -91,16 +91,16 @@ struct ConnState {
 
 /// One connection's authentication state.
 #[derive(Debug, Default)]
-pub struct ConnAuth {
+pub(crate) struct ConnAuth {
     state: Mutex<ConnState>,
 }
 
 impl ConnAuth {
-    pub fn user(&self) -> Option<(String, String)> {
+    pub(crate) fn user(&self) -> Option<(String, String)> {
         self.state.lock().user.clone()
     }
 
-    pub fn logout(&self) {
+    pub(crate) fn logout(&self) {
         let mut st = self.state.lock();
         st.user = None;
         st.conversation = None;
@@ -108,7 +108,7 @@ impl ConnAuth {
 }
 
 /// A new connection's authentication state.
-pub fn new_conn() -> Arc<ConnAuth> {
+pub(crate) fn new_conn() -> Arc<ConnAuth> {
     Arc::new(ConnAuth::default())
 }
 
@@ -135,7 +135,7 @@ fn payload(bytes: Vec<u8>) -> Bson {
 
 /// `saslStart` (also a `hello`'s `speculativeAuthenticate`): check the mechanism, read the
 /// client-first message, answer the server-first one.
-pub fn sasl_start(
+pub(crate) fn sasl_start(
     s: &Server,
     conn: &ConnInfo,
     db: &str,
@@ -179,7 +179,11 @@ pub fn sasl_start(
 
 /// `saslContinue`: check the client's proof (authenticating the connection) or close
 /// MongoDB's empty final round.
-pub fn sasl_continue(s: &Server, conn: &ConnInfo, cmd: &Document) -> Result<Document, QueryError> {
+pub(crate) fn sasl_continue(
+    s: &Server,
+    conn: &ConnInfo,
+    cmd: &Document,
+) -> Result<Document, QueryError> {
     let bytes = payload_bytes(cmd)?;
     let conv = conn.auth.state.lock().conversation.take();
     match conv {
@@ -252,7 +256,7 @@ pub fn sasl_continue(s: &Server, conn: &ConnInfo, cmd: &Document) -> Result<Docu
 
 /// `hello`'s authentication fields: `saslSupportedMechs` for `"<db>.<user>"`, and the
 /// answer to `speculativeAuthenticate` (a `saslStart` riding on the handshake).
-pub fn hello_fields(s: &Server, conn: &ConnInfo, cmd: &Document, out: &mut Document) {
+pub(crate) fn hello_fields(s: &Server, conn: &ConnInfo, cmd: &Document, out: &mut Document) {
     if let Ok(name) = cmd.get_str("saslSupportedMechs") {
         if let Some((db, user)) = name.split_once('.') {
             if let Some(u) = s.auth.users.get(db, user) {
@@ -306,7 +310,7 @@ fn current_roles(s: &Server, conn: &ConnInfo) -> Option<Vec<Role>> {
 }
 
 /// Whether the connection's user may see every database in `listDatabases`.
-pub fn sees_every_database(s: &Server, conn: &ConnInfo) -> bool {
+pub(crate) fn sees_every_database(s: &Server, conn: &ConnInfo) -> bool {
     if !s.auth.enabled {
         return true;
     }
@@ -321,7 +325,7 @@ pub fn sees_every_database(s: &Server, conn: &ConnInfo) -> bool {
 }
 
 /// The databases the connection's user holds some role on.
-pub fn role_databases(s: &Server, conn: &ConnInfo) -> Vec<String> {
+pub(crate) fn role_databases(s: &Server, conn: &ConnInfo) -> Vec<String> {
     let roles = current_roles(s, conn).unwrap_or_default();
     let mut dbs: Vec<String> = s
         .auth
@@ -342,7 +346,7 @@ pub fn role_databases(s: &Server, conn: &ConnInfo) -> Vec<String> {
 
 /// Check that the connection may run `cmd` (`name` on `db`) with `--auth` on: Unauthorized
 /// (13) if not.
-pub fn authorize(
+pub(crate) fn authorize(
     s: &Server,
     conn: &ConnInfo,
     db: &str,
@@ -417,7 +421,7 @@ fn asks_only_self(conn: &ConnInfo, db: &str, cmd: &Document) -> bool {
 
 /// `connectionStatus`'s `authInfo`: the user, the roles it holds (inherited ones included,
 /// as mongod lists them) and, with `show_privileges`, what they grant.
-pub fn auth_info(s: &Server, conn: &ConnInfo, show_privileges: bool) -> Document {
+pub(crate) fn auth_info(s: &Server, conn: &ConnInfo, show_privileges: bool) -> Document {
     let (users, roles) = match conn.auth.user() {
         Some((db, user)) => {
             let roles = s

@@ -10,7 +10,7 @@ use super::roles::{Need, Role};
 
 /// One thing a command needs: `need` on `db` (and `coll`, when it names one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Want {
+pub(super) struct Want {
     pub need: Need,
     pub db: String,
     pub coll: Option<String>,
@@ -44,7 +44,7 @@ fn split_ns(ns: &str) -> (&str, Option<&str>) {
 }
 
 /// Everything command `c` (`cmd`, run on `db`) needs.
-pub fn of(c: &crate::commands::Command, db: &str, cmd: &Document) -> Vec<Want> {
+pub(super) fn of(c: &crate::commands::Command, db: &str, cmd: &Document) -> Vec<Want> {
     let first = cmd.iter().next().map(|(_, v)| v);
     let mut out = vec![Want::new(c.auth, db, collection_of(cmd))];
     match c.name {

@@ -16,7 +16,7 @@ use super::roles::Need;
 
 /// What a privilege is on.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Resource {
+pub(crate) enum Resource {
     /// `{db, collection}`; an empty string stands for every database or every collection.
     Namespace { db: String, collection: String },
     /// `{cluster: true}`: the server itself.
@@ -26,7 +26,7 @@ pub enum Resource {
 }
 
 impl Resource {
-    pub fn to_doc(&self) -> Document {
+    pub(crate) fn to_doc(&self) -> Document {
         match self {
             Resource::Namespace { db, collection } => doc! { "db": db, "collection": collection },
             Resource::Cluster => doc! { "cluster": true },
@@ -70,7 +70,7 @@ impl Resource {
 
 /// One privilege: actions on a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Privilege {
+pub(crate) struct Privilege {
     pub resource: Resource,
     pub actions: BTreeSet<String>,
 }
@@ -83,7 +83,7 @@ impl Privilege {
         }
     }
 
-    pub fn to_doc(&self) -> Document {
+    pub(crate) fn to_doc(&self) -> Document {
         doc! {
             "resource": self.resource.to_doc(),
             "actions": self.actions.iter().cloned().collect::<Vec<_>>(),
@@ -92,7 +92,7 @@ impl Privilege {
 
     /// A privilege as `createRole` and `grantPrivilegesToRole` take it; an action MongoDB
     /// does not know is refused (FailedToParse), as mongod refuses it.
-    pub fn parse(v: &Bson) -> Result<Privilege, QueryError> {
+    pub(crate) fn parse(v: &Bson) -> Result<Privilege, QueryError> {
         let Bson::Document(d) = v else {
             return Err(QueryError::failed_to_parse(
                 "each privilege must be a document with 'resource' and 'actions'",
@@ -128,13 +128,19 @@ impl Privilege {
     }
 
     /// Whether this privilege allows one of `actions` for `need` on `db` (and `coll`).
-    pub fn allows(&self, need: Need, actions: &[&str], db: &str, coll: Option<&str>) -> bool {
+    pub(crate) fn allows(
+        &self,
+        need: Need,
+        actions: &[&str],
+        db: &str,
+        coll: Option<&str>,
+    ) -> bool {
         self.resource.covers(need, db, coll) && actions.iter().any(|a| self.actions.contains(*a))
     }
 }
 
 /// Merge privileges on the same resource into one, as mongod shows them.
-pub fn merge(privs: impl IntoIterator<Item = Privilege>) -> Vec<Privilege> {
+pub(crate) fn merge(privs: impl IntoIterator<Item = Privilege>) -> Vec<Privilege> {
     let mut out: Vec<Privilege> = Vec::new();
     for p in privs {
         match out.iter_mut().find(|q| q.resource == p.resource) {
@@ -147,7 +153,7 @@ pub fn merge(privs: impl IntoIterator<Item = Privilege>) -> Vec<Privilege> {
 }
 
 /// Remove `actions` of `privs` on the same resources (`revokePrivilegesFromRole`).
-pub fn subtract(privs: &mut Vec<Privilege>, gone: &[Privilege]) {
+pub(crate) fn subtract(privs: &mut Vec<Privilege>, gone: &[Privilege]) {
     for g in gone {
         if let Some(p) = privs.iter_mut().find(|p| p.resource == g.resource) {
             p.actions.retain(|a| !g.actions.contains(a));
@@ -157,7 +163,7 @@ pub fn subtract(privs: &mut Vec<Privilege>, gone: &[Privilege]) {
 }
 
 /// The actions MongoDB checks for a command with `need`, any one of which suffices.
-pub fn actions_for(need: Need, cmd: &str) -> &'static [&'static str] {
+pub(crate) fn actions_for(need: Need, cmd: &str) -> &'static [&'static str] {
     use Need::*;
     match (need, cmd) {
         (Nothing | Authenticated, _) => &[],
@@ -232,7 +238,7 @@ pub fn actions_for(need: Need, cmd: &str) -> &'static [&'static str] {
 }
 
 /// The actions siltd knows (a privilege naming another is refused).
-pub const KNOWN_ACTIONS: &[&str] = &[
+pub(crate) const KNOWN_ACTIONS: &[&str] = &[
     "anyAction",
     "changeCustomData",
     "changeOwnCustomData",
@@ -386,7 +392,7 @@ fn cluster(actions: &[&[&str]]) -> Privilege {
 
 /// The privileges of built-in role `role` on database `db` (`None` for a name that is not
 /// a built-in role).
-pub fn built_in(role: &str, db: &str) -> Option<Vec<Privilege>> {
+pub(crate) fn built_in(role: &str, db: &str) -> Option<Vec<Privilege>> {
     let p = match role {
         "read" => vec![on(db, &[READ])],
         "readWrite" => vec![on(db, &[READ, WRITE])],
@@ -426,7 +432,13 @@ pub fn built_in(role: &str, db: &str) -> Option<Vec<Privilege>> {
 }
 
 /// Whether `privs` allow the need (of command `cmd`) on `db` and `coll`.
-pub fn allow(privs: &[Privilege], need: Need, cmd: &str, db: &str, coll: Option<&str>) -> bool {
+pub(crate) fn allow(
+    privs: &[Privilege],
+    need: Need,
+    cmd: &str,
+    db: &str,
+    coll: Option<&str>,
+) -> bool {
     let actions = actions_for(need, cmd);
     privs.iter().any(|p| {
         p.allows(need, actions, db, coll)

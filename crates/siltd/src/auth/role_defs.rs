@@ -14,11 +14,11 @@ use super::privileges::{self, Privilege};
 use super::roles::{Need, Role};
 
 /// Where user-defined roles live, as in MongoDB.
-pub const ROLES_NS: &str = "admin.system.roles";
+pub(crate) const ROLES_NS: &str = "admin.system.roles";
 
 /// One user-defined role.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RoleDef {
+pub(crate) struct RoleDef {
     pub role: String,
     pub db: String,
     pub privileges: Vec<Privilege>,
@@ -29,11 +29,11 @@ pub struct RoleDef {
 }
 
 impl RoleDef {
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         format!("{}.{}", self.db, self.role)
     }
 
-    pub fn name(&self) -> Role {
+    pub(crate) fn name(&self) -> Role {
         Role {
             role: self.role.clone(),
             db: self.db.clone(),
@@ -41,7 +41,7 @@ impl RoleDef {
     }
 
     /// The stored document.
-    pub fn to_doc(&self) -> Document {
+    pub(crate) fn to_doc(&self) -> Document {
         doc! {
             "_id": self.id(),
             "role": &self.role,
@@ -53,7 +53,7 @@ impl RoleDef {
     }
 
     /// A stored document (also one restored from a dump of mongod).
-    pub fn from_doc(d: &Document) -> Result<RoleDef, QueryError> {
+    pub(crate) fn from_doc(d: &Document) -> Result<RoleDef, QueryError> {
         let bad = || QueryError::bad_value(format!("malformed role document {d}"));
         let privileges = match d.get("privileges") {
             None => Vec::new(),
@@ -89,13 +89,13 @@ impl RoleDef {
 
 /// Every user-defined role, by `(db, role)`.
 #[derive(Debug, Default)]
-pub struct RoleDefs {
+pub(crate) struct RoleDefs {
     map: RwLock<BTreeMap<(String, String), RoleDef>>,
 }
 
 impl RoleDefs {
     /// Read `admin.system.roles`.
-    pub fn load(store: &Store) -> RoleDefs {
+    pub(crate) fn load(store: &Store) -> RoleDefs {
         let mut map = BTreeMap::new();
         for d in super::system_docs::load(store, ROLES_NS) {
             match RoleDef::from_doc(&d) {
@@ -110,7 +110,7 @@ impl RoleDefs {
         }
     }
 
-    pub fn get(&self, r: &Role) -> Option<RoleDef> {
+    pub(crate) fn get(&self, r: &Role) -> Option<RoleDef> {
         self.map
             .read()
             .get(&(r.db.clone(), r.role.clone()))
@@ -118,7 +118,7 @@ impl RoleDefs {
     }
 
     /// The roles of `db` (every database's when `None`).
-    pub fn list(&self, db: Option<&str>) -> Vec<RoleDef> {
+    pub(crate) fn list(&self, db: Option<&str>) -> Vec<RoleDef> {
         self.map
             .read()
             .values()
@@ -128,7 +128,7 @@ impl RoleDefs {
     }
 
     /// Whether `r` names a built-in role that exists on its database, or a defined role.
-    pub fn exists(&self, r: &Role) -> bool {
+    pub(crate) fn exists(&self, r: &Role) -> bool {
         Role::is_built_in(r)
             || self
                 .map
@@ -137,7 +137,7 @@ impl RoleDefs {
     }
 
     /// RoleNotFound (31) unless every role of `roles` exists.
-    pub fn check_exist(&self, roles: &[Role]) -> Result<(), QueryError> {
+    pub(crate) fn check_exist(&self, roles: &[Role]) -> Result<(), QueryError> {
         match roles.iter().find(|r| !self.exists(r)) {
             Some(r) => Err(role_not_found(r)),
             None => Ok(()),
@@ -147,7 +147,7 @@ impl RoleDefs {
     /// Store `def` (a new role when `create`, else a changed one): written to
     /// `admin.system.roles` before the memory changes. A role that would inherit itself is
     /// refused (InvalidRoleModification, 49).
-    pub fn put(&self, store: &Store, def: RoleDef, create: bool) -> Result<(), QueryError> {
+    pub(crate) fn put(&self, store: &Store, def: RoleDef, create: bool) -> Result<(), QueryError> {
         let mut map = self.map.write();
         let key = (def.db.clone(), def.role.clone());
         if create && (map.contains_key(&key) || Role::is_built_in(&def.name())) {
@@ -185,7 +185,7 @@ impl RoleDefs {
     }
 
     /// Remove the roles of `db` that `which` picks; the removed ones.
-    pub fn remove(
+    pub(crate) fn remove(
         &self,
         store: &Store,
         db: &str,
@@ -205,13 +205,13 @@ impl RoleDefs {
     }
 
     /// Every role `roles` reach, themselves included, each once, in the order reached.
-    pub fn closure(&self, roles: &[Role]) -> Vec<Role> {
+    pub(crate) fn closure(&self, roles: &[Role]) -> Vec<Role> {
         closure_in(&self.map.read(), roles)
     }
 
     /// The privileges that `roles` grant, their inherited roles' included, merged by
     /// resource.
-    pub fn privileges(&self, roles: &[Role]) -> Vec<Privilege> {
+    pub(crate) fn privileges(&self, roles: &[Role]) -> Vec<Privilege> {
         // One read lock for the whole walk: taking it again while held could wait behind a
         // queued writer and never return.
         let map = self.map.read();
@@ -228,7 +228,7 @@ impl RoleDefs {
     /// Whether `roles` grant `need` for command `cmd` on `db` (and collection `coll`): a
     /// built-in role by its own check, a defined one by its privileges, each with the roles
     /// it inherits.
-    pub fn grant(
+    pub(crate) fn grant(
         &self,
         roles: &[Role],
         need: Need,
@@ -252,7 +252,7 @@ impl RoleDefs {
     }
 
     /// Take `gone` out of every defined role's `roles` (after it was dropped).
-    pub fn forget(&self, store: &Store, gone: &Role) -> Result<(), QueryError> {
+    pub(crate) fn forget(&self, store: &Store, gone: &Role) -> Result<(), QueryError> {
         let holders: Vec<RoleDef> = self
             .map
             .read()
@@ -285,7 +285,7 @@ fn closure_in(map: &BTreeMap<(String, String), RoleDef>, roles: &[Role]) -> Vec<
 }
 
 /// MongoDB's `RoleNotFound` (31).
-pub fn role_not_found(r: &Role) -> QueryError {
+pub(crate) fn role_not_found(r: &Role) -> QueryError {
     QueryError::coded(
         31,
         "RoleNotFound",
@@ -294,6 +294,6 @@ pub fn role_not_found(r: &Role) -> QueryError {
 }
 
 /// MongoDB's `InvalidRoleModification` (49).
-pub fn invalid_modification(msg: impl Into<String>) -> QueryError {
+pub(crate) fn invalid_modification(msg: impl Into<String>) -> QueryError {
     QueryError::coded(49, "InvalidRoleModification", msg)
 }

@@ -7,7 +7,7 @@ use silt_query::QueryError;
 
 /// What a command needs of the user, on the database it runs against unless said otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// Nothing: the handshake, authentication itself, `ping`, `buildInfo`.
     Nothing,
     /// Only an authenticated user (ending sessions, committing a transaction: the user's own).
@@ -34,7 +34,7 @@ pub enum Need {
 
 /// A role held by a user: its name and the database it is defined on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Role {
+pub(crate) struct Role {
     pub role: String,
     pub db: String,
 }
@@ -58,13 +58,13 @@ const BUILT_IN: &[(&str, bool)] = &[
 ];
 
 impl Role {
-    pub fn to_doc(&self) -> Document {
+    pub(crate) fn to_doc(&self) -> Document {
         doc! { "role": &self.role, "db": &self.db }
     }
 
     /// A role as commands name it: `"read"` (on `default_db`) or `{role, db}`. Whether it
     /// exists is `RoleDefs::exists`.
-    pub fn parse(v: &Bson, default_db: &str) -> Result<Role, QueryError> {
+    pub(crate) fn parse(v: &Bson, default_db: &str) -> Result<Role, QueryError> {
         let r =
             match v {
                 Bson::String(s) => Role {
@@ -90,14 +90,14 @@ impl Role {
     }
 
     /// Whether this names a built-in role that exists on its database.
-    pub fn is_built_in(&self) -> bool {
+    pub(crate) fn is_built_in(&self) -> bool {
         BUILT_IN
             .iter()
             .any(|(n, admin_only)| *n == self.role && (!admin_only || self.db == "admin"))
     }
 
     /// The names of the built-in roles that exist on `db`.
-    pub fn built_in_names(db: &str) -> impl Iterator<Item = &'static str> + '_ {
+    pub(crate) fn built_in_names(db: &str) -> impl Iterator<Item = &'static str> + '_ {
         BUILT_IN
             .iter()
             .filter(move |(_, admin_only)| !admin_only || db == "admin")
@@ -105,7 +105,7 @@ impl Role {
     }
 
     /// A built-in role's privileges, written out (`None` for another role).
-    pub fn built_in_privileges(&self) -> Option<Vec<super::privileges::Privilege>> {
+    pub(crate) fn built_in_privileges(&self) -> Option<Vec<super::privileges::Privilege>> {
         if !self.is_built_in() {
             return None;
         }
@@ -114,7 +114,7 @@ impl Role {
     }
 
     /// Whether this role grants `need` on database `db`.
-    pub fn grants(&self, need: Need, db: &str) -> bool {
+    pub(crate) fn grants(&self, need: Need, db: &str) -> bool {
         use Need::*;
         let here = self.db == db;
         match self.role.as_str() {
@@ -139,7 +139,7 @@ impl Role {
     }
 
     /// Whether the role reaches every database (so `listDatabases` shows them all).
-    pub fn any_database(&self) -> bool {
+    pub(crate) fn any_database(&self) -> bool {
         BUILT_IN
             .iter()
             .any(|(n, admin_only)| *admin_only && *n == self.role)
@@ -148,7 +148,7 @@ impl Role {
 
 /// Grant (`grant`) or revoke `roles` in `held` (a user's or a role's list), keeping its order
 /// and holding each role once.
-pub fn grant_or_revoke(held: &mut Vec<Role>, roles: Vec<Role>, grant: bool) {
+pub(crate) fn grant_or_revoke(held: &mut Vec<Role>, roles: Vec<Role>, grant: bool) {
     for r in roles {
         if !grant {
             held.retain(|x| *x != r);
@@ -159,7 +159,7 @@ pub fn grant_or_revoke(held: &mut Vec<Role>, roles: Vec<Role>, grant: bool) {
 }
 
 /// The `roles` array of a user or role command; every role must exist (RoleNotFound, 31).
-pub fn parse_roles(
+pub(crate) fn parse_roles(
     v: Option<&Bson>,
     default_db: &str,
     cmd: &str,

@@ -14,22 +14,22 @@ use sha2::{Digest, Sha256};
 
 /// A SCRAM mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mech {
+pub(crate) enum Mech {
     Sha1,
     Sha256,
 }
 
 impl Mech {
-    pub const ALL: [Mech; 2] = [Mech::Sha1, Mech::Sha256];
+    pub(crate) const ALL: [Mech; 2] = [Mech::Sha1, Mech::Sha256];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mech::Sha1 => "SCRAM-SHA-1",
             Mech::Sha256 => "SCRAM-SHA-256",
         }
     }
 
-    pub fn from_name(n: &str) -> Option<Mech> {
+    pub(crate) fn from_name(n: &str) -> Option<Mech> {
         Mech::ALL.into_iter().find(|m| m.name() == n)
     }
 
@@ -107,7 +107,7 @@ fn hex(b: &[u8]) -> String {
 
 /// What is stored for one user and mechanism (`credentials.<mechanism>` in `system.users`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credential {
+pub(crate) struct Credential {
     pub iterations: u32,
     pub salt: Vec<u8>,
     pub stored_key: Vec<u8>,
@@ -116,7 +116,7 @@ pub struct Credential {
 
 impl Credential {
     /// Salt and hash `password` for `user` under `mech`.
-    pub fn new(mech: Mech, user: &str, password: &str) -> Result<Credential, String> {
+    pub(crate) fn new(mech: Mech, user: &str, password: &str) -> Result<Credential, String> {
         Ok(Credential::from_prepared(
             mech,
             mech.prepared_password(user, password)?,
@@ -126,7 +126,7 @@ impl Credential {
     /// Salt and hash a password the client digested already (`digestPassword: false`):
     /// SCRAM-SHA-1's `HEX(MD5(user:mongo:password))`. SCRAM-SHA-256 hashes the password
     /// itself, so it cannot take one.
-    pub fn from_client_digest(mech: Mech, digest: &str) -> Result<Credential, String> {
+    pub(crate) fn from_client_digest(mech: Mech, digest: &str) -> Result<Credential, String> {
         match mech {
             Mech::Sha1 => Ok(Credential::from_prepared(mech, digest.as_bytes().to_vec())),
             Mech::Sha256 => Err("Use of SCRAM-SHA-256 requires undigested passwords".into()),
@@ -147,7 +147,7 @@ impl Credential {
         }
     }
 
-    pub fn to_doc(&self) -> bson::Document {
+    pub(crate) fn to_doc(&self) -> bson::Document {
         bson::doc! {
             "iterationCount": self.iterations as i32,
             "salt": B64.encode(&self.salt),
@@ -156,7 +156,7 @@ impl Credential {
         }
     }
 
-    pub fn from_doc(d: &bson::Document) -> Option<Credential> {
+    pub(crate) fn from_doc(d: &bson::Document) -> Option<Credential> {
         let b = |k: &str| d.get_str(k).ok().and_then(|s| B64.decode(s).ok());
         Some(Credential {
             iterations: u32::try_from(d.get_i32("iterationCount").ok()?).ok()?,
@@ -169,7 +169,7 @@ impl Credential {
     /// A credential for a user that does not exist: the conversation goes on as for a real
     /// one (same salt for the same name, same work) and fails at the proof, so that a client
     /// cannot tell a wrong name from a wrong password.
-    pub fn decoy(mech: Mech, secret: &[u8], user: &str) -> Credential {
+    pub(crate) fn decoy(mech: Mech, secret: &[u8], user: &str) -> Credential {
         let salt = mech.hmac(secret, user.as_bytes())[..mech.salt_len()].to_vec();
         let mut stored_key = vec![0u8; mech.hash(b"").len()];
         rand::thread_rng().fill_bytes(&mut stored_key);
@@ -185,14 +185,14 @@ impl Credential {
 /// Why a conversation failed: a malformed message (`BadValue`-like, told to the client) or a
 /// failed authentication (told only as AuthenticationFailed).
 #[derive(Debug)]
-pub enum ScramError {
+pub(crate) enum ScramError {
     Protocol(String),
     Failed(String),
 }
 
 /// The parsed first client message.
 #[derive(Debug)]
-pub struct ClientFirst {
+pub(crate) struct ClientFirst {
     /// The user name, unescaped (`=2C` is `,`, `=3D` is `=`).
     pub user: String,
     nonce: String,
@@ -200,7 +200,7 @@ pub struct ClientFirst {
 }
 
 impl ClientFirst {
-    pub fn parse(payload: &[u8]) -> Result<ClientFirst, ScramError> {
+    pub(crate) fn parse(payload: &[u8]) -> Result<ClientFirst, ScramError> {
         let text = std::str::from_utf8(payload)
             .map_err(|_| ScramError::Protocol("SCRAM message is not UTF-8".into()))?;
         // gs2 header: no channel binding (`n`), no authzid.
@@ -266,7 +266,7 @@ fn unescape(v: &str) -> Result<String, ScramError> {
 
 /// A conversation waiting for the client's final message.
 #[derive(Debug)]
-pub struct Pending {
+pub(crate) struct Pending {
     pub mech: Mech,
     cred: Credential,
     client_first_bare: String,
@@ -276,7 +276,7 @@ pub struct Pending {
 
 impl Pending {
     /// Answer the client's first message: the server-first message to send.
-    pub fn start(mech: Mech, first: &ClientFirst, cred: Credential) -> (Pending, Vec<u8>) {
+    pub(crate) fn start(mech: Mech, first: &ClientFirst, cred: Credential) -> (Pending, Vec<u8>) {
         let mut raw = [0u8; 24];
         rand::thread_rng().fill_bytes(&mut raw);
         let nonce = format!("{}{}", first.nonce, B64.encode(raw));
@@ -300,7 +300,7 @@ impl Pending {
 
     /// Check the client's final message: the server-final message (`v=` signature) if the
     /// proof is right.
-    pub fn finish(self, payload: &[u8]) -> Result<Vec<u8>, ScramError> {
+    pub(crate) fn finish(self, payload: &[u8]) -> Result<Vec<u8>, ScramError> {
         let text = std::str::from_utf8(payload)
             .map_err(|_| ScramError::Protocol("SCRAM message is not UTF-8".into()))?;
         let (without_proof, proof) = text

@@ -12,7 +12,7 @@ use crate::errors::coll_err;
 
 /// Every document of `ns` (none if it does not exist); a read error is logged and ends the
 /// list.
-pub fn load(store: &Store, ns: &str) -> Vec<Document> {
+pub(crate) fn load(store: &Store, ns: &str) -> Vec<Document> {
     let mut out = Vec::new();
     if let Some(c) = store.get(ns) {
         let mut cur = c.scan(Bound::Unbounded, Bound::Unbounded);
@@ -32,7 +32,12 @@ pub fn load(store: &Store, ns: &str) -> Vec<Document> {
 
 /// Write `doc` as the document with `_id: id` in `ns` (created if need be), or remove that
 /// document when `doc` is `None`.
-pub fn put(store: &Store, ns: &str, id: &str, doc: Option<&Document>) -> Result<(), QueryError> {
+pub(crate) fn put(
+    store: &Store,
+    ns: &str,
+    id: &str,
+    doc: Option<&Document>,
+) -> Result<(), QueryError> {
     let coll = match (doc, store.get(ns)) {
         (None, None) => return Ok(()),
         (_, Some(c)) => c,
@@ -53,14 +58,14 @@ pub fn put(store: &Store, ns: &str, id: &str, doc: Option<&Document>) -> Result<
 /// `admin.system.version`: the feature compatibility version and, once a user or role exists,
 /// the authorization schema version, as mongod keeps them (mongodump and mongorestore read
 /// them to check that users can be dumped and restored).
-pub const VERSION_NS: &str = "admin.system.version";
+pub(crate) const VERSION_NS: &str = "admin.system.version";
 
 /// The authorization schema of MongoDB 3.0 to 8.0 (SCRAM credentials), which siltd stores.
-pub const AUTH_SCHEMA_VERSION: i32 = 5;
+pub(crate) const AUTH_SCHEMA_VERSION: i32 = 5;
 
 /// Write the documents of `admin.system.version` that are missing: the feature
 /// compatibility version always, `authSchema` when `with_auth_schema`.
-pub fn ensure_version_docs(store: &Store, with_auth_schema: bool) -> Result<(), QueryError> {
+pub(crate) fn ensure_version_docs(store: &Store, with_auth_schema: bool) -> Result<(), QueryError> {
     let mut want = vec![(
         "featureCompatibilityVersion",
         bson::doc! { "_id": "featureCompatibilityVersion", "version": crate::commands::FCV },

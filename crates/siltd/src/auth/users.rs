@@ -14,11 +14,11 @@ use super::roles::Role;
 use super::scram::{Credential, Mech};
 
 /// Where users live, as in MongoDB.
-pub const USERS_NS: &str = "admin.system.users";
+pub(crate) const USERS_NS: &str = "admin.system.users";
 
 /// One user as the server holds it.
 #[derive(Debug, Clone)]
-pub struct User {
+pub(crate) struct User {
     pub user: String,
     pub db: String,
     pub roles: Vec<Role>,
@@ -28,15 +28,15 @@ pub struct User {
 }
 
 impl User {
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         format!("{}.{}", self.db, self.user)
     }
 
-    pub fn credential(&self, m: Mech) -> Option<&Credential> {
+    pub(crate) fn credential(&self, m: Mech) -> Option<&Credential> {
         self.creds.iter().find(|(x, _)| *x == m).map(|(_, c)| c)
     }
 
-    pub fn mechanisms(&self) -> Vec<Bson> {
+    pub(crate) fn mechanisms(&self) -> Vec<Bson> {
         self.creds
             .iter()
             .map(|(m, _)| Bson::String(m.name().into()))
@@ -44,7 +44,7 @@ impl User {
     }
 
     /// The stored document.
-    pub fn to_doc(&self) -> Document {
+    pub(crate) fn to_doc(&self) -> Document {
         let mut creds = Document::new();
         for (m, c) in &self.creds {
             creds.insert(m.name(), c.to_doc());
@@ -63,7 +63,7 @@ impl User {
         d
     }
 
-    pub fn from_doc(d: &Document) -> Option<User> {
+    pub(crate) fn from_doc(d: &Document) -> Option<User> {
         let creds = d.get_document("credentials").ok()?;
         Some(User {
             user: d.get_str("user").ok()?.to_string(),
@@ -96,7 +96,7 @@ impl User {
 }
 
 /// A user's id: a random UUID, as mongod gives one.
-pub fn new_user_id() -> bson::Binary {
+pub(crate) fn new_user_id() -> bson::Binary {
     bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid,
         bytes: bson::Uuid::new().bytes().to_vec(),
@@ -105,13 +105,13 @@ pub fn new_user_id() -> bson::Binary {
 
 /// Every user, by `(db, user)`.
 #[derive(Debug, Default)]
-pub struct Users {
+pub(crate) struct Users {
     map: RwLock<BTreeMap<(String, String), User>>,
 }
 
 impl Users {
     /// Read `admin.system.users`.
-    pub fn load(store: &Store) -> Users {
+    pub(crate) fn load(store: &Store) -> Users {
         let mut map = BTreeMap::new();
         for d in super::system_docs::load(store, USERS_NS) {
             match User::from_doc(&d) {
@@ -127,16 +127,16 @@ impl Users {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.read().is_empty()
     }
 
-    pub fn get(&self, db: &str, user: &str) -> Option<User> {
+    pub(crate) fn get(&self, db: &str, user: &str) -> Option<User> {
         self.map.read().get(&(db.into(), user.into())).cloned()
     }
 
     /// The users of `db` (every database's when `None`).
-    pub fn list(&self, db: Option<&str>) -> Vec<User> {
+    pub(crate) fn list(&self, db: Option<&str>) -> Vec<User> {
         self.map
             .read()
             .values()
@@ -147,7 +147,7 @@ impl Users {
 
     /// Store `u` (a new user when `create`, else a changed one); written to
     /// `admin.system.users` before the memory changes.
-    pub fn put(&self, store: &Store, u: User, create: bool) -> Result<(), QueryError> {
+    pub(crate) fn put(&self, store: &Store, u: User, create: bool) -> Result<(), QueryError> {
         let mut map = self.map.write();
         let key = (u.db.clone(), u.user.clone());
         if create && map.contains_key(&key) {
@@ -168,7 +168,7 @@ impl Users {
     }
 
     /// Remove users of `db` that `which` picks; how many went.
-    pub fn remove(
+    pub(crate) fn remove(
         &self,
         store: &Store,
         db: &str,
@@ -192,6 +192,6 @@ impl Users {
 }
 
 /// MongoDB's `UserNotFound` (11).
-pub fn not_found(user: &str, db: &str) -> QueryError {
+pub(crate) fn not_found(user: &str, db: &str) -> QueryError {
     QueryError::coded(11, "UserNotFound", format!("User '{user}@{db}' not found"))
 }

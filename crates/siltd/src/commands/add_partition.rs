@@ -9,7 +9,7 @@ use super::common::{coll_arg, doc_arg};
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn add_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn add_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "addPartition")?;
     // A key document of the collection's primary key, checked by the store.
     let new_max = doc_arg(cmd, "newMax")?.cloned();

@@ -26,19 +26,19 @@ use crate::errors::coll_err;
 use crate::state::Server;
 
 /// The prefix of `$out`'s temporary collections (after `<db>.`).
-pub const TMP_PREFIX: &str = "tmp.agg_out.";
+pub(super) const TMP_PREFIX: &str = "tmp.agg_out.";
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A writing last stage.
 #[derive(Debug)]
-pub enum WriteStage {
+pub(super) enum WriteStage {
     Out { db: String, coll: String },
     Merge(Box<Merge>),
 }
 
 #[derive(Debug)]
-pub struct Merge {
+pub(super) struct Merge {
     db: String,
     coll: String,
     on: Vec<String>,
@@ -66,7 +66,7 @@ enum WhenNotMatched {
 
 /// Split a pipeline's writing last stage off. A `$out` or `$merge` anywhere else is refused as
 /// MongoDB refuses it.
-pub fn split(stages: &mut Vec<Document>, db: &str) -> QResult<Option<WriteStage>> {
+pub(super) fn split(stages: &mut Vec<Document>, db: &str) -> QResult<Option<WriteStage>> {
     let n = stages.len();
     for (i, st) in stages.iter().enumerate() {
         let Some(name) = st.keys().next() else {
@@ -319,7 +319,7 @@ fn parse_merge(spec: &Bson, db: &str) -> QResult<WriteStage> {
 
 impl WriteStage {
     /// Write `docs` (the pipeline's output) where the stage says.
-    pub fn write(&self, s: &Server, op: &Ctx, docs: Vec<Document>) -> QResult<()> {
+    pub(super) fn write(&self, s: &Server, op: &Ctx, docs: Vec<Document>) -> QResult<()> {
         if op.multi() {
             let name = match self {
                 WriteStage::Out { .. } => "$out",
@@ -520,7 +520,7 @@ impl Merge {
 }
 
 /// Drop `$out` temporary collections a crash left behind.
-pub fn drop_leftovers(s: &Server) {
+pub(crate) fn drop_leftovers(s: &Server) {
     for db in s.store.list_databases() {
         for (name, _) in s.store.list_collections(&db) {
             if name.starts_with(TMP_PREFIX) {

@@ -47,7 +47,7 @@ impl silt_query::agg::AggContext for DbContext<'_> {
     }
 }
 
-pub fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     if bool_arg(cmd, "explain")?.unwrap_or(false) {
         return super::explain::explain_command(s, db, cmd, "queryPlanner");
     }

@@ -28,7 +28,7 @@ fn strict_error(msg: impl Into<String>) -> QueryError {
 }
 
 /// Check the API parameters of command `name` (its table name) in `cmd`.
-pub fn check(c: &super::Command, cmd: &Document) -> Result<(), QueryError> {
+pub(super) fn check(c: &super::Command, cmd: &Document) -> Result<(), QueryError> {
     let name = c.name;
     let version = cmd.get("apiVersion");
     let strict = cmd.get("apiStrict");

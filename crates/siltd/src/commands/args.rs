@@ -16,7 +16,7 @@ use silt_query::QueryError;
 
 /// What a command accepts besides its own first field and the generic arguments.
 #[derive(Debug, Clone, Copy)]
-pub enum Fields {
+pub(crate) enum Fields {
     /// Not strictly parsed (as in MongoDB): the handler reads what it knows.
     Any,
     /// Strictly parsed: `honoured` pass, `refused` are MongoDB's fields siltd does not
@@ -92,14 +92,14 @@ fn is_default(k: &str, v: &Bson) -> bool {
 }
 
 /// 238 NotImplemented for a field MongoDB knows and siltd does not implement.
-pub fn not_implemented(path: &str) -> QueryError {
+pub(super) fn not_implemented(path: &str) -> QueryError {
     QueryError::not_implemented(format!(
         "BSON field '{path}' is not supported by siltd: the option is not implemented"
     ))
 }
 
 /// 40415 for a field MongoDB's strict parser does not know.
-pub fn unknown_field(path: &str) -> QueryError {
+pub(super) fn unknown_field(path: &str) -> QueryError {
     QueryError::located(40415, format!("BSON field '{path}' is an unknown field."))
 }
 
@@ -112,7 +112,7 @@ fn label(cmd: &str) -> &str {
 }
 
 /// Check `cmd` (whose first field is the command `name`) against `fields`.
-pub fn check(name: &str, fields: Fields, cmd: &Document) -> Result<(), QueryError> {
+pub(super) fn check(name: &str, fields: Fields, cmd: &Document) -> Result<(), QueryError> {
     let Fields::Only { honoured, refused } = fields else {
         return Ok(());
     };
@@ -133,7 +133,7 @@ pub fn check(name: &str, fields: Fields, cmd: &Document) -> Result<(), QueryErro
 }
 
 /// Check one statement of a write command (`update.updates.<i>`) against its fields.
-pub fn check_statement(
+pub(super) fn check_statement(
     path: &str,
     honoured: &[&str],
     refused: &[&str],

@@ -5,7 +5,7 @@ use bson::doc;
 use super::common::MONGO_VERSION;
 use crate::state::CmdResult;
 
-pub fn build_info() -> CmdResult {
+pub(super) fn build_info() -> CmdResult {
     Ok(doc! {
         "version": MONGO_VERSION,
         "gitVersion": "siltdb",

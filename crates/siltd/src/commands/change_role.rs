@@ -9,7 +9,7 @@ use crate::auth::roles::{grant_or_revoke, parse_roles};
 use crate::state::{CmdResult, Server};
 
 /// Grant (`grant`) or revoke the command's `roles` of the role it names.
-pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
+pub(super) fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
     let command = if grant {
         "grantRolesToRole"
     } else {
@@ -23,7 +23,7 @@ pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdRes
 }
 
 /// Grant (`grant`) or revoke the command's `privileges` of the role it names.
-pub fn change_privileges(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
+pub(super) fn change_privileges(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
     let command = if grant {
         "grantPrivilegesToRole"
     } else {

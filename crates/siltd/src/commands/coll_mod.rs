@@ -9,7 +9,7 @@ use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 use crate::views::{View, SYSTEM_VIEWS};
 
-pub fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "collMod")?;
     let ns = format!("{db}.{coll}");
     if s.views.is_view(&ns) {

@@ -7,7 +7,7 @@ use super::common::{coll_arg, scale_arg};
 use crate::state::{CmdResult, Server};
 
 /// The storage figures of one collection (for `collStats` and `$collStats`).
-pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, QueryError> {
+pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, QueryError> {
     let c = s
         .store
         .get(ns)
@@ -61,7 +61,7 @@ pub fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, Query
     Ok(out)
 }
 
-pub fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = if cmd.contains_key("collStats") {
         "collStats"
     } else {

@@ -12,7 +12,7 @@ use silt_query::{QResult, QueryError};
 use crate::state::Server;
 
 /// The collection name a command names in its first field.
-pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
+pub(super) fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
     match cmd.get(name) {
         Some(Bson::String(c)) => {
             crate::errors::check_coll_name(db, c)?;
@@ -28,7 +28,7 @@ pub fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> {
 
 /// An optional sub-document argument.
 /// The `collation` argument of a command or statement; `None` is the simple collation.
-pub fn collation_arg(d: &Document) -> QResult<Option<Arc<Collation>>> {
+pub(super) fn collation_arg(d: &Document) -> QResult<Option<Arc<Collation>>> {
     match d.get("collation") {
         None => Ok(None),
         Some(v) => Collation::parse(v),
@@ -37,7 +37,7 @@ pub fn collation_arg(d: &Document) -> QResult<Option<Arc<Collation>>> {
 
 /// The collation a command or statement `d` on collection `ns` runs under: its own
 /// `collation` (`{locale: "simple"}` being the simple one), else the collection's default.
-pub fn effective_collation(
+pub(crate) fn effective_collation(
     s: &Server,
     ns: Option<&str>,
     d: &Document,
@@ -68,7 +68,7 @@ pub fn effective_collation(
         .and_then(|c| c.default_collation().cloned()))
 }
 
-pub fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document>> {
+pub(super) fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document>> {
     match cmd.get(name) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Document(d)) => Ok(Some(d)),
@@ -80,7 +80,7 @@ pub fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document
 }
 
 /// An optional boolean argument (numbers are accepted as MongoDB does).
-pub fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
+pub(super) fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
     match cmd.get(name) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
@@ -95,7 +95,7 @@ pub fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
 }
 
 /// An optional non-negative integer argument.
-pub fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
+pub(super) fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
     let v = match cmd.get(name) {
         None | Some(Bson::Null) => return Ok(None),
         Some(Bson::Int32(i)) => i64::from(*i),
@@ -111,10 +111,10 @@ pub fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
     Ok(Some(v))
 }
 
-pub use silt_bson::compare::type_name;
+pub(crate) use silt_bson::compare::type_name;
 
 /// `{cursor: {firstBatch, id, ns}}`.
-pub fn cursor_reply(ns: &str, batch: Vec<Document>, id: i64, first: bool) -> Document {
+pub(super) fn cursor_reply(ns: &str, batch: Vec<Document>, id: i64, first: bool) -> Document {
     let field = if first { "firstBatch" } else { "nextBatch" };
     let mut c = Document::new();
     c.insert(field, batch);
@@ -155,7 +155,7 @@ pub(super) fn check_hint(cmd: &Document) -> QResult<()> {
 /// A matcher that can evaluate `$expr`.
 /// Its `$expr`s are parsed first, so an error in one (an undefined variable) is reported
 /// whether or not a document is read.
-pub fn new_matcher(filter: &Document) -> QResult<Matcher> {
+pub(super) fn new_matcher(filter: &Document) -> QResult<Matcher> {
     silt_query::agg::check_exprs(filter)?;
     Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
 }
@@ -173,13 +173,13 @@ pub(super) fn scale_arg(cmd: &Document) -> Result<i64, QueryError> {
 }
 
 /// The MongoDB release whose protocol and behaviour we follow.
-pub const MONGO_VERSION: &str = "7.0.0";
+pub(super) const MONGO_VERSION: &str = "7.0.0";
 
 /// The feature compatibility version siltd reports (`getParameter`, `admin.system.version`).
-pub const FCV: &str = "7.0";
+pub(crate) const FCV: &str = "7.0";
 
 /// Wire version of MongoDB 7.0.
-pub const MAX_WIRE_VERSION: i32 = 21;
+pub(super) const MAX_WIRE_VERSION: i32 = 21;
 
 pub(super) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -188,7 +188,7 @@ pub(super) fn hostname() -> String {
 }
 
 /// `host:port`, as MongoDB names itself in `serverStatus` and `currentOp`.
-pub fn host(s: &Server) -> String {
+pub(super) fn host(s: &Server) -> String {
     format!("{}:{}", hostname(), s.cfg.port)
 }
 
@@ -215,7 +215,7 @@ pub(super) fn stage_docs(a: &[Bson]) -> QResult<Vec<Document>> {
 
 /// A clustered collection's `clusteredIndex` as mongod shows it (`v`, `key`, `name`,
 /// `unique`), from the option as `create` stored it; `None` for another collection.
-pub fn clustered_index(options: &Document) -> Option<Document> {
+pub(super) fn clustered_index(options: &Document) -> Option<Document> {
     let ci = options.get_document("clusteredIndex").ok()?;
     Some(bson::doc! {
         "v": ci.get("v").cloned().unwrap_or(Bson::Int32(2)),

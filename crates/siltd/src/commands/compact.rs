@@ -9,7 +9,7 @@ use crate::state::{CmdResult, Server};
 
 /// `compact`: apply every buffered message of the collection and its indexes to the leaves,
 /// then checkpoint. Reads afterwards meet no pending work, and the maintained count is exact.
-pub fn compact(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn compact(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "compact")?;
     let ns = format!("{db}.{coll}");
     let Some(c) = s.store.get(&ns) else {

@@ -19,7 +19,7 @@ use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
-pub fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if !s.cfg.test_commands {
         return Err(QueryError::command_not_found(
             "no such command: 'configureFailPoint'",

@@ -7,7 +7,7 @@ use silt_query::QueryError;
 use crate::conn::ConnInfo;
 use crate::state::{CmdResult, Server};
 
-pub fn connection_status(s: &Server, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+pub(super) fn connection_status(s: &Server, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     let show = match cmd.get("showPrivileges") {
         None | Some(Bson::Null) => false,
         Some(Bson::Boolean(b)) => *b,

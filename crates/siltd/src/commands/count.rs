@@ -15,7 +15,7 @@ use crate::errors::coll_err;
 use crate::ops::read_stop;
 use crate::state::{CmdResult, Server};
 
-pub fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "count")?;
     let ns = format!("{db}.{coll}");
     s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);

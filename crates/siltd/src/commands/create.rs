@@ -10,7 +10,7 @@ use crate::state::{CmdResult, Server};
 use crate::views::{View, SYSTEM_VIEWS};
 use silt_query::collation::Collation;
 
-pub fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "create")?;
     if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
         return create_view(s, db, &coll, cmd, op);

@@ -88,7 +88,7 @@ fn lower_cpu_priority() {
     }
 }
 
-pub fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
     s.views.refuse_write(&ns)?;

@@ -12,7 +12,7 @@ use crate::auth::{Role, RoleDef};
 use crate::state::{CmdResult, Server};
 
 /// The role a role command names (its first field).
-pub fn role_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryError> {
+pub(super) fn role_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryError> {
     match cmd.get(command) {
         Some(Bson::String(n)) if !n.is_empty() => Ok(n),
         Some(Bson::String(_)) => Err(QueryError::bad_value("Role name must be non-empty")),
@@ -23,7 +23,7 @@ pub fn role_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryE
 }
 
 /// A command's `privileges` array, checked against the role's database.
-pub fn parse_privileges(
+pub(super) fn parse_privileges(
     v: Option<&Bson>,
     db: &str,
     cmd: &str,
@@ -52,7 +52,7 @@ pub fn parse_privileges(
 }
 
 /// `authenticationRestrictions`: siltd enforces none, so only an empty list is accepted.
-pub fn restrictions(cmd: &Document, command: &str) -> Result<Option<Vec<Bson>>, QueryError> {
+pub(super) fn restrictions(cmd: &Document, command: &str) -> Result<Option<Vec<Bson>>, QueryError> {
     match cmd.get("authenticationRestrictions") {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Array(a)) if a.is_empty() => Ok(Some(Vec::new())),
@@ -63,7 +63,7 @@ pub fn restrictions(cmd: &Document, command: &str) -> Result<Option<Vec<Bson>>, 
 }
 
 /// Refuse changing a built-in role (InvalidRoleModification) or one that does not exist.
-pub fn defined(s: &Server, db: &str, name: &str) -> Result<RoleDef, QueryError> {
+pub(super) fn defined(s: &Server, db: &str, name: &str) -> Result<RoleDef, QueryError> {
     let r = Role {
         role: name.into(),
         db: db.into(),
@@ -76,7 +76,7 @@ pub fn defined(s: &Server, db: &str, name: &str) -> Result<RoleDef, QueryError> 
     s.auth.roles.get(&r).ok_or_else(|| role_not_found(&r))
 }
 
-pub fn create_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn create_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = role_name(cmd, "createRole")?;
     if name.contains('@') {
         return Err(QueryError::bad_value("Role name cannot contain '@'"));
@@ -101,7 +101,7 @@ pub fn create_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     Ok(Document::new())
 }
 
-pub fn update_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn update_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = role_name(cmd, "updateRole")?;
     let mut def = defined(s, db, name)?;
     let privileges = cmd.get("privileges");

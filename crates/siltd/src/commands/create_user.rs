@@ -11,7 +11,7 @@ use crate::auth::User;
 use crate::state::{CmdResult, Server};
 
 /// The mechanisms a command asks for (`mechanisms`), or both SCRAM ones.
-pub fn mechanisms(cmd: &Document) -> Result<Option<Vec<Mech>>, QueryError> {
+pub(super) fn mechanisms(cmd: &Document) -> Result<Option<Vec<Mech>>, QueryError> {
     match cmd.get("mechanisms") {
         None => Ok(None),
         Some(Bson::Array(a)) if !a.is_empty() => a
@@ -34,13 +34,13 @@ pub fn mechanisms(cmd: &Document) -> Result<Option<Vec<Mech>>, QueryError> {
 /// A user command's password: as typed, or digested by the client (`digestPassword: false`,
 /// which mongosh sends with `passwordDigestor: "client"`).
 #[derive(Clone, Copy)]
-pub struct Password<'a> {
+pub(super) struct Password<'a> {
     pub text: &'a str,
     pub client_digested: bool,
 }
 
 /// The password of a user command, checked as mongod checks it.
-pub fn password(cmd: &Document) -> Result<Option<Password<'_>>, QueryError> {
+pub(super) fn password(cmd: &Document) -> Result<Option<Password<'_>>, QueryError> {
     let client_digested = match cmd.get("digestPassword") {
         None | Some(Bson::Null) => false,
         Some(Bson::Boolean(b)) => !b,
@@ -64,7 +64,7 @@ pub fn password(cmd: &Document) -> Result<Option<Password<'_>>, QueryError> {
 }
 
 /// The salted credentials of `user` for each mechanism.
-pub fn credentials(
+pub(super) fn credentials(
     user: &str,
     pwd: Password<'_>,
     mechs: &[Mech],
@@ -83,7 +83,7 @@ pub fn credentials(
 }
 
 /// The user name a user command names (its first field).
-pub fn user_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryError> {
+pub(super) fn user_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryError> {
     match cmd.get(command) {
         Some(Bson::String(n)) if !n.is_empty() => Ok(n),
         Some(Bson::String(_)) => Err(QueryError::bad_value(
@@ -95,7 +95,7 @@ pub fn user_name<'a>(cmd: &'a Document, command: &str) -> Result<&'a str, QueryE
     }
 }
 
-pub fn custom_data(cmd: &Document) -> Result<Option<Document>, QueryError> {
+pub(super) fn custom_data(cmd: &Document) -> Result<Option<Document>, QueryError> {
     match cmd.get("customData") {
         None => Ok(None),
         Some(Bson::Document(d)) => Ok(Some(d.clone())),
@@ -105,7 +105,7 @@ pub fn custom_data(cmd: &Document) -> Result<Option<Document>, QueryError> {
     }
 }
 
-pub fn create_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn create_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = user_name(cmd, "createUser")?;
     if db == "$external" || db == "local" {
         return Err(QueryError::bad_value(format!(

@@ -30,7 +30,7 @@ const CURRENT_OP_ARGS: &[&str] = &[
 /// `currentOp`: `{inprog: [...]}` with the operations in flight that match the filter (every
 /// field but the options; `$all: true` adds idle connections; `$ownOps: true` keeps only the
 /// caller's own under `--auth`). Command documents are cut at 1 KB, as MongoDB does.
-pub fn current_op(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+pub(super) fn current_op(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     admin_only(db, "currentOp")?;
     let all = bool_arg(cmd, "$all")?.unwrap_or(false);
     let own = bool_arg(cmd, "$ownOps")?.unwrap_or(false);

@@ -13,7 +13,7 @@ use crate::errors::coll_err;
 use crate::ops::read_stop;
 use crate::state::{CmdResult, Server};
 
-pub fn data_size(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn data_size(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
     let started = std::time::Instant::now();
     let ns = match cmd.get("dataSize") {
         Some(Bson::String(ns)) if ns.contains('.') => ns.clone(),

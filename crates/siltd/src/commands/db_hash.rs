@@ -12,7 +12,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub fn db_hash(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn db_hash(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let started = std::time::Instant::now();
     let only: Option<Vec<String>> = match cmd.get("collections") {
         None | Some(Bson::Null) => None,

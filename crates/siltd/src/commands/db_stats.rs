@@ -5,7 +5,7 @@ use bson::{doc, Document};
 use super::common::scale_arg;
 use crate::state::{CmdResult, Server};
 
-pub fn db_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn db_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let scale = scale_arg(cmd)?;
     let colls = s.store.list_collections(db);
     let t = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));

@@ -21,7 +21,7 @@ const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint", "collation", "sampleId
 /// MongoDB's delete statement fields siltd does not implement.
 const DELETE_REFUSED: &[&str] = &[];
 
-pub fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;
     let stmts = docs_arg(cmd, "deletes")?;
     for st in &stmts {

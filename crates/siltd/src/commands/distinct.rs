@@ -14,7 +14,7 @@ use crate::cursors::DocSource;
 use crate::ops::read_stop;
 use crate::state::{CmdResult, Server};
 
-pub fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "distinct")?;
     let ns = format!("{db}.{coll}");
     let key = match cmd.get("key") {

@@ -8,7 +8,7 @@ use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 use crate::views::SYSTEM_VIEWS;
 
-pub fn drop(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn drop(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "drop")?;
     let ns = format!("{db}.{coll}");
     if s.views.is_view(&ns) {

@@ -5,7 +5,7 @@ use bson::doc;
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn drop_database(s: &Server, db: &str) -> CmdResult {
+pub(super) fn drop_database(s: &Server, db: &str) -> CmdResult {
     s.store.drop_database(db).map_err(coll_err)?;
     s.views.remove_db(db);
     Ok(doc! { "dropped": db })

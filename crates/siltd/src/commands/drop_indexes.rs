@@ -7,7 +7,7 @@ use super::common::coll_arg;
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = if cmd.contains_key("dropIndexes") {
         "dropIndexes"
     } else {

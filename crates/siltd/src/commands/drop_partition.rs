@@ -12,7 +12,7 @@ use super::common::{coll_arg, doc_arg};
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn drop_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn drop_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "dropPartition")?;
     let id = match cmd.get("id") {
         None | Some(Bson::Null) => None,

@@ -23,14 +23,14 @@ fn forget(s: &Server, gone: &[RoleDef]) -> Result<(), QueryError> {
     Ok(())
 }
 
-pub fn drop_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn drop_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let def = defined(s, db, role_name(cmd, "dropRole")?)?;
     let gone = s.auth.roles.remove(&s.store, db, |r| r.role == def.role)?;
     forget(s, &gone)?;
     Ok(Document::new())
 }
 
-pub fn drop_all_roles_from_database(s: &Server, db: &str) -> CmdResult {
+pub(super) fn drop_all_roles_from_database(s: &Server, db: &str) -> CmdResult {
     let gone = s.auth.roles.remove(&s.store, db, |_| true)?;
     forget(s, &gone)?;
     Ok(doc! { "n": gone.len() as i32 })

@@ -6,7 +6,7 @@ use bson::{Bson, Document};
 
 use crate::state::{CmdResult, Server};
 
-pub fn end_sessions(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn end_sessions(s: &Server, cmd: &Document) -> CmdResult {
     let Some((name, v)) = cmd.iter().next() else {
         return Ok(Document::new());
     };

@@ -93,7 +93,7 @@ fn query_of(name: &str, inner: &Document) -> QResult<Query> {
 
 /// `explain` of a command: the chosen plan and, unless `verbosity` is `queryPlanner`, the
 /// figures of running it.
-pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let inner = doc_arg(cmd, "explain")?
         .ok_or_else(|| QueryError::failed_to_parse("explain needs a command document"))?;
     let verbosity = match cmd.get("verbosity") {
@@ -117,7 +117,12 @@ pub fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 }
 
 /// Explain `inner` (a command document) at `verbosity`.
-pub fn explain_command(s: &Server, db: &str, inner: &Document, verbosity: &str) -> CmdResult {
+pub(super) fn explain_command(
+    s: &Server,
+    db: &str,
+    inner: &Document,
+    verbosity: &str,
+) -> CmdResult {
     let name = inner.keys().next().map(String::as_str).unwrap_or("");
     if !super::lookup(name).is_some_and(|c| c.props.explainable) {
         return Err(QueryError::not_implemented(format!(

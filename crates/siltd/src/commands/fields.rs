@@ -14,7 +14,7 @@ pub(super) const fn only(
 }
 
 /// `aggregate`.
-pub const AGGREGATE: Fields = only(
+pub(super) const AGGREGATE: Fields = only(
     &[
         "collation",
         "let",
@@ -43,7 +43,7 @@ pub const AGGREGATE: Fields = only(
 );
 
 /// `collMod`.
-pub const COLL_MOD: Fields = only(
+pub(super) const COLL_MOD: Fields = only(
     &[
         "validator",
         "validationLevel",
@@ -66,7 +66,7 @@ pub const COLL_MOD: Fields = only(
 );
 
 /// `create`.
-pub const CREATE: Fields = only(
+pub(super) const CREATE: Fields = only(
     &[
         "validator",
         "validationLevel",
@@ -98,7 +98,7 @@ pub const CREATE: Fields = only(
 );
 
 /// `delete`.
-pub const DELETE: Fields = only(
+pub(super) const DELETE: Fields = only(
     &["let", "deletes", "ordered", "bypassDocumentValidation"],
     &[
         "runtimeConstants",
@@ -110,7 +110,7 @@ pub const DELETE: Fields = only(
 );
 
 /// `find`.
-pub const FIND: Fields = only(
+pub(super) const FIND: Fields = only(
     &[
         "collation",
         "let",
@@ -147,7 +147,7 @@ pub const FIND: Fields = only(
 );
 
 /// `findAndModify`.
-pub const FIND_AND_MODIFY: Fields = only(
+pub(super) const FIND_AND_MODIFY: Fields = only(
     &[
         "collation",
         "let",
@@ -173,7 +173,7 @@ pub const FIND_AND_MODIFY: Fields = only(
 );
 
 /// `insert`.
-pub const INSERT: Fields = only(
+pub(super) const INSERT: Fields = only(
     &[
         "documents",
         "ordered",
@@ -189,7 +189,7 @@ pub const INSERT: Fields = only(
 );
 
 /// `listCollections`.
-pub const LIST_COLLECTIONS: Fields = only(
+pub(super) const LIST_COLLECTIONS: Fields = only(
     // siltd has no drop-pending collections: `includePendingDrops` changes nothing.
     &[
         "filter",
@@ -202,7 +202,7 @@ pub const LIST_COLLECTIONS: Fields = only(
 );
 
 /// `update`.
-pub const UPDATE: Fields = only(
+pub(super) const UPDATE: Fields = only(
     &[
         "let",
         "updates",
@@ -220,7 +220,7 @@ pub const UPDATE: Fields = only(
 );
 
 /// `usersInfo`.
-pub const USERS_INFO: Fields = only(
+pub(super) const USERS_INFO: Fields = only(
     &[
         "showCredentials",
         "showPrivileges",

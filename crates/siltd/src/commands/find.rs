@@ -89,7 +89,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
     }))
 }
 
-pub fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "find")?;
     let ns = format!("{db}.{coll}");
     s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);

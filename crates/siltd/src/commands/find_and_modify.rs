@@ -13,7 +13,7 @@ use super::modify::{array_filters_arg, delete_docs, update_docs, update_spec};
 use crate::ctx::Ctx;
 use crate::state::{CmdResult, Server};
 
-pub fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let name = if cmd.contains_key("findAndModify") {
         "findAndModify"
     } else {

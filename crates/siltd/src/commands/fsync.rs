@@ -9,7 +9,7 @@ use super::common::{admin_only, bool_arg};
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn fsync(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn fsync(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     admin_only(db, "fsync")?;
     let lock = bool_arg(cmd, "lock")?.unwrap_or(false);
     s.store.checkpoint().map_err(coll_err)?;
@@ -27,7 +27,7 @@ pub fn fsync(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     Ok(r)
 }
 
-pub fn fsync_unlock(s: &Server, db: &str) -> CmdResult {
+pub(super) fn fsync_unlock(s: &Server, db: &str) -> CmdResult {
     admin_only(db, "fsyncUnlock")?;
     match s.fsync_lock.unlock_writes() {
         Some(n) => {

@@ -4,7 +4,7 @@ use bson::doc;
 
 use crate::state::{CmdResult, Server};
 
-pub fn get_cmd_line_opts(s: &Server) -> CmdResult {
+pub(super) fn get_cmd_line_opts(s: &Server) -> CmdResult {
     let mut parsed = doc! {
         "net": { "port": s.cfg.port as i32, "bindIp": s.cfg.bind.clone() },
         "storage": { "dbPath": s.cfg.dbpath.display().to_string() },

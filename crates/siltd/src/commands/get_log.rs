@@ -5,7 +5,7 @@ use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
-pub fn get_log(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn get_log(s: &Server, cmd: &Document) -> CmdResult {
     match cmd.get("getLog") {
         Some(Bson::String(n)) if n == "*" => Ok(doc! { "names": ["global", "startupWarnings"] }),
         Some(Bson::String(n)) if n == "global" => {

@@ -8,7 +8,7 @@ use silt_query::QueryError;
 use super::common::{batch_size_arg, cursor_reply};
 use crate::state::{CmdResult, Server};
 
-pub fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let id = match cmd.get("getMore") {
         Some(Bson::Int64(i)) => *i,
         Some(Bson::Int32(i)) => i64::from(*i),

@@ -7,7 +7,7 @@ use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
-pub fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
     let fast = s.fast.enabled.load(Ordering::Relaxed);
     let all = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get_bool("allParameters").unwrap_or(false));

@@ -10,7 +10,7 @@ use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
 /// Each partition as `getPartitionInfo` and `collStats` show it.
-pub fn partitions_doc(
+pub(super) fn partitions_doc(
     c: &silt_collection::Collection,
 ) -> Result<Vec<Bson>, silt_query::QueryError> {
     Ok(c.partition_stats()
@@ -30,7 +30,7 @@ pub fn partitions_doc(
         .collect())
 }
 
-pub fn get_partition_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn get_partition_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "getPartitionInfo")?;
     let ns = format!("{db}.{coll}");
     let c = s

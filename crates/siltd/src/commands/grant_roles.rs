@@ -8,7 +8,7 @@ use crate::auth::users::not_found;
 use crate::state::{CmdResult, Server};
 
 /// Grant (`grant`) or revoke the command's `roles` of the user it names.
-pub fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
+pub(super) fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) -> CmdResult {
     let command = if grant {
         "grantRolesToUser"
     } else {

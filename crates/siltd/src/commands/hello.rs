@@ -6,7 +6,7 @@ use super::common::MAX_WIRE_VERSION;
 use crate::conn::ConnInfo;
 use crate::state::{CmdResult, Server};
 
-pub fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if let Ok(meta) = cmd.get_document("client") {
         s.inprog.set_client_metadata(conn.id, meta);
     }

@@ -5,7 +5,7 @@ use bson::doc;
 use super::common::hostname;
 use crate::state::CmdResult;
 
-pub fn host_info() -> CmdResult {
+pub(super) fn host_info() -> CmdResult {
     let mem_mb = crate::config::total_memory().unwrap_or(0) / (1 << 20);
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())

@@ -26,7 +26,7 @@ fn entry(host: &str, spec: Document, a: &Accesses) -> Document {
 }
 
 /// The documents `{$indexStats: spec}` yields for `ns` (none for a missing collection).
-pub fn index_stats(s: &Server, ns: &str, spec: &Bson) -> QResult<Vec<Document>> {
+pub(super) fn index_stats(s: &Server, ns: &str, spec: &Bson) -> QResult<Vec<Document>> {
     if !matches!(spec, Bson::Document(d) if d.is_empty()) {
         return Err(QueryError::located(
             28803,

@@ -10,7 +10,7 @@ use crate::ctx::Ctx;
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "insert")?;
     let docs = docs_arg(cmd, "documents")?;
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);

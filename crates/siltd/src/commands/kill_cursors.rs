@@ -6,7 +6,7 @@ use silt_query::QueryError;
 use super::common::coll_arg;
 use crate::state::{CmdResult, Server};
 
-pub fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let _ = coll_arg(db, cmd, "killCursors")?;
     let ids = cmd.get_array("cursors").map_err(|_| {
         QueryError::type_mismatch("BSON field 'killCursors.cursors' must be an array")

@@ -9,7 +9,7 @@ use crate::state::{CmdResult, Server};
 /// `killOp: 1, op: <opid>`: ask an operation to stop at its next interrupt point (index
 /// builds and reads check often; see `ops`). Like MongoDB, succeeds whether or not the
 /// operation exists.
-pub fn kill_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn kill_op(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     admin_only(db, "killOp")?;
     let opid = match cmd.get("op") {
         Some(Bson::Int32(i)) => i64::from(*i),

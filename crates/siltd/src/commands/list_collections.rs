@@ -6,7 +6,7 @@ use silt_query::matcher::Matcher;
 use super::common::{bool_arg, clustered_index, cursor_reply, doc_arg};
 use crate::state::{CmdResult, Server};
 
-pub fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let filter = doc_arg(cmd, "filter")?.cloned().unwrap_or_default();
     let matcher = Matcher::new(&filter)?;
     let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);

@@ -4,7 +4,7 @@ use bson::{doc, Document};
 
 use crate::state::CmdResult;
 
-pub fn list_commands() -> CmdResult {
+pub(super) fn list_commands() -> CmdResult {
     let mut cmds = Document::new();
     let mut table: Vec<&super::Command> = super::TABLE.iter().collect();
     table.sort_by_key(|c| c.name);

@@ -8,7 +8,7 @@ use super::common::{bool_arg, doc_arg};
 use crate::conn::ConnInfo;
 use crate::state::{CmdResult, Server};
 
-pub fn list_databases(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
+pub(super) fn list_databases(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if db != "admin" {
         return Err(QueryError::unauthorized(
             "listDatabases may only be run against the admin database.",

@@ -6,7 +6,7 @@ use silt_query::QueryError;
 use super::common::{clustered_index, coll_arg, cursor_reply};
 use crate::state::{CmdResult, Server};
 
-pub fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "listIndexes")?;
     let ns = format!("{db}.{coll}");
     let Some(c) = s.store.get(&ns) else {

@@ -6,7 +6,7 @@ use silt_query::QueryError;
 
 use crate::state::CmdResult;
 
-pub fn log_rotate(cmd: &Document) -> CmdResult {
+pub(super) fn log_rotate(cmd: &Document) -> CmdResult {
     match cmd.get("logRotate") {
         Some(Bson::String(t)) if t != "server" && t != "audit" => {
             return Err(QueryError::no_such_key(format!("Unknown log type '{t}'")))

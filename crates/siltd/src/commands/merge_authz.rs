@@ -41,7 +41,7 @@ fn refuse_restrictions(d: &Document) -> Result<(), QueryError> {
     }
 }
 
-pub fn merge_authz_collections(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn merge_authz_collections(s: &Server, cmd: &Document) -> CmdResult {
     let drop = match cmd.get("drop") {
         None | Some(Bson::Null) => false,
         Some(Bson::Boolean(b)) => *b,

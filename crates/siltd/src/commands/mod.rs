@@ -10,8 +10,8 @@
 //! (a find's query), `write.rs` (write results and errors), `modify.rs` (updating and
 //! deleting what a filter selects), `index_stats.rs` (the `$indexStats` stage).
 
-pub use agg_write::drop_leftovers as drop_out_leftovers;
-pub use common::FCV;
+pub(crate) use agg_write::drop_leftovers as drop_out_leftovers;
+pub(crate) use common::FCV;
 
 mod add_partition;
 mod agg_write;
@@ -98,14 +98,14 @@ use silt_query::QueryError;
 use crate::ctx::Ctx;
 use crate::state::Server;
 
-pub use common::{effective_collation, type_name};
-pub use props::OpKind;
-pub use server_status::server_status;
-pub use table::{Command, TABLE};
+pub(crate) use common::{effective_collation, type_name};
+pub(crate) use props::OpKind;
+pub(crate) use server_status::server_status;
+pub(crate) use table::{Command, TABLE};
 
 /// Delete at most `cap` documents of `ns` matching `filter`, outside any transaction (the
 /// TTL monitor's batches): how many were deleted.
-pub fn delete_batch(
+pub(crate) fn delete_batch(
     s: &Server,
     ns: &str,
     filter: &Document,
@@ -117,7 +117,7 @@ pub fn delete_batch(
 }
 
 /// Apply a `--setParameter NAME=VALUE` given at start-up, as the `setParameter` command would.
-pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), QueryError> {
+pub(crate) fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), QueryError> {
     let v = match value {
         "true" => bson::Bson::Boolean(true),
         "false" => bson::Bson::Boolean(false),
@@ -132,12 +132,12 @@ pub fn startup_parameter(s: &Server, name: &str, value: &str) -> Result<(), Quer
 }
 
 /// Whether command `name` (or an alias of it) writes.
-pub fn is_write(name: &str) -> bool {
+pub(crate) fn is_write(name: &str) -> bool {
     lookup(name).is_some_and(|c| c.props.writes)
 }
 
 /// The table entry for a command name or alias.
-pub fn lookup(name: &str) -> Option<&'static Command> {
+pub(crate) fn lookup(name: &str) -> Option<&'static Command> {
     TABLE
         .iter()
         .find(|c| c.name == name || c.aliases.contains(&name))
@@ -145,7 +145,7 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
 
 /// Check a command's fields against its entry `c` (sent as `name`): the versioned API, then
 /// each field (`args.rs`).
-pub fn check_fields(c: &Command, name: &str, cmd: &Document) -> Result<(), QueryError> {
+pub(crate) fn check_fields(c: &Command, name: &str, cmd: &Document) -> Result<(), QueryError> {
     api::check(c, cmd)?;
     args::check(name, c.fields, cmd)
 }

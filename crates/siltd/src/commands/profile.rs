@@ -9,7 +9,7 @@ use super::common::int_arg;
 use crate::monitor::ProfileLevel;
 use crate::state::{CmdResult, Server};
 
-pub fn profile(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn profile(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let level = int_arg(cmd, "profile")?.ok_or_else(|| {
         QueryError::type_mismatch("BSON field 'profile' is the wrong type, expected a number")
     })?;

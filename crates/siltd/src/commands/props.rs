@@ -7,7 +7,7 @@
 
 /// What kind of operation a command is, for the profiler's `op` and `top`'s counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpKind {
+pub(crate) enum OpKind {
     Query,
     GetMore,
     Insert,
@@ -18,7 +18,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// The profiler's `op` field.
-    pub fn profile_name(self) -> &'static str {
+    pub(crate) fn profile_name(self) -> &'static str {
         match self {
             OpKind::Query => "query",
             OpKind::GetMore => "getmore",
@@ -30,7 +30,7 @@ impl OpKind {
     }
 
     /// `top`'s counter for it, and the lock it is counted under.
-    pub fn top(self) -> (&'static str, &'static str) {
+    pub(crate) fn top(self) -> (&'static str, &'static str) {
         match self {
             OpKind::Query => ("queries", "readLock"),
             OpKind::GetMore => ("getmore", "readLock"),
@@ -45,7 +45,7 @@ impl OpKind {
 /// A command's properties: every step of the request pipeline that differs between commands
 /// reads them here, and nowhere else.
 #[derive(Debug, Clone, Copy)]
-pub struct Props {
+pub(crate) struct Props {
     /// It writes documents, indexes, users or the catalog: it waits while `fsync` holds its
     /// lock, and write concern `j`/`majority` makes the log durable after it.
     pub writes: bool,
@@ -68,7 +68,7 @@ pub struct Props {
 
 impl Props {
     /// A command that none of the properties applies to.
-    pub const NONE: Props = Props {
+    pub(crate) const NONE: Props = Props {
         writes: false,
         collation: false,
         retryable: false,
@@ -81,30 +81,30 @@ impl Props {
 }
 
 /// Administrative commands, and every command none of the properties applies to.
-pub const NONE: Props = Props::NONE;
+pub(super) const NONE: Props = Props::NONE;
 
 /// A command that writes and is outside the versioned API (user and role management,
 /// `renameCollection`, partitions, ...).
-pub const WRITE: Props = Props {
+pub(super) const WRITE: Props = Props {
     writes: true,
     ..Props::NONE
 };
 
 /// A command of API version 1 that neither writes nor reads documents.
-pub const V1: Props = Props {
+pub(super) const V1: Props = Props {
     api_v1: true,
     ..Props::NONE
 };
 
 /// A catalog change of API version 1 (`create`, `drop`, `createIndexes`, ...).
-pub const V1_WRITE: Props = Props {
+pub(super) const V1_WRITE: Props = Props {
     writes: true,
     api_v1: true,
     ..Props::NONE
 };
 
 /// `commitTransaction` and `abortTransaction`.
-pub const TXN_END: Props = Props {
+pub(super) const TXN_END: Props = Props {
     writes: true,
     in_txn: true,
     api_v1: true,
@@ -112,7 +112,7 @@ pub const TXN_END: Props = Props {
 };
 
 /// `find` and `aggregate`.
-pub const FIND: Props = Props {
+pub(super) const FIND: Props = Props {
     collation: true,
     in_txn: true,
     snapshot_read: true,
@@ -123,20 +123,20 @@ pub const FIND: Props = Props {
 };
 
 /// `distinct` (outside API version 1).
-pub const DISTINCT: Props = Props {
+pub(super) const DISTINCT: Props = Props {
     api_v1: false,
     ..FIND
 };
 
 /// `count` (not in a transaction, not a snapshot read).
-pub const COUNT: Props = Props {
+pub(super) const COUNT: Props = Props {
     in_txn: false,
     snapshot_read: false,
     ..FIND
 };
 
 /// `getMore`.
-pub const GET_MORE: Props = Props {
+pub(super) const GET_MORE: Props = Props {
     in_txn: true,
     api_v1: true,
     op: OpKind::GetMore,
@@ -144,14 +144,14 @@ pub const GET_MORE: Props = Props {
 };
 
 /// `killCursors`.
-pub const KILL_CURSORS: Props = Props {
+pub(super) const KILL_CURSORS: Props = Props {
     in_txn: true,
     api_v1: true,
     ..Props::NONE
 };
 
 /// `insert`.
-pub const INSERT: Props = Props {
+pub(super) const INSERT: Props = Props {
     writes: true,
     retryable: true,
     in_txn: true,
@@ -161,21 +161,21 @@ pub const INSERT: Props = Props {
 };
 
 /// `update`.
-pub const UPDATE: Props = Props {
+pub(super) const UPDATE: Props = Props {
     explainable: true,
     op: OpKind::Update,
     ..INSERT
 };
 
 /// `delete`.
-pub const DELETE: Props = Props {
+pub(super) const DELETE: Props = Props {
     explainable: true,
     op: OpKind::Remove,
     ..INSERT
 };
 
 /// `findAndModify`.
-pub const FIND_AND_MODIFY: Props = Props {
+pub(super) const FIND_AND_MODIFY: Props = Props {
     collation: true,
     ..UPDATE
 };

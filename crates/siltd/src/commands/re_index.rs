@@ -8,7 +8,7 @@ use super::common::coll_arg;
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "reIndex")?;
     let ns = format!("{db}.{coll}");
     s.views.refuse_write(&ns)?;

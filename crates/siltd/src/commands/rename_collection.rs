@@ -13,7 +13,7 @@ fn split_ns(ns: &str) -> Result<(&str, &str), QueryError> {
         .ok_or_else(|| QueryError::invalid_namespace(format!("Invalid namespace specified '{ns}'")))
 }
 
-pub fn rename_collection(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn rename_collection(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if db != "admin" {
         return Err(QueryError::unauthorized(
             "renameCollection may only be run against the admin database.",

@@ -4,7 +4,7 @@ use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
-pub fn repl_set_get_status(s: &Server) -> CmdResult {
+pub(super) fn repl_set_get_status(s: &Server) -> CmdResult {
     match &s.repl {
         Some(rs) => Ok(rs.status(s.started.elapsed().as_secs())),
         None => Err(QueryError::no_replication_enabled(

@@ -65,7 +65,7 @@ fn describe(s: &Server, r: &Role, privileges: bool, restrictions: bool) -> Optio
     Some(d)
 }
 
-pub fn roles_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn roles_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let (privileges, fragment) = match cmd.get("showPrivileges") {
         Some(Bson::String(m)) if m == "asUserFragment" => (true, true),
         Some(Bson::String(m)) => {

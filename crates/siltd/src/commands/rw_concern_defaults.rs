@@ -63,7 +63,7 @@ fn reply(d: Option<&Document>) -> Document {
     out
 }
 
-pub fn get_default_rw_concern(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn get_default_rw_concern(s: &Server, cmd: &Document) -> CmdResult {
     standalone(s, "getDefaultRWConcern")?;
     let mut r = reply(stored(s).as_ref());
     if cmd.get_bool("inMemory") == Ok(true) {
@@ -154,7 +154,7 @@ fn write_concern(v: &Bson) -> Result<Document, QueryError> {
     Ok(out)
 }
 
-pub fn set_default_rw_concern(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn set_default_rw_concern(s: &Server, cmd: &Document) -> CmdResult {
     standalone(s, "setDefaultRWConcern")?;
     let rc = cmd.get("defaultReadConcern");
     let wc = cmd.get("defaultWriteConcern");

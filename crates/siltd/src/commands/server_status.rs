@@ -60,7 +60,7 @@ fn opcounters(o: &OpCounters) -> Document {
     }
 }
 
-pub fn server_status(s: &Server) -> CmdResult {
+pub(crate) fn server_status(s: &Server) -> CmdResult {
     let o = &s.ops;
     let up = s.started.elapsed();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -8,7 +8,7 @@ use silt_query::QueryError;
 use super::common::int_arg;
 use crate::state::{CmdResult, Server};
 
-pub fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
+pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
     let mut out = Document::new();
     for (k, v) in cmd {
         if k == "setParameter" || k.starts_with('$') || k == "lsid" || k == "comment" {

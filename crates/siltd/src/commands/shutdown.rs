@@ -6,7 +6,7 @@ use silt_query::QueryError;
 use super::common::admin_only;
 use crate::state::{CmdResult, Server};
 
-pub fn shutdown(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn shutdown(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     admin_only(db, "shutdown")?;
     for (k, v) in cmd.iter().skip(1) {
         match (k.as_str(), v) {

@@ -4,7 +4,7 @@ use bson::doc;
 
 use crate::state::CmdResult;
 
-pub fn start_session() -> CmdResult {
+pub(super) fn start_session() -> CmdResult {
     let uuid = bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid,
         bytes: bson::Uuid::new().bytes().to_vec(),

@@ -13,11 +13,11 @@ use crate::state::{CmdResult, Server};
 
 /// A command handler: `(server, database, command document, operation)`; the operation
 /// carries the connection and, in a session's transaction, its snapshot and transaction.
-pub type Handler = fn(&Server, &str, &Document, &Ctx) -> CmdResult;
+pub(super) type Handler = fn(&Server, &str, &Document, &Ctx) -> CmdResult;
 
 /// One command: its name, the other spellings it answers to, what it accepts, its handler.
 #[derive(Debug)]
-pub struct Command {
+pub(crate) struct Command {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
     pub fields: Fields,
@@ -52,7 +52,7 @@ const ROLE_FIELDS: &[&str] = &[
     "comment",
 ];
 
-pub const TABLE: &[Command] = &[
+pub(crate) const TABLE: &[Command] = &[
     Command {
         name: "_mergeAuthzCollections",
         aliases: &[],

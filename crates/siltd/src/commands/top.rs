@@ -5,7 +5,7 @@ use bson::doc;
 use super::common::admin_only;
 use crate::state::{CmdResult, Server};
 
-pub fn top(s: &Server, db: &str) -> CmdResult {
+pub(super) fn top(s: &Server, db: &str) -> CmdResult {
     admin_only(db, "top")?;
     Ok(doc! { "totals": s.top.totals() })
 }

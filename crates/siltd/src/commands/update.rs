@@ -131,7 +131,7 @@ fn fast_by_index(
     Ok(Some(keys.len() as u64))
 }
 
-pub fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "update")?;
     let stmts = docs_arg(cmd, "updates")?;
     for st in &stmts {

@@ -8,7 +8,7 @@ use crate::auth::roles::parse_roles;
 use crate::auth::users::not_found;
 use crate::state::{CmdResult, Server};
 
-pub fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = user_name(cmd, "updateUser")?;
     let Some(mut u) = s.auth.users.get(db, name) else {
         return Err(not_found(name, db));

@@ -80,7 +80,7 @@ fn named(v: &Bson, db: &str) -> Result<(String, String), QueryError> {
     }
 }
 
-pub fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let opts = Show {
         credentials: bool_arg(cmd, "showCredentials")?.unwrap_or(false),
         privileges: bool_arg(cmd, "showPrivileges")?.unwrap_or(false),

@@ -9,7 +9,7 @@ use super::common::{bool_arg, coll_arg};
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
-pub fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "validate")?;
     for refused in ["repair", "metadata"] {
         if bool_arg(cmd, refused)?.unwrap_or(false) {

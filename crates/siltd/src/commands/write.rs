@@ -42,7 +42,7 @@ pub(super) fn doc_size(d: &Document) -> usize {
 /// Give a document to insert an `_id` (first) if it has none, and check that `_id`. Field
 /// names with dots and `$`-prefixed names are stored as given (MongoDB 5.0+), except inside
 /// `_id`. (Size and nesting limits are the document layer's write rules.)
-pub fn prepare_insert(mut d: Document) -> QResult<Document> {
+pub(super) fn prepare_insert(mut d: Document) -> QResult<Document> {
     match d.get("_id") {
         None => {
             let mut nd = Document::new();

@@ -15,7 +15,7 @@ use clap::Parser;
 /// siltd: a MongoDB-compatible document database over a fractal tree.
 #[derive(Parser, Debug, Default)]
 #[command(version, about)]
-pub struct Flags {
+pub(crate) struct Flags {
     /// Read settings from this file: the YAML `mongod.conf` layout (or `name = value` lines).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -137,7 +137,7 @@ pub struct Flags {
 
 /// The resolved settings.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     pub port: u16,
     pub bind: String,
     pub dbpath: PathBuf,
@@ -193,7 +193,7 @@ fn valid_compression(c: &str) -> bool {
 
 impl Flags {
     /// Resolve flags, the config file and defaults.
-    pub fn resolve(mut self, argv: Vec<String>) -> Result<Config, String> {
+    pub(crate) fn resolve(mut self, argv: Vec<String>) -> Result<Config, String> {
         if let Some(path) = self.config.clone() {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
@@ -279,7 +279,7 @@ impl Flags {
 }
 
 /// `64MB`, `2GB`, `512k`, `1048576` -> bytes (binary multiples, as mongod's cache sizes).
-pub fn parse_size(s: &str) -> Option<usize> {
+pub(crate) fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -300,7 +300,7 @@ pub fn parse_size(s: &str) -> Option<usize> {
 
 /// Half of the memory this process may use: the smaller of physical memory and the cgroup
 /// limit (v2 `memory.max`, v1 `memory.limit_in_bytes`).
-pub fn default_cache_bytes() -> usize {
+pub(crate) fn default_cache_bytes() -> usize {
     let mut limit = total_memory().unwrap_or(1 << 30);
     for p in [
         "/sys/fs/cgroup/memory.max",
@@ -317,7 +317,7 @@ pub fn default_cache_bytes() -> usize {
 }
 
 /// Physical memory from /proc/meminfo.
-pub fn total_memory() -> Option<u64> {
+pub(crate) fn total_memory() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -11,7 +11,7 @@ use super::Flags;
 
 /// The sections of `mongod.conf` siltd reads; a file whose top level has one of them is read
 /// as YAML.
-pub const SECTIONS: &[&str] = &[
+pub(super) const SECTIONS: &[&str] = &[
     "net",
     "storage",
     "security",
@@ -25,7 +25,7 @@ pub const SECTIONS: &[&str] = &[
 
 /// The YAML document if `text` is a `mongod.conf`-style file (one with an indented line or a
 /// known section at the top level); `None` for the older `name = value` lines.
-pub fn parse(text: &str) -> Option<Result<Yaml, String>> {
+pub(super) fn parse(text: &str) -> Option<Result<Yaml, String>> {
     let is_yaml = text.lines().any(|l| {
         let t = l.trim();
         if t.is_empty() || t.starts_with('#') {

@@ -1,9 +1,4 @@
-//! Write-ahead log of logical operations, with group commit.
-//!
-//! File `wal-NNNNNNNNNN.log`: header `magic "SILTWAL1" | seq u64 | first_lsn u64 | crc32c u32`,
-//! then records `len u32 | crc32c u32 | lsn u64 | body` where `len` is the body length and the
-//! crc covers `lsn` and body. Body: `type u8 | dict u64 | fields`, fields being
-//! length-prefixed keys, values and arguments and `u32` update-function ids.
+//! Appending to the log, with group commit.
 //!
 //! A record is copied into the shared buffer under the log mutex (while the caller holds its
 //! tree lock, so log order equals message order per dictionary); the first waiter to find no
@@ -19,369 +14,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::error::{corruption, IoContext, Result};
-use crate::format::bytes::{Dec, DecResult, Enc};
-use crate::ids::{DictId, Lsn, Xid};
+use super::files::{create_file, file_name, WAL_HEADER};
+use super::record::LogRecord;
+use crate::error::{IoContext, Result};
+use crate::format::bytes::Enc;
+use crate::ids::Lsn;
 use crate::poison::{PoisonCause, PoisonState};
-use crate::vfs::{OpenMode, RealFs, VFile, Vfs};
-
-/// Magic of the log files written now. Version 2 added record types 6 (Replace) and 7
-/// (Batch); version 3 added 8 (a transaction's provisional writes), 9 (Commit) and 10
-/// (Abort). Files of versions 1 and 2 hold a subset and are still read.
-const WAL_MAGIC: &[u8; 8] = b"SILTWAL3";
-const WAL_MAGIC_OLD: [&[u8; 8]; 2] = [b"SILTWAL1", b"SILTWAL2"];
-const WAL_HEADER: usize = 28;
-
-/// Every record type the log holds. Fields: the dictionary, the key, the value, the update
-/// function id and its argument.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub enum LogRecord {
-    /// `put(key, val)`.
-    Put {
-        dict: DictId,
-        key: Vec<u8>,
-        val: Vec<u8>,
-    },
-    /// `put_if_absent(key, val)`.
-    PutIfAbsent {
-        dict: DictId,
-        key: Vec<u8>,
-        val: Vec<u8>,
-    },
-    /// `delete(key)`.
-    Delete { dict: DictId, key: Vec<u8> },
-    /// `update(key, func, arg)`.
-    Update {
-        dict: DictId,
-        key: Vec<u8>,
-        func: u32,
-        arg: Vec<u8>,
-    },
-    /// `update_all(func, arg)`.
-    UpdateAll {
-        dict: DictId,
-        func: u32,
-        arg: Vec<u8>,
-    },
-    /// `replace(key, val)`: a put over a key the writer knows exists.
-    Replace {
-        dict: DictId,
-        key: Vec<u8>,
-        val: Vec<u8>,
-    },
-    /// Several writes, possibly to several dictionaries, logged as one record so that
-    /// recovery replays all of them or none. Never nested.
-    Batch(Vec<LogRecord>),
-    /// Writes (one, or a batch) of transaction `xid`: provisional until its `Commit`.
-    Txn { xid: Xid, rec: Box<LogRecord> },
-    /// Transaction `xid` committed: its provisional writes become committed.
-    Commit { xid: Xid },
-    /// Transaction `xid` aborted: its provisional writes are dropped.
-    Abort { xid: Xid },
-}
-
-impl LogRecord {
-    /// The dictionary the record belongs to (for a batch, its first write's).
-    pub fn dict(&self) -> DictId {
-        match self {
-            LogRecord::Put { dict, .. }
-            | LogRecord::PutIfAbsent { dict, .. }
-            | LogRecord::Delete { dict, .. }
-            | LogRecord::Update { dict, .. }
-            | LogRecord::UpdateAll { dict, .. }
-            | LogRecord::Replace { dict, .. } => *dict,
-            LogRecord::Batch(v) => v.first().map(|r| r.dict()).unwrap_or(DictId(0)),
-            LogRecord::Txn { rec, .. } => rec.dict(),
-            LogRecord::Commit { .. } | LogRecord::Abort { .. } => DictId(0),
-        }
-    }
-
-    /// Call `f` with each single write of the record, in order (by reference).
-    pub(crate) fn for_each_write(&self, f: &mut dyn FnMut(&LogRecord)) {
-        match self {
-            LogRecord::Batch(v) => v.iter().for_each(&mut *f),
-            LogRecord::Txn { rec, .. } => rec.for_each_write(f),
-            LogRecord::Commit { .. } | LogRecord::Abort { .. } => {}
-            r => f(r),
-        }
-    }
-
-    /// The single writes this record stands for (none for a commit or abort; a transaction's
-    /// writes without their transaction).
-    pub fn writes(self) -> Vec<LogRecord> {
-        match self {
-            LogRecord::Batch(v) => v,
-            LogRecord::Txn { rec, .. } => rec.writes(),
-            LogRecord::Commit { .. } | LogRecord::Abort { .. } => Vec::new(),
-            r => vec![r],
-        }
-    }
-
-    fn encode_body(&self, e: &mut Enc) {
-        match self {
-            LogRecord::Put { dict, key, val } => {
-                e.u8(1);
-                e.u64(dict.0);
-                e.lp(key);
-                e.lp(val);
-            }
-            LogRecord::PutIfAbsent { dict, key, val } => {
-                e.u8(2);
-                e.u64(dict.0);
-                e.lp(key);
-                e.lp(val);
-            }
-            LogRecord::Delete { dict, key } => {
-                e.u8(3);
-                e.u64(dict.0);
-                e.lp(key);
-            }
-            LogRecord::Update {
-                dict,
-                key,
-                func,
-                arg,
-            } => {
-                e.u8(4);
-                e.u64(dict.0);
-                e.lp(key);
-                e.u32(*func);
-                e.lp(arg);
-            }
-            LogRecord::UpdateAll { dict, func, arg } => {
-                e.u8(5);
-                e.u64(dict.0);
-                e.u32(*func);
-                e.lp(arg);
-            }
-            LogRecord::Replace { dict, key, val } => {
-                e.u8(6);
-                e.u64(dict.0);
-                e.lp(key);
-                e.lp(val);
-            }
-            LogRecord::Batch(v) => {
-                e.u8(7);
-                e.u32(v.len() as u32);
-                for r in v {
-                    let mut sub = Enc::default();
-                    r.encode_body(&mut sub);
-                    e.lp(&sub.buf);
-                }
-            }
-            LogRecord::Txn { xid, rec } => {
-                e.u8(8);
-                e.u64(xid.0);
-                let mut sub = Enc::default();
-                rec.encode_body(&mut sub);
-                e.lp(&sub.buf);
-            }
-            LogRecord::Commit { xid } => {
-                e.u8(9);
-                e.u64(xid.0);
-            }
-            LogRecord::Abort { xid } => {
-                e.u8(10);
-                e.u64(xid.0);
-            }
-        }
-    }
-
-    fn decode_body(b: &[u8]) -> DecResult<LogRecord> {
-        let mut d = Dec::new(b);
-        let t = d.u8()?;
-        if t == 7 {
-            let n = d.u32()? as usize;
-            let mut v = Vec::with_capacity(n.min(4096));
-            for _ in 0..n {
-                let sub = d.lp()?;
-                if matches!(sub.first(), Some(7..=10)) {
-                    return Err("nested batch or transaction record in a batch".into());
-                }
-                v.push(LogRecord::decode_body(sub)?);
-            }
-            if d.remaining() != 0 {
-                return Err("trailing bytes in log record".into());
-            }
-            return Ok(LogRecord::Batch(v));
-        }
-        if t == 8 {
-            let xid = Xid(d.u64()?);
-            let sub = d.lp()?;
-            if matches!(sub.first(), Some(8..=10)) || xid.0 == 0 {
-                return Err("malformed transaction record".into());
-            }
-            let rec = Box::new(LogRecord::decode_body(sub)?);
-            if d.remaining() != 0 {
-                return Err("trailing bytes in log record".into());
-            }
-            return Ok(LogRecord::Txn { xid, rec });
-        }
-        let dict = DictId(d.u64()?);
-        if t == 9 || t == 10 {
-            // The field in the dictionary's place is the xid.
-            let xid = Xid(dict.0);
-            if d.remaining() != 0 || xid.0 == 0 {
-                return Err("malformed commit or abort record".into());
-            }
-            return Ok(if t == 9 {
-                LogRecord::Commit { xid }
-            } else {
-                LogRecord::Abort { xid }
-            });
-        }
-        let r = match t {
-            1 => LogRecord::Put {
-                dict,
-                key: d.lp()?.to_vec(),
-                val: d.lp()?.to_vec(),
-            },
-            2 => LogRecord::PutIfAbsent {
-                dict,
-                key: d.lp()?.to_vec(),
-                val: d.lp()?.to_vec(),
-            },
-            3 => LogRecord::Delete {
-                dict,
-                key: d.lp()?.to_vec(),
-            },
-            4 => LogRecord::Update {
-                dict,
-                key: d.lp()?.to_vec(),
-                func: d.u32()?,
-                arg: d.lp()?.to_vec(),
-            },
-            5 => LogRecord::UpdateAll {
-                dict,
-                func: d.u32()?,
-                arg: d.lp()?.to_vec(),
-            },
-            6 => LogRecord::Replace {
-                dict,
-                key: d.lp()?.to_vec(),
-                val: d.lp()?.to_vec(),
-            },
-            t => return Err(format!("unknown log record type {t}")),
-        };
-        if d.remaining() != 0 {
-            return Err("trailing bytes in log record".into());
-        }
-        Ok(r)
-    }
-}
-
-pub(crate) fn file_name(seq: u64) -> String {
-    format!("wal-{seq:010}.log")
-}
-
-fn parse_seq(name: &str) -> Option<u64> {
-    name.strip_prefix("wal-")?
-        .strip_suffix(".log")?
-        .parse()
-        .ok()
-}
-
-/// Log files in `dir`, oldest first.
-pub(crate) fn list_files(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut v = Vec::new();
-    for name in vfs.list(dir).ctx(dir)? {
-        if let Some(seq) = parse_seq(&name) {
-            v.push((seq, dir.join(name)));
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
-/// One log file read back.
-#[derive(Debug)]
-pub struct LogFile {
-    /// Sequence number from the file name.
-    pub seq: u64,
-    /// First LSN the file was opened with.
-    pub first_lsn: Lsn,
-    /// Records that passed their checksum, in order.
-    pub records: Vec<(Lsn, LogRecord)>,
-    /// Offset of the first byte that is not a valid record (the file length if none).
-    pub valid_len: u64,
-    /// Why reading stopped early, if it did.
-    pub torn: Option<String>,
-}
-
-/// Read one log file, stopping at the first record that is incomplete or fails its checksum.
-pub fn read_file(path: &Path) -> Result<LogFile> {
-    read_file_on(&RealFs, path)
-}
-
-/// [`read_file`] on the given storage.
-pub(crate) fn read_file_on(vfs: &dyn Vfs, path: &Path) -> Result<LogFile> {
-    let data = vfs.read(path).ctx(path)?;
-    let seq = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(parse_seq)
-        .unwrap_or(0);
-    if data.len() < WAL_HEADER
-        || (&data[..8] != WAL_MAGIC && !WAL_MAGIC_OLD.iter().any(|m| &data[..8] == *m))
-        || crc32c::crc32c(&data[..24])
-            != u32::from_le_bytes([data[24], data[25], data[26], data[27]])
-    {
-        return Ok(LogFile {
-            seq,
-            first_lsn: Lsn(0),
-            records: Vec::new(),
-            valid_len: 0,
-            torn: Some("missing or damaged file header".into()),
-        });
-    }
-    let mut h = Dec::new(&data[8..24]);
-    let _seq = h.u64().map_err(|e| corruption(path, "log header", e))?;
-    let first_lsn = Lsn(h.u64().map_err(|e| corruption(path, "log header", e))?);
-    let mut pos = WAL_HEADER;
-    let mut records = Vec::new();
-    let mut torn = None;
-    let mut prev = first_lsn.0.saturating_sub(1);
-    while pos < data.len() {
-        let rest = &data[pos..];
-        if rest.len() < 16 {
-            torn = Some(format!("partial record header at offset {pos}"));
-            break;
-        }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        if rest.len() < 16 + len {
-            torn = Some(format!("partial record at offset {pos}"));
-            break;
-        }
-        let covered = &rest[8..16 + len];
-        if crc32c::crc32c(covered) != crc {
-            torn = Some(format!("record checksum mismatch at offset {pos}"));
-            break;
-        }
-        let lsn = u64::from_le_bytes(covered[..8].try_into().expect("8 bytes"));
-        if lsn <= prev {
-            torn = Some(format!("LSN {lsn} out of order at offset {pos}"));
-            break;
-        }
-        match LogRecord::decode_body(&covered[8..]) {
-            Ok(r) => records.push((Lsn(lsn), r)),
-            Err(e) => {
-                torn = Some(format!("undecodable record at offset {pos}: {e}"));
-                break;
-            }
-        }
-        prev = lsn;
-        pos += 16 + len;
-    }
-    Ok(LogFile {
-        seq,
-        first_lsn,
-        records,
-        valid_len: pos as u64,
-        torn,
-    })
-}
+use crate::vfs::{VFile, Vfs};
 
 struct Inner {
     buf: Vec<u8>,
@@ -466,24 +105,9 @@ pub(crate) struct Wal {
     poison: Arc<PoisonState>,
 }
 
-fn create_file(vfs: &dyn Vfs, dir: &Path, seq: u64, first_lsn: u64) -> Result<Box<dyn VFile>> {
-    let path = dir.join(file_name(seq));
-    let f = vfs.open(&path, OpenMode::CreateNew, false).ctx(&path)?;
-    let mut e = Enc::default();
-    e.bytes(WAL_MAGIC);
-    e.u64(seq);
-    e.u64(first_lsn);
-    let crc = crc32c::crc32c(&e.buf);
-    e.u32(crc);
-    f.write_all_at(&e.buf, 0).ctx(&path)?;
-    f.sync().ctx(&path)?;
-    vfs.sync_dir(dir).ctx(dir)?;
-    Ok(f)
-}
-
 impl Wal {
     /// Start a new log file after the existing ones. `last_lsn` is the highest LSN in use.
-    pub fn open(
+    pub(crate) fn open(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         rotate_bytes: u64,
@@ -524,7 +148,7 @@ impl Wal {
     /// Buffer a record and return its LSN. Does no I/O. Refused once the environment is
     /// poisoned (checked under the log's mutex, which a failing log write holds while it
     /// poisons): a writer whose append fails must not apply its write.
-    pub fn append(&self, r: &LogRecord) -> Result<Lsn> {
+    pub(crate) fn append(&self, r: &LogRecord) -> Result<Lsn> {
         let mut g = self.inner.lock();
         self.poison.check()?;
         let lsn = g.next_lsn;
@@ -546,12 +170,12 @@ impl Wal {
     }
 
     /// Highest LSN handed out.
-    pub fn last_lsn(&self) -> Lsn {
+    pub(crate) fn last_lsn(&self) -> Lsn {
         Lsn(self.inner.lock().next_lsn - 1)
     }
 
     /// Return once the record at `lsn` is in the file (and on stable storage if `sync`).
-    pub fn wait(&self, lsn: Lsn, sync: bool) -> Result<()> {
+    pub(crate) fn wait(&self, lsn: Lsn, sync: bool) -> Result<()> {
         let mut g = self.inner.lock();
         loop {
             if let Err(e) = self.poison.check() {
@@ -676,7 +300,7 @@ impl Wal {
     /// split happens when the buffer is next written (`sync` or a commit). The caller must
     /// exclude concurrent `append`s (the checkpoint holds its lock exclusively). Nothing is
     /// done if the current file holds no record yet.
-    pub fn rotate_at_last(&self) {
+    pub(crate) fn rotate_at_last(&self) {
         let mut g = self.inner.lock();
         let last = g.next_lsn - 1;
         let current_first = g.files.last().map(|f| f.1).unwrap_or(0);
@@ -690,13 +314,13 @@ impl Wal {
     }
 
     /// Write everything buffered and fsync it.
-    pub fn sync(&self) -> Result<()> {
+    pub(crate) fn sync(&self) -> Result<()> {
         let last = self.last_lsn();
         self.wait(last, true)
     }
 
     /// Delete log files whose every record is at or below `ckpt_lsn`.
-    pub fn trim(&self, ckpt_lsn: Lsn) -> Result<()> {
+    pub(crate) fn trim(&self, ckpt_lsn: Lsn) -> Result<()> {
         let doomed: Vec<u64> = {
             let mut g = self.inner.lock();
             let mut doomed = Vec::new();
@@ -717,12 +341,12 @@ impl Wal {
     }
 
     /// Number of live log files.
-    pub fn file_count(&self) -> usize {
+    pub(crate) fn file_count(&self) -> usize {
         self.inner.lock().files.len()
     }
 
     /// Bytes written to the log and fsyncs of it since open.
-    pub fn io_counts(&self) -> (u64, u64) {
+    pub(crate) fn io_counts(&self) -> (u64, u64) {
         let g = self.inner.lock();
         (g.bytes_written, g.syncs)
     }
@@ -730,7 +354,10 @@ impl Wal {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{list_files, read_file};
     use super::*;
+    use crate::ids::DictId;
+    use crate::vfs::RealFs;
 
     /// Many committers at once, with rotations requested in between and every fifth one asking
     /// for a sync: each `wait` returns (none is left asleep in the queue), every record is in
