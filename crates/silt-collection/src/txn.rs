@@ -80,12 +80,16 @@ impl Transaction {
     }
 
     /// Commit (to the log, synced when `durable`), then do what follows a commit: trim the
-    /// capped collections it inserted into.
+    /// capped collections it inserted into. Once the commit is in, the result is `Ok`: a
+    /// trimming that fails is logged (the next insert trims again), not reported as a failed
+    /// commit.
     pub fn commit(self, durable: bool) -> Result<()> {
         let Transaction { inner, capped, .. } = self;
         inner.commit(durable)?;
         for c in capped.into_inner() {
-            c.enforce_cap()?;
+            if let Err(e) = c.enforce_cap() {
+                tracing::warn!(ns = %c.ns, error = %e, "cannot trim the capped collection");
+            }
         }
         Ok(())
     }

@@ -3,13 +3,14 @@
 
 use std::time::Instant;
 
-use crate::dict::{load_node, Dict};
+use crate::dict::Dict;
 use crate::error::{Error, Result};
 use crate::format::btt::Extent;
 use crate::format::node::{encode_basement, encode_block, encode_buffer, NodeImage};
 use crate::ids::{BlockNum, Msn};
 use crate::tree::node::{entry_bytes, ChildBuf, Key, LeafBuilder};
 use crate::tree::{missing, Need};
+use crate::tree_io::load_node;
 
 struct Built {
     first: Key,

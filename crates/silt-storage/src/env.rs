@@ -32,7 +32,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::cache::CacheCtl;
 use crate::catalog::{dict_file_name, parse_dict_file, Catalog};
-use crate::dict::{load_node, Dict, DictCore};
+use crate::dict::{Dict, DictCore};
 use crate::error::{corruption, Error, IoContext, Result};
 use crate::file::DictFile;
 use crate::format::btt::Extent;
@@ -47,6 +47,7 @@ use crate::poison::{spawn_worker, FailPoints, PoisonCause, PoisonState, TreeLock
 use crate::tree::apply::Delta;
 use crate::tree::node::{Basement, Node};
 use crate::tree::{missing, Need, Tree, TreeCfg};
+use crate::tree_io::load_node;
 use crate::txn::Txn;
 use crate::vfs::{OpenMode, RealFs, Vfs};
 use crate::wal::{self, Wal};
@@ -151,7 +152,7 @@ fn load_full(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Node> {
     let mut n = load_node(file, b, ext)?;
     if let Need::Parts(_, list) = missing(&n) {
         if !list.is_empty() {
-            for (i, _, d) in crate::dict::load_parts(file, b, n.is_leaf(), &list)? {
+            for (i, _, d) in crate::tree_io::load_parts(file, b, n.is_leaf(), &list)? {
                 n.parts[i].data = Some(d);
             }
         }

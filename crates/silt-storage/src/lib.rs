@@ -49,6 +49,7 @@ mod options;
 mod poison;
 mod recovery;
 mod tree;
+mod tree_io;
 mod txn;
 pub mod vfs;
 mod wal;
