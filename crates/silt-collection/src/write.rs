@@ -204,7 +204,8 @@ impl Collection {
     /// keeps the write rules (`rules.rs`); returns `false`, writing nothing, otherwise.
     pub fn insert_if_absent(&self, docs: &[Document], w: Writer<'_>) -> Result<bool> {
         if !self.pk.is_id() || w.txn.is_some() {
-            // The `_id_` index is a secondary index then.
+            // Under another primary key the `_id_` index is a secondary index; inside a
+            // transaction writes must be provisional, and messages are not.
             return Ok(false);
         }
         let mut encoded = Vec::with_capacity(docs.len());
