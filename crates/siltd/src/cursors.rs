@@ -184,9 +184,9 @@ impl Cursors {
         // to be reused.
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(1)
-            & 0x0000_ffff_ffff_ffff;
+            .ok()
+            .and_then(|d| i64::try_from(d.as_nanos() & 0x0000_ffff_ffff_ffff).ok())
+            .unwrap_or(1);
         Cursors {
             map: Mutex::new(HashMap::new()),
             next: AtomicI64::new(seed.max(1) << 8),

@@ -22,6 +22,7 @@ mod fast;
 mod logging;
 mod metrics;
 mod monitor;
+mod num;
 mod ops;
 mod redzone;
 mod replset;
@@ -138,16 +139,16 @@ fn run(cfg: config::Config) -> Result<(), String> {
     })?;
     let addr = format!("{}:{}", cfg.bind, cfg.port);
     let server = Arc::new(state::Server::new(cfg, store, fast, tls));
-    for (name, value) in &server.cfg.set_parameters {
+    for (name, value) in &server.cfg().set_parameters {
         commands::startup_parameter(&server, name, value)
             .map_err(|e| format!("--setParameter {name}={value}: {}", e.msg))?;
     }
     commands::drop_out_leftovers(&server);
-    server.profiler.set_default(server.cfg.profile);
-    if let Some(addr) = &server.cfg.metrics_addr {
+    server.profiler().set_default(server.cfg().profile);
+    if let Some(addr) = &server.cfg().metrics_addr {
         metrics::spawn(&server, addr)?;
     }
-    let _pid_file = match &server.cfg.pidfilepath {
+    let _pid_file = match &server.cfg().pidfilepath {
         Some(p) => Some(PidFile::write(p)?),
         None => None,
     };
@@ -160,23 +161,21 @@ fn run(cfg: config::Config) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let s2 = server.clone();
     rt.block_on(async move { server::serve(s2, &addr).await })?;
-    server
-        .stopping
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    server.stop();
     rt.shutdown_timeout(Duration::from_secs(5));
     // Open transactions end with their sessions: aborted, as a restart would.
-    server.sessions.abort_all();
+    server.sessions().abort_all();
     tracing::info!("shutting down: checkpoint and close");
     match Arc::try_unwrap(server) {
         Ok(s) => s
-            .store
+            .into_store()
             .close()
             .map_err(|e| format!("error while closing: {e}"))?,
         Err(s) => {
             // A command still running holds the server: checkpoint (which also syncs the
             // log) without closing; recovery finds nothing to replay.
             tracing::warn!("a command is still running; checkpointing without close");
-            s.store
+            s.store()
                 .checkpoint()
                 .map_err(|e| format!("error while checkpointing: {e}"))?;
         }

@@ -335,7 +335,7 @@ impl Ops {
                 d.insert("lsid", lsid.clone());
             }
             d.insert("secs_running", running.as_secs() as i64);
-            d.insert("microsecs_running", running.as_micros() as i64);
+            d.insert("microsecs_running", crate::num::micros(running));
             d.insert("op", op.op);
             d.insert("ns", op.ns.clone());
             d.insert("redacted", false);

@@ -68,8 +68,10 @@ impl RedZone {
     /// Read the free space now and update the state; whether writes are refused.
     pub(crate) fn check_now(&self) -> bool {
         let reading = (*self.simulated.lock()).or_else(|| statvfs(&self.dir));
-        self.checked_ms
-            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.checked_ms.store(
+            u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         let Some((free, total)) = reading else {
             return self.in_zone.load(Ordering::Relaxed);
         };
@@ -101,7 +103,7 @@ impl RedZone {
 
     /// OutOfDiskSpace if command `name` writes and the filesystem is in the red zone.
     pub(crate) fn refuse(&self, name: &str) -> Result<(), QueryError> {
-        let now = self.started.elapsed().as_millis() as u64;
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let due = now.saturating_sub(self.checked_ms.load(Ordering::Relaxed)) >= RECHECK_MS;
         // Every command passes here: outside the zone with a fresh reading, nothing else is
         // looked at (not even the command table).

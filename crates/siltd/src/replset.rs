@@ -38,6 +38,10 @@ fn unix_secs() -> u64 {
         .unwrap_or(0)
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a packed timestamp: the high 32 bits are the seconds, the low 32 the increment"
+)]
 fn ts(v: u64) -> Timestamp {
     Timestamp {
         time: (v >> 32) as u32,
@@ -200,7 +204,7 @@ impl ReplSet {
                 "health": 1.0,
                 "state": 1,
                 "stateStr": "PRIMARY",
-                "uptime": uptime as i32,
+                "uptime": crate::num::int32(uptime),
                 "optime": op.clone(),
                 "optimeDate": date,
                 "lastAppliedWallTime": date,
@@ -208,7 +212,7 @@ impl ReplSet {
                 "syncSourceHost": "",
                 "syncSourceId": -1,
                 "infoMessage": "",
-                "electionTime": Timestamp { time: (self.elected.timestamp_millis() / 1000) as u32, increment: 1 },
+                "electionTime": Timestamp { time: u32::try_from(self.elected.timestamp_millis() / 1000).unwrap_or(0), increment: 1 },
                 "electionDate": self.elected,
                 "configVersion": 1,
                 "configTerm": 1,

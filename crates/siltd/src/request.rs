@@ -58,7 +58,7 @@ pub(crate) fn run(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
 
 fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
     // 1.
-    s.ops.command.fetch_add(1, Ordering::Relaxed);
+    s.ops().command.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
     // 2.
     let name = cmd.keys().next().cloned().unwrap_or_default();
@@ -88,15 +88,15 @@ fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
     };
     let out = {
         // 3.
-        let _running = s.inprog.start(conn, &req.db, &req.name, cmd.clone());
+        let _running = s.inprog().start(conn, &req.db, &req.name, cmd.clone());
         // 4., 5.
         let allowed = crate::auth::authorize(s, conn, &req.db, &req.name, &cmd)
-            .and_then(|()| s.redzone.refuse(&req.name));
+            .and_then(|()| s.redzone().refuse(&req.name));
         match allowed {
             Ok(()) => {
                 // 6.
-                if entry.props.writes && s.fsync_lock.is_locked() {
-                    s.fsync_lock.wait_for_writes(|| s.shutting_down());
+                if entry.props.writes && s.fsync_lock().is_locked() {
+                    s.fsync_lock().wait_for_writes(|| s.shutting_down());
                 }
                 // 7. (and 8. through `invoke`)
                 transactions::run(s, &req, conn)
@@ -155,14 +155,14 @@ fn reply(s: &Server, out: Outcome) -> Document {
         }
         Err(e) => {
             tracing::debug!(code = e.code, err = %e.msg, "command failed");
-            s.net.user_asserts.fetch_add(1, Ordering::Relaxed);
+            s.net().user_asserts.fetch_add(1, Ordering::Relaxed);
             error_reply(&e)
         }
     };
     if !out.labels.is_empty() {
         reply.insert("errorLabels", out.labels);
     }
-    if let Some(rs) = &s.repl {
+    if let Some(rs) = &s.repl() {
         let t = if out.wrote { rs.tick() } else { rs.now() };
         reply.insert("$clusterTime", rs.cluster_time());
         reply.insert("operationTime", t);
@@ -181,17 +181,20 @@ fn record(s: &Server, req: &Request<'_>, elapsed: Duration, ok: bool, conn: &Con
         Some(Bson::String(c)) => format!("{db}.{c}"),
         _ => format!("{db}.$cmd"),
     };
-    s.top
-        .record(&ns, req.entry.props.op, elapsed.as_micros() as u64);
-    if s.profiler.any() {
+    s.top().record(
+        &ns,
+        req.entry.props.op,
+        u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+    );
+    if s.profiler().any() {
         profile(s, req, &ns, elapsed, ok, conn);
     }
-    if elapsed >= s.cfg.slow {
+    if elapsed >= s.cfg().slow {
         let line = format!(
             "slow operation: {name} on {db} took {} ms",
             elapsed.as_millis()
         );
-        tracing::info!(command = %name, db = %db, ms = elapsed.as_millis() as u64, conn = conn.id, "slow operation");
+        tracing::info!(command = %name, db = %db, ms = crate::num::millis(elapsed), conn = conn.id, "slow operation");
         s.remember_log(line);
     }
 }
@@ -200,8 +203,8 @@ fn record(s: &Server, req: &Request<'_>, elapsed: Duration, ok: bool, conn: &Con
 /// it (level 2: every operation; level 1: those slower than `slowms`).
 fn profile(s: &Server, req: &Request<'_>, ns: &str, elapsed: Duration, ok: bool, conn: &ConnInfo) {
     let db = req.db.as_str();
-    let p = s.profiler.get(db, s.cfg.slow.as_millis() as i64);
-    let millis = elapsed.as_millis() as i64;
+    let p = s.profiler().get(db, crate::num::millis(s.cfg().slow));
+    let millis = crate::num::millis(elapsed);
     if p.level == 0 || ns.ends_with(".system.profile") {
         return;
     }
@@ -224,13 +227,13 @@ fn profile(s: &Server, req: &Request<'_>, ns: &str, elapsed: Duration, ok: bool,
     }
     // As in MongoDB, `system.profile` is a capped collection of 1 MiB.
     let ns = format!("{db}.system.profile");
-    let coll = match s.store.get(&ns) {
+    let coll = match s.store().get(&ns) {
         Some(c) => Ok(c),
         None => match s
-            .store
+            .store()
             .create(&ns, doc! { "capped": true, "size": 1_048_576i64 })
         {
-            Err(silt_collection::CollError::NamespaceExists(_)) => s.store.get_or_create(&ns),
+            Err(silt_collection::CollError::NamespaceExists(_)) => s.store().get_or_create(&ns),
             other => other,
         },
     };

@@ -79,12 +79,12 @@ pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
 
     let reaper = s.clone();
     tokio::spawn(async move {
-        let period =
-            (reaper.cursors.timeout / 2).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        let period = (reaper.cursors().timeout / 2)
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
         let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
-            let n = reaper.cursors.reap();
+            let n = reaper.cursors().reap();
             if n > 0 {
                 tracing::info!(cursors = n, "closed idle cursors");
             }
@@ -98,7 +98,7 @@ pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
         loop {
             tick.tick().await;
             let s = sessions.clone();
-            let n = tokio::task::spawn_blocking(move || s.sessions.reap(s.txn_lifetime()))
+            let n = tokio::task::spawn_blocking(move || s.sessions().reap(s.txn_lifetime()))
                 .await
                 .unwrap_or(0);
             if n > 0 {
@@ -115,7 +115,7 @@ pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
         loop {
             tick.tick().await;
             let s = retention.clone();
-            let _ = tokio::task::spawn_blocking(move || s.store.run_retention()).await;
+            let _ = tokio::task::spawn_blocking(move || s.store().run_retention()).await;
         }
     });
 
@@ -135,7 +135,7 @@ pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
         _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = s.shutdown.notified() => tracing::info!("shutdown command received"),
+        _ = s.shutdown_requested() => tracing::info!("shutdown command received"),
     }
     *conns.stopping.lock() = true;
     conns.wake.notify_all();
@@ -181,25 +181,24 @@ fn accept_loop(s: Arc<Server>, listener: TcpListener, conns: Arc<Conns>) {
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|_| "unknown".into());
-        let open_now = s.conns_current.load(Ordering::Relaxed);
-        if open_now >= s.cfg.max_conns {
+        let open_now = s.conns().current();
+        if open_now >= s.cfg().max_conns {
             // mongod's behaviour: the new socket is closed at once, and the log says why.
             tracing::warn!(
                 remote = %peer,
                 open = open_now,
-                max = s.cfg.max_conns,
+                max = s.cfg().max_conns,
                 "connection refused because there are too many open connections"
             );
             let _ = stream.shutdown(std::net::Shutdown::Both);
             continue;
         }
-        let id = s.conns_total.fetch_add(1, Ordering::Relaxed) + 1;
         // Counted here rather than in the thread, so that serverStatus sees every accepted
         // connection at once.
-        s.conns_current.fetch_add(1, Ordering::Relaxed);
+        let id = s.conns().opened();
         let Ok(registered) = stream.try_clone() else {
             tracing::warn!(remote = %peer, "cannot register the connection; closing it");
-            s.conns_current.fetch_sub(1, Ordering::Relaxed);
+            s.conns().closed();
             continue;
         };
         // Hold the table's lock while spawning so the thread's own removal comes after this
@@ -216,7 +215,7 @@ fn accept_loop(s: Arc<Server>, listener: TcpListener, conns: Arc<Conns>) {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start a connection thread; closing it");
-                s.conns_current.fetch_sub(1, Ordering::Relaxed);
+                s.conns().closed();
             }
         }
     }
@@ -232,8 +231,8 @@ struct ConnGuard<'a> {
 
 impl Drop for ConnGuard<'_> {
     fn drop(&mut self) {
-        self.s.inprog.disconnected(self.id);
-        self.s.conns_current.fetch_sub(1, Ordering::Relaxed);
+        self.s.inprog().disconnected(self.id);
+        self.s.conns().closed();
         if let Some((stream, _)) = self.conns.open.lock().remove(&self.id) {
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
@@ -244,13 +243,13 @@ fn connection(s: Arc<Server>, conns: Arc<Conns>, stream: TcpStream, id: u64, pee
     let _ = stream.set_nodelay(true);
     tracing::info!(conn = id, remote = %peer, "connection accepted");
     let info = ConnInfo::new(id, peer);
-    s.inprog.connected(&info);
+    s.inprog().connected(&info);
     let _guard = ConnGuard {
         s: &s,
         conns: &conns,
         id,
     };
-    let mut stream = match s.tls.accept(stream) {
+    let mut stream = match s.tls().accept(stream) {
         Ok(t) => t,
         Err(e) => {
             tracing::warn!(conn = id, remote = %info.peer, error = %e, "connection ended");
@@ -302,7 +301,7 @@ fn serve_connection(
         if let Err(e) = reader.read_exact(&mut body) {
             return Err(format!("truncated message: {e}"));
         }
-        s.net.received(HEADER_LEN + len);
+        s.net().received(HEADER_LEN + len);
         let parsed = silt_wire::parse_message_with_compressor(&header, &body);
         drop(body);
         let (req, compressor) = match parsed {
@@ -317,7 +316,7 @@ fn serve_connection(
                 let bytes = silt_wire::op_msg_reply(&reply, request_id(), header.request_id)
                     .map_err(|e| e.to_string())?;
                 write_all(reader.get_mut(), &bytes)?;
-                s.net.sent(bytes.len());
+                s.net().sent(bytes.len());
                 continue;
             }
         };
@@ -384,19 +383,23 @@ fn serve_connection(
             None => reply_bytes,
         };
         write_all(reader.get_mut(), &out)?;
-        s.net.sent(out.len());
+        s.net().sent(out.len());
     }
 }
 
 /// For an awaitable `hello` (one carrying our current `topologyVersion` and `maxAwaitTimeMS`),
 /// how long to hold the reply.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the wait saturates into i64 and is clamped to 0..=60,000 ms"
+)]
 fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<Duration> {
     let name = cmd.keys().next()?;
     if !matches!(name.as_str(), "hello" | "isMaster" | "ismaster") {
         return None;
     }
     let tv = cmd.get_document("topologyVersion").ok()?;
-    if tv.get_object_id("processId").ok()? != s.process_id {
+    if tv.get_object_id("processId").ok()? != s.process_id() {
         return None;
     }
     let ms = match cmd.get("maxAwaitTimeMS")? {

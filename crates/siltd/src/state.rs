@@ -57,51 +57,80 @@ pub(crate) struct OpCounters {
     pub command: AtomicU64,
 }
 
+/// Connection counters for `serverStatus.connections` and the `--maxConns` check.
+#[derive(Default, Debug)]
+pub(crate) struct Connections {
+    current: AtomicU64,
+    total: AtomicU64,
+}
+
+impl Connections {
+    /// A connection was accepted: counts it and returns its id (1, 2, ...).
+    pub(crate) fn opened(&self) -> u64 {
+        self.current.fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A counted connection ended.
+    pub(crate) fn closed(&self) {
+        self.current.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Connections open now.
+    pub(crate) fn current(&self) -> u64 {
+        self.current.load(Ordering::Relaxed)
+    }
+
+    /// Connections accepted since the start.
+    pub(crate) fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
 /// The process-wide server state.
 pub(crate) struct Server {
-    pub cfg: Config,
-    pub store: Store,
-    pub cursors: Cursors,
-    pub fast: Arc<FastUpdates>,
-    pub started: Instant,
+    cfg: Config,
+    store: Store,
+    cursors: Cursors,
+    fast: Arc<FastUpdates>,
+    started: Instant,
     /// Identifies this process in `hello`'s topologyVersion.
-    pub process_id: bson::oid::ObjectId,
-    pub conns_current: AtomicU64,
-    pub conns_total: AtomicU64,
-    pub ops: OpCounters,
-    pub net: NetCounters,
+    process_id: bson::oid::ObjectId,
+    conns: Connections,
+    ops: OpCounters,
+    net: NetCounters,
     /// Recent log lines for `getLog` (the last 1,024).
-    pub recent_log: Mutex<VecDeque<String>>,
+    recent_log: Mutex<VecDeque<String>>,
     /// Operations in flight and open connections, for `currentOp` and `killOp`.
-    pub inprog: Ops,
+    inprog: Ops,
     /// `--replSet`: the one-member replica set this server is the primary of.
-    pub repl: Option<ReplSet>,
+    repl: Option<ReplSet>,
     /// Logical sessions, their transactions and retained snapshots.
-    pub sessions: Sessions,
+    sessions: Sessions,
     /// `maxTransactionLockRequestTimeoutMillis` (MongoDB's default, 5).
-    pub txn_lock_wait_ms: AtomicU64,
+    txn_lock_wait_ms: AtomicU64,
     /// `transactionLifetimeLimitSeconds` (`--transaction-lifetime-limit-s`, default 60).
-    pub txn_lifetime_s: AtomicU64,
+    txn_lifetime_s: AtomicU64,
     /// Every view, as `system.views` records them.
-    pub views: crate::views::Views,
+    views: crate::views::Views,
     /// The TTL monitor's settings and counters.
-    pub ttl: crate::ttl::TtlState,
+    ttl: crate::ttl::TtlState,
     /// Set once the server stops accepting work; background threads end.
-    pub stopping: std::sync::atomic::AtomicBool,
+    stopping: std::sync::atomic::AtomicBool,
     /// Notified by the `shutdown` command.
-    pub shutdown: tokio::sync::Notify,
+    shutdown: tokio::sync::Notify,
     /// `fsync` with `lock: true`.
-    pub fsync_lock: crate::monitor::FsyncLock,
+    fsync_lock: crate::monitor::FsyncLock,
     /// Profiling levels (`profile`).
-    pub profiler: crate::monitor::Profiler,
+    profiler: crate::monitor::Profiler,
     /// `top` counters.
-    pub top: crate::monitor::Top,
+    top: crate::monitor::Top,
     /// Users, and whether `--auth` checks commands against their roles.
-    pub auth: crate::auth::Auth,
+    auth: crate::auth::Auth,
     /// `--tlsMode` and the loaded certificate.
-    pub tls: crate::tls::Tls,
+    tls: crate::tls::Tls,
     /// The free-space red zone.
-    pub redzone: crate::redzone::RedZone,
+    redzone: crate::redzone::RedZone,
 }
 
 impl Server {
@@ -131,8 +160,7 @@ impl Server {
             fast,
             started: Instant::now(),
             process_id: bson::oid::ObjectId::new(),
-            conns_current: AtomicU64::new(0),
-            conns_total: AtomicU64::new(0),
+            conns: Connections::default(),
             ops: OpCounters::default(),
             net: NetCounters::default(),
             recent_log: Mutex::new(VecDeque::new()),
@@ -148,6 +176,141 @@ impl Server {
             tls,
             redzone,
         }
+    }
+
+    /// The command line and configuration file, as loaded.
+    pub(crate) fn cfg(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The document store.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The store, once nothing else holds the server (to close it).
+    pub(crate) fn into_store(self) -> Store {
+        self.store
+    }
+
+    /// Open cursors.
+    pub(crate) fn cursors(&self) -> &Cursors {
+        &self.cursors
+    }
+
+    /// The fast-update registry.
+    pub(crate) fn fast(&self) -> &Arc<FastUpdates> {
+        &self.fast
+    }
+
+    /// How long the server has run.
+    pub(crate) fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// This process's id in `hello`'s topologyVersion.
+    pub(crate) fn process_id(&self) -> bson::oid::ObjectId {
+        self.process_id
+    }
+
+    /// Connection counters.
+    pub(crate) fn conns(&self) -> &Connections {
+        &self.conns
+    }
+
+    /// `serverStatus.opcounters`.
+    pub(crate) fn ops(&self) -> &OpCounters {
+        &self.ops
+    }
+
+    /// Network traffic counters.
+    pub(crate) fn net(&self) -> &NetCounters {
+        &self.net
+    }
+
+    /// The last 1,024 log lines, oldest first, for `getLog`.
+    pub(crate) fn recent_log(&self) -> Vec<String> {
+        self.recent_log.lock().iter().cloned().collect()
+    }
+
+    /// Operations in flight and open connections.
+    pub(crate) fn inprog(&self) -> &Ops {
+        &self.inprog
+    }
+
+    /// The replica set, under `--replSet`.
+    pub(crate) fn repl(&self) -> Option<&ReplSet> {
+        self.repl.as_ref()
+    }
+
+    /// Logical sessions and their transactions.
+    pub(crate) fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// Every view.
+    pub(crate) fn views(&self) -> &crate::views::Views {
+        &self.views
+    }
+
+    /// The TTL monitor's settings and counters.
+    pub(crate) fn ttl(&self) -> &crate::ttl::TtlState {
+        &self.ttl
+    }
+
+    /// The `fsync` write lock.
+    pub(crate) fn fsync_lock(&self) -> &crate::monitor::FsyncLock {
+        &self.fsync_lock
+    }
+
+    /// Profiling levels.
+    pub(crate) fn profiler(&self) -> &crate::monitor::Profiler {
+        &self.profiler
+    }
+
+    /// `top` counters.
+    pub(crate) fn top(&self) -> &crate::monitor::Top {
+        &self.top
+    }
+
+    /// Users and roles.
+    pub(crate) fn auth(&self) -> &crate::auth::Auth {
+        &self.auth
+    }
+
+    /// The TLS mode and certificate.
+    pub(crate) fn tls(&self) -> &crate::tls::Tls {
+        &self.tls
+    }
+
+    /// The free-space red zone.
+    pub(crate) fn redzone(&self) -> &crate::redzone::RedZone {
+        &self.redzone
+    }
+
+    /// Stop accepting work: background threads end.
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// The `shutdown` command: wakes whoever waits in `shutdown_requested`.
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown.notify_one();
+    }
+
+    /// Resolves when the `shutdown` command has run.
+    pub(crate) async fn shutdown_requested(&self) {
+        self.shutdown.notified().await;
+    }
+
+    /// Sets `transactionLifetimeLimitSeconds`; returns the old value.
+    pub(crate) fn set_txn_lifetime_s(&self, secs: u64) -> u64 {
+        self.txn_lifetime_s.swap(secs, Ordering::Relaxed)
+    }
+
+    /// Sets `maxTransactionLockRequestTimeoutMillis`; returns the old value.
+    pub(crate) fn set_txn_lock_wait_ms(&self, ms: u64) -> u64 {
+        self.txn_lock_wait_ms.swap(ms, Ordering::Relaxed)
     }
 
     /// Whether the server is shutting down.

@@ -223,7 +223,7 @@ fn parse_read_concern(rc: Option<&Document>, now: Option<Timestamp>) -> QResult<
 
 /// The current cluster time of a replica set; `None` on a standalone.
 fn cluster_now(s: &Server) -> Option<Timestamp> {
-    s.repl.as_ref().map(|r| r.now())
+    s.repl().map(|r| r.now())
 }
 
 /// Run `req` in the session mode its fields ask for (step 7 of `crate::request`): the
@@ -235,7 +235,7 @@ pub(crate) fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
         Ok(a) => a,
         Err(e) => return Outcome::err(e),
     };
-    if s.repl.is_none() && args.txn_number.is_some() {
+    if s.repl().is_none() && args.txn_number.is_some() {
         return Outcome::err(QueryError::illegal_operation(
             "Transaction numbers are only allowed on a replica set member or mongos",
         ));
@@ -247,13 +247,13 @@ pub(crate) fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
             )));
         }
         if let Some(lsid) = args.lsid {
-            if let Err(e) = s.sessions.touch(lsid) {
+            if let Err(e) = s.sessions().touch(lsid) {
                 return Outcome::err(e);
             }
         }
         return plain(s, req, conn, args.read_concern);
     };
-    let mut sess = match s.sessions.checkout(lsid) {
+    let mut sess = match s.sessions().checkout(lsid) {
         Ok(g) => g,
         Err(e) => return Outcome::err(e),
     };
@@ -289,11 +289,11 @@ fn plain(s: &Server, req: &Request<'_>, conn: &ConnInfo, rc: Option<&Document>) 
                 "Command {name} does not support {{ readConcern: {{ level: \"snapshot\" }} }} outside a transaction"
             )));
         }
-        let Some(rs) = &s.repl else {
+        let Some(rs) = &s.repl() else {
             return Outcome::err(QueryError::internal("snapshot read without a replica set"));
         };
         let (snap, t) = match rc.at {
-            Some(t) => match s.sessions.snapshot_at(t) {
+            Some(t) => match s.sessions().snapshot_at(t) {
                 Some(snap) => (snap, t),
                 None => {
                     return Outcome::err(QueryError::snapshot_too_old(format!(
@@ -303,9 +303,9 @@ fn plain(s: &Server, req: &Request<'_>, conn: &ConnInfo, rc: Option<&Document>) 
                 }
             },
             None => {
-                let snap = s.store.snapshot();
+                let snap = s.store().snapshot();
                 let t = rs.tick();
-                s.sessions.keep_snapshot(t, snap.clone());
+                s.sessions().keep_snapshot(t, snap.clone());
                 (snap, t)
             }
         };
@@ -328,7 +328,7 @@ fn after_write(s: &Server, writes: bool, cmd: &Document, mut body: Document) -> 
     }
     let wc = write_concern(cmd)?;
     if wc.durable {
-        s.store.sync_log().map_err(coll_err)?;
+        s.store().sync_log().map_err(coll_err)?;
     }
     if let Some(e) = wc.unsatisfiable {
         body.insert("writeConcernError", e);
@@ -420,7 +420,7 @@ fn retryable(
         )));
     }
     sess.number = number;
-    let record = match s.store.get_or_create(RETRY_NS) {
+    let record = match s.store().get_or_create(RETRY_NS) {
         Ok(c) => c,
         Err(e) => return Outcome::err(coll_err(e)),
     };
@@ -451,7 +451,7 @@ fn retryable(
     let deadline = Instant::now() + NON_TXN_LOCK_WAIT;
     let mut pause = Duration::from_micros(100);
     loop {
-        let txn = match s.store.begin(TxnKind::Retryable, NON_TXN_LOCK_WAIT) {
+        let txn = match s.store().begin(TxnKind::Retryable, NON_TXN_LOCK_WAIT) {
             Ok(t) => t,
             Err(e) => return Outcome::err(coll_err(e)),
         };
@@ -564,7 +564,7 @@ fn statement(
         }
         sess.abort("a newer transaction started");
         sess.number = number;
-        match s.store.begin(TxnKind::Multi, s.txn_lock_wait()) {
+        match s.store().begin(TxnKind::Multi, s.txn_lock_wait()) {
             Ok(txn) => {
                 sess.txn = TxnState::Active(Box::new(Active {
                     txn,

@@ -62,7 +62,7 @@ pub(crate) fn spawn(server: &Arc<Server>) {
             let mut slept = Duration::ZERO;
             loop {
                 let Some(s) = weak.upgrade() else { return };
-                let want = Duration::from_secs(s.ttl.sleep_secs.load(Ordering::Relaxed).max(1));
+                let want = Duration::from_secs(s.ttl().sleep_secs.load(Ordering::Relaxed).max(1));
                 drop(s);
                 if slept >= want {
                     break;
@@ -72,7 +72,7 @@ pub(crate) fn spawn(server: &Arc<Server>) {
                 slept += step;
             }
             let Some(s) = weak.upgrade() else { return };
-            if s.ttl.enabled.load(Ordering::Relaxed) && !s.shutting_down() {
+            if s.ttl().enabled.load(Ordering::Relaxed) && !s.shutting_down() {
                 pass(&s);
             }
         });
@@ -83,11 +83,11 @@ pub(crate) fn spawn(server: &Arc<Server>) {
 
 /// One pass over every TTL index.
 pub(crate) fn pass(s: &Server) {
-    s.ttl.passes.fetch_add(1, Ordering::Relaxed);
-    s.ttl.sub_passes.fetch_add(1, Ordering::Relaxed);
+    s.ttl().passes.fetch_add(1, Ordering::Relaxed);
+    s.ttl().sub_passes.fetch_add(1, Ordering::Relaxed);
     let now = bson::DateTime::now().timestamp_millis();
-    for db in s.store.list_databases() {
-        for (name, c) in s.store.list_collections(&db) {
+    for db in s.store().list_databases() {
+        for (name, c) in s.store().list_collections(&db) {
             let ns = format!("{db}.{name}");
             for ix in c.indexes() {
                 let Some(secs) = ix.spec.expire_after_secs else {
@@ -114,7 +114,7 @@ fn expire(s: &Server, ns: &str, index: &str, filter: &Document) {
         }
         match crate::commands::delete_batch(s, ns, filter, BATCH) {
             Ok(n) => {
-                s.ttl.deleted.fetch_add(n as u64, Ordering::Relaxed);
+                s.ttl().deleted.fetch_add(n as u64, Ordering::Relaxed);
                 if n > 0 {
                     tracing::debug!(ns, index, deleted = n, "TTL deletes");
                 }

@@ -157,10 +157,10 @@ pub(crate) fn sasl_start(
     let first = ClientFirst::parse(&bytes).map_err(|e| match e {
         ScramError::Protocol(m) | ScramError::Failed(m) => QueryError::bad_value(m),
     })?;
-    let user = s.auth.users.get(db, &first.user);
+    let user = s.auth().users.get(db, &first.user);
     let cred = match user.as_ref().and_then(|u| u.credential(mech)) {
         Some(c) => c.clone(),
-        None => Credential::decoy(mech, &s.auth.secret, &format!("{db}.{}", first.user)),
+        None => Credential::decoy(mech, &s.auth().secret, &format!("{db}.{}", first.user)),
     };
     let skip_empty = cmd
         .get_document("options")
@@ -204,7 +204,7 @@ pub(crate) fn sasl_continue(
         }) => {
             let mech = pending.mech;
             let known = s
-                .auth
+                .auth()
                 .users
                 .get(&db, &user)
                 .is_some_and(|u| u.credential(mech).is_some());
@@ -259,7 +259,7 @@ pub(crate) fn sasl_continue(
 pub(crate) fn hello_fields(s: &Server, conn: &ConnInfo, cmd: &Document, out: &mut Document) {
     if let Ok(name) = cmd.get_str("saslSupportedMechs") {
         if let Some((db, user)) = name.split_once('.') {
-            if let Some(u) = s.auth.users.get(db, user) {
+            if let Some(u) = s.auth().users.get(db, user) {
                 out.insert("saslSupportedMechs", u.mechanisms());
             }
         }
@@ -278,7 +278,7 @@ pub(crate) fn hello_fields(s: &Server, conn: &ConnInfo, cmd: &Document, out: &mu
                         .ok()
                         .and_then(|p| ClientFirst::parse(&p).ok()),
                 )
-                .and_then(|(m, first)| s.auth.users.get(db, &first.user)?.credential(m).cloned());
+                .and_then(|(m, first)| s.auth().users.get(db, &first.user)?.credential(m).cloned());
             if has_mech.is_none() {
                 return;
             }
@@ -301,7 +301,7 @@ fn from_localhost(conn: &ConnInfo) -> bool {
 fn current_roles(s: &Server, conn: &ConnInfo) -> Option<Vec<Role>> {
     let (db, user) = conn.auth.user()?;
     Some(
-        s.auth
+        s.auth()
             .users
             .get(&db, &user)
             .map(|u| u.roles)
@@ -311,30 +311,33 @@ fn current_roles(s: &Server, conn: &ConnInfo) -> Option<Vec<Role>> {
 
 /// Whether the connection's user may see every database in `listDatabases`.
 pub(crate) fn sees_every_database(s: &Server, conn: &ConnInfo) -> bool {
-    if !s.auth.enabled {
+    if !s.auth().enabled {
         return true;
     }
     let Some(roles) = current_roles(s, conn) else {
         return false;
     };
-    s.auth.roles.closure(&roles).iter().any(Role::any_database)
-        || s.auth.roles.privileges(&roles).iter().any(|p| {
-            matches!(&p.resource, privileges::Resource::Any)
-                || matches!(&p.resource, privileges::Resource::Namespace { db, .. } if db.is_empty())
-        })
+    s.auth()
+        .roles
+        .closure(&roles)
+        .iter()
+        .any(Role::any_database) || s.auth().roles.privileges(&roles).iter().any(|p| {
+        matches!(&p.resource, privileges::Resource::Any)
+            || matches!(&p.resource, privileges::Resource::Namespace { db, .. } if db.is_empty())
+    })
 }
 
 /// The databases the connection's user holds some role on.
 pub(crate) fn role_databases(s: &Server, conn: &ConnInfo) -> Vec<String> {
     let roles = current_roles(s, conn).unwrap_or_default();
     let mut dbs: Vec<String> = s
-        .auth
+        .auth()
         .roles
         .closure(&roles)
         .into_iter()
         .map(|r| r.db)
         .collect();
-    for p in s.auth.roles.privileges(&roles) {
+    for p in s.auth().roles.privileges(&roles) {
         if let privileges::Resource::Namespace { db, .. } = p.resource {
             dbs.push(db);
         }
@@ -353,7 +356,7 @@ pub(crate) fn authorize(
     name: &str,
     cmd: &Document,
 ) -> Result<(), QueryError> {
-    if !s.auth.enabled {
+    if !s.auth().enabled {
         return Ok(());
     }
     let Some(c) = crate::commands::lookup(name) else {
@@ -365,9 +368,9 @@ pub(crate) fn authorize(
     }
     let Some(roles) = current_roles(s, conn) else {
         if c.name == "createUser"
-            && s.auth.users.is_empty()
+            && s.auth().users.is_empty()
             && from_localhost(conn)
-            && s.auth
+            && s.auth()
                 .localhost_bypass
                 .load(std::sync::atomic::Ordering::Relaxed)
         {
@@ -387,7 +390,7 @@ pub(crate) fn authorize(
             continue;
         }
         if !s
-            .auth
+            .auth()
             .roles
             .grant(&roles, w.need, c.name, &w.db, w.coll.as_deref())
         {
@@ -425,7 +428,7 @@ pub(crate) fn auth_info(s: &Server, conn: &ConnInfo, show_privileges: bool) -> D
     let (users, roles) = match conn.auth.user() {
         Some((db, user)) => {
             let roles = s
-                .auth
+                .auth()
                 .users
                 .get(&db, &user)
                 .map(|u| u.roles)
@@ -437,7 +440,7 @@ pub(crate) fn auth_info(s: &Server, conn: &ConnInfo, show_privileges: bool) -> D
     let mut d = doc! {
         "authenticatedUsers": users,
         "authenticatedUserRoles": s
-            .auth
+            .auth()
             .roles
             .closure(&roles)
             .iter()
@@ -445,7 +448,7 @@ pub(crate) fn auth_info(s: &Server, conn: &ConnInfo, show_privileges: bool) -> D
             .collect::<Vec<_>>(),
     };
     if show_privileges {
-        let privs = s.auth.roles.privileges(&roles);
+        let privs = s.auth().roles.privileges(&roles);
         d.insert(
             "authenticatedUserPrivileges",
             privs

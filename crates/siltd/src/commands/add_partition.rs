@@ -13,7 +13,7 @@ pub(super) fn add_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "addPartition")?;
     // A key document of the collection's primary key, checked by the store.
     let new_max = doc_arg(cmd, "newMax")?.cloned();
-    s.store
+    s.store()
         .add_partition(&format!("{db}.{coll}"), new_max)
         .map_err(coll_err)?;
     Ok(Document::new())

@@ -335,7 +335,7 @@ impl WriteStage {
             WriteStage::Out { db, coll } => format!("{db}.{coll}"),
             WriteStage::Merge(m) => format!("{}.{}", m.db, m.coll),
         };
-        s.views.refuse_write(&target)?;
+        s.views().refuse_write(&target)?;
         match self {
             WriteStage::Out { db, coll } => out(s, op, db, coll, docs),
             WriteStage::Merge(m) => m.write(s, op, docs),
@@ -351,10 +351,10 @@ fn out(s: &Server, op: &Ctx, db: &str, coll: &str, docs: Vec<Document>) -> QResu
         std::process::id(),
         TMP_SEQ.fetch_add(1, Ordering::Relaxed)
     );
-    let existing = s.store.get(&target);
+    let existing = s.store().get(&target);
     let options = existing.as_ref().map(|c| c.options()).unwrap_or_default();
     let result = (|| -> QResult<()> {
-        let t = s.store.create(&tmp, options).map_err(coll_err)?;
+        let t = s.store().create(&tmp, options).map_err(coll_err)?;
         if let Some(c) = &existing {
             let keep: Vec<silt_collection::IndexSpec> = c
                 .indexes()
@@ -363,21 +363,21 @@ fn out(s: &Server, op: &Ctx, db: &str, coll: &str, docs: Vec<Document>) -> QResu
                 .map(|ix| ix.spec.clone())
                 .collect();
             if !keep.is_empty() {
-                s.store.create_indexes(&tmp, keep).map_err(coll_err)?;
+                s.store().create_indexes(&tmp, keep).map_err(coll_err)?;
             }
         }
         let t = s
-            .store
+            .store()
             .get(&tmp)
             .ok_or_else(|| QueryError::internal("the $out temporary collection vanished"))?;
         for d in docs {
             let d = prepare_insert(d)?;
             op.insert(&t, &d).map_err(coll_err)?;
         }
-        s.store.rename(&tmp, &target, true).map_err(coll_err)
+        s.store().rename(&tmp, &target, true).map_err(coll_err)
     })();
     if result.is_err() {
-        let _ = s.store.drop_collection(&tmp);
+        let _ = s.store().drop_collection(&tmp);
     }
     result
 }
@@ -385,7 +385,7 @@ fn out(s: &Server, op: &Ctx, db: &str, coll: &str, docs: Vec<Document>) -> QResu
 impl Merge {
     fn write(&self, s: &Server, op: &Ctx, docs: Vec<Document>) -> QResult<()> {
         let ns = format!("{}.{}", self.db, self.coll);
-        let target = s.store.get(&ns);
+        let target = s.store().get(&ns);
         // The unique index that backs `on`: its name and key pattern name a duplicate.
         let backing: (String, Document) = if self.on == ["_id"] {
             ("_id_".into(), doc! { "_id": 1 })
@@ -476,7 +476,7 @@ impl Merge {
                 }
                 WhenNotMatched::Insert => {
                     let d = prepare_insert(d)?;
-                    let c = s.store.get_or_create(&ns).map_err(coll_err)?;
+                    let c = s.store().get_or_create(&ns).map_err(coll_err)?;
                     op.insert(&c, &d).map_err(coll_err)?;
                 }
             }
@@ -521,11 +521,11 @@ impl Merge {
 
 /// Drop `$out` temporary collections a crash left behind.
 pub(crate) fn drop_leftovers(s: &Server) {
-    for db in s.store.list_databases() {
-        for (name, _) in s.store.list_collections(&db) {
+    for db in s.store().list_databases() {
+        for (name, _) in s.store().list_collections(&db) {
             if name.starts_with(TMP_PREFIX) {
                 let ns = format!("{db}.{name}");
-                match s.store.drop_collection(&ns) {
+                match s.store().drop_collection(&ns) {
                     Ok(_) => tracing::info!(ns, "dropped a leftover $out temporary collection"),
                     Err(e) => {
                         tracing::warn!(ns, error = %e, "cannot drop a leftover $out collection")

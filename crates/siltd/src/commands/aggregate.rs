@@ -28,7 +28,7 @@ struct DbContext<'a> {
 
 impl silt_query::agg::AggContext for DbContext<'_> {
     fn scan_collection(&self, coll: &str) -> QResult<Vec<Document>> {
-        let Some(c) = self.s.store.get(&format!("{}.{coll}", self.db)) else {
+        let Some(c) = self.s.store().get(&format!("{}.{coll}", self.db)) else {
             return Ok(Vec::new());
         };
         let snap = self.snap.clone().unwrap_or_else(|| c.snapshot());
@@ -116,10 +116,10 @@ fn reply(s: &Server, ns: &str, cursor_opts: &Document, out: Vec<Document>) -> Cm
     if batch.is_some_and(|b| b < 0) {
         return Err(QueryError::bad_value("batchSize must be non-negative"));
     }
-    let (docs, id) = s.cursors.first_batch(
+    let (docs, id) = s.cursors().first_batch(
         ns,
         Box::new(VecSource(out.into())),
-        batch.map(|b| b as usize),
+        batch.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
         false,
     )?;
     Ok(cursor_reply(ns, docs, id, true))
@@ -165,12 +165,12 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document], op: &Ctx) -
             }
         }
     }
-    if s.auth.enabled && !all_users {
+    if s.auth().enabled && !all_users {
         opts.only_user = op.auth.user();
     }
     let cursor_opts = cursor_arg(cmd)?;
     let pipeline = silt_query::agg::parse_pipeline(&stages[1..])?;
-    let ops = s.inprog.report(&host(s), opts);
+    let ops = s.inprog().report(&host(s), opts);
     let ctx = DbContext {
         s,
         db: "admin",
@@ -226,7 +226,7 @@ fn db_aggregate(
             if named {
                 Vec::new()
             } else {
-                s.sessions
+                s.sessions()
                     .list()
                     .into_iter()
                     .map(|(lsid, used)| {
@@ -282,7 +282,7 @@ fn aggregate_collection(
         Some((_, c)) => (c.to_string(), ns.clone()),
         None => (ns.clone(), ns.clone()),
     };
-    let (ns, stages) = match s.views.resolve(db, &coll)? {
+    let (ns, stages) = match s.views().resolve(db, &coll)? {
         Some((source, mut pre)) => {
             pre.extend(stages);
             (format!("{db}.{source}"), pre)
@@ -308,7 +308,7 @@ pub(super) fn view_docs(
     op: &Ctx,
 ) -> QResult<Vec<Document>> {
     let (source, mut all) = s
-        .views
+        .views()
         .resolve(db, coll)?
         .ok_or_else(|| QueryError::internal(format!("{db}.{coll} is not a view")))?;
     all.extend(stages);
@@ -354,7 +354,7 @@ fn pipeline_docs(
                 );
             }
             if spec.contains_key("count") {
-                let n = match s.store.get(&ns) {
+                let n = match s.store().get(&ns) {
                     Some(c) => c.count().map_err(coll_err)?,
                     None => {
                         return Err(QueryError::namespace_not_found(format!(
@@ -399,7 +399,7 @@ fn pipeline_docs(
         pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
     } else {
         let filter = pipeline.leading_match().cloned().unwrap_or_default();
-        match s.store.get(&ns) {
+        match s.store().get(&ns) {
             Some(c) => {
                 let matcher = Arc::new(new_matcher(&filter)?);
                 match count_shape(&stages) {

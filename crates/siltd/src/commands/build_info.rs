@@ -12,7 +12,7 @@ pub(super) fn build_info() -> CmdResult {
         "versionArray": [7, 0, 0, 0],
         "bits": 64,
         "debug": cfg!(debug_assertions),
-        "maxBsonObjectSize": silt_wire::MAX_BSON_OBJECT_BYTES as i32,
+        "maxBsonObjectSize": crate::num::int32(silt_wire::MAX_BSON_OBJECT_BYTES),
         "modules": [],
         "allocator": "system",
         "javascriptEngine": "none",

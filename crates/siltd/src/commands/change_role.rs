@@ -16,9 +16,9 @@ pub(super) fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) ->
         "revokeRolesFromRole"
     };
     let mut def = defined(s, db, role_name(cmd, command)?)?;
-    let roles = parse_roles(cmd.get("roles"), db, command, &s.auth.roles)?;
+    let roles = parse_roles(cmd.get("roles"), db, command, &s.auth().roles)?;
     grant_or_revoke(&mut def.roles, roles, grant);
-    s.auth.roles.put(&s.store, def, false)?;
+    s.auth().roles.put(s.store(), def, false)?;
     Ok(Document::new())
 }
 
@@ -36,6 +36,6 @@ pub(super) fn change_privileges(s: &Server, db: &str, cmd: &Document, grant: boo
     } else {
         privileges::subtract(&mut def.privileges, &given);
     }
-    s.auth.roles.put(&s.store, def, false)?;
+    s.auth().roles.put(s.store(), def, false)?;
     Ok(Document::new())
 }

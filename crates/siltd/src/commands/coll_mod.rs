@@ -12,7 +12,7 @@ use crate::views::{View, SYSTEM_VIEWS};
 pub(super) fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "collMod")?;
     let ns = format!("{db}.{coll}");
-    if s.views.is_view(&ns) {
+    if s.views().is_view(&ns) {
         return modify_view(s, db, &ns, cmd, op);
     }
     if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
@@ -20,7 +20,7 @@ pub(super) fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
             "{ns} is a collection, not a view: 'viewOn' and 'pipeline' only apply to views"
         )));
     }
-    let Some(c) = s.store.get(&ns) else {
+    let Some(c) = s.store().get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns does not exist: {ns}"
         )));
@@ -38,7 +38,7 @@ pub(super) fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
         let mut options = c.options();
         super::create::add_validation_options(cmd, &mut options)?;
         super::create::pre_and_post_images(cmd, "collMod", &mut options)?;
-        s.store.set_options(&ns, options).map_err(coll_err)?;
+        s.store().set_options(&ns, options).map_err(coll_err)?;
     }
     if let Some(ix) = cmd.get("index") {
         let Bson::Document(ix) = ix else {
@@ -108,7 +108,7 @@ pub(super) fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
             ));
         }
         let (old, new) = s
-            .store
+            .store()
             .modify_index(&ns, &name, |spec| {
                 if let Some(e) = expire {
                     if spec.fields.len() != 1 || spec.fields[0].0 == "_id" {
@@ -167,7 +167,7 @@ fn modify_view(s: &Server, db: &str, ns: &str, cmd: &Document, op: &Ctx) -> CmdR
         ));
     };
     let pipeline = super::create::view_pipeline(Some(p))?;
-    if s.views.would_cycle(db, ns, view_on) {
+    if s.views().would_cycle(db, ns, view_on) {
         return Err(QueryError::coded(
             5,
             "GraphContainsCycle",
@@ -177,7 +177,7 @@ fn modify_view(s: &Server, db: &str, ns: &str, cmd: &Document, op: &Ctx) -> CmdR
     let view = View {
         view_on: view_on.clone(),
         pipeline,
-        collation: s.views.get(ns).and_then(|v| v.collation),
+        collation: s.views().get(ns).and_then(|v| v.collation),
     };
     let spec = silt_query::update::UpdateSpec::Replacement(view.to_doc(ns));
     super::modify::update_docs(
@@ -192,6 +192,6 @@ fn modify_view(s: &Server, db: &str, ns: &str, cmd: &Document, op: &Ctx) -> CmdR
         None,
     )
     .map_err(|f| f.into_error())?;
-    s.views.put(ns, view);
+    s.views().put(ns, view);
     Ok(Document::new())
 }

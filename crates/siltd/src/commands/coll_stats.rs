@@ -7,9 +7,13 @@ use super::common::{coll_arg, scale_arg};
 use crate::state::{CmdResult, Server};
 
 /// The storage figures of one collection (for `collStats` and `$collStats`).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a whole-number double option saturates as mongod reads it"
+)]
 pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, QueryError> {
     let c = s
-        .store
+        .store()
         .get(ns)
         .ok_or_else(|| QueryError::namespace_not_found(format!("Collection [{ns}] not found.")))?;
     let st = c.stats();
@@ -44,7 +48,7 @@ pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document
         out.insert("maxSize", num("size") / scale);
     }
     out.extend(doc! {
-        "nindexes": (st.index_sizes.len() + 1) as i32,
+        "nindexes": crate::num::int32(st.index_sizes.len() + 1),
         "indexDetails": {},
         "indexBuilds": [],
         "totalIndexSize": st.total_index_size as i64 / scale,

@@ -43,7 +43,7 @@ pub(crate) fn effective_collation(
     d: &Document,
 ) -> QResult<Option<Arc<Collation>>> {
     // A view reads under its own collation, and a command may only repeat it.
-    if let Some(v) = ns.and_then(|ns| s.views.get(ns)) {
+    if let Some(v) = ns.and_then(|ns| s.views().get(ns)) {
         let own = match &v.collation {
             Some(c) => Collation::parse(&bson::Bson::Document(c.clone()))?,
             None => None,
@@ -64,7 +64,7 @@ pub(crate) fn effective_collation(
         return collation_arg(d);
     }
     Ok(ns
-        .and_then(|ns| s.store.get(ns))
+        .and_then(|ns| s.store().get(ns))
         .and_then(|c| c.default_collation().cloned()))
 }
 
@@ -95,6 +95,10 @@ pub(super) fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
 }
 
 /// An optional non-negative integer argument.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is whole and finite; out of range it saturates, as mongod clamps"
+)]
 pub(super) fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
     let v = match cmd.get(name) {
         None | Some(Bson::Null) => return Ok(None),
@@ -161,7 +165,7 @@ pub(super) fn new_matcher(filter: &Document) -> QResult<Matcher> {
 }
 
 pub(super) fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
-    Ok(non_negative(cmd, "batchSize")?.map(|b| b as usize))
+    Ok(non_negative(cmd, "batchSize")?.map(|b| usize::try_from(b).unwrap_or(usize::MAX)))
 }
 
 pub(super) fn scale_arg(cmd: &Document) -> Result<i64, QueryError> {
@@ -189,7 +193,7 @@ pub(super) fn hostname() -> String {
 
 /// `host:port`, as MongoDB names itself in `serverStatus` and `currentOp`.
 pub(super) fn host(s: &Server) -> String {
-    format!("{}:{}", hostname(), s.cfg.port)
+    format!("{}:{}", hostname(), s.cfg().port)
 }
 
 pub(super) fn admin_only(db: &str, name: &str) -> Result<(), QueryError> {

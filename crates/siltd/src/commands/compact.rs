@@ -12,11 +12,11 @@ use crate::state::{CmdResult, Server};
 pub(super) fn compact(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "compact")?;
     let ns = format!("{db}.{coll}");
-    let Some(c) = s.store.get(&ns) else {
+    let Some(c) = s.store().get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "collection does not exist: {ns}"
         )));
     };
-    let freed = s.store.compact(&c).map_err(coll_err)?;
+    let freed = s.store().compact(&c).map_err(coll_err)?;
     Ok(doc! { "bytesFreed": freed as i64 })
 }

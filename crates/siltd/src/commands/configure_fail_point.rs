@@ -19,8 +19,12 @@ use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a simulated disk reading; a double saturates into u64"
+)]
 pub(super) fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdResult {
-    if !s.cfg.test_commands {
+    if !s.cfg().test_commands {
         return Err(QueryError::command_not_found(
             "no such command: 'configureFailPoint'",
         ));
@@ -64,23 +68,23 @@ pub(super) fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdR
             }
             _ => None,
         };
-        s.redzone.simulate(reading);
+        s.redzone().simulate(reading);
         return Ok(doc! { "count": 0 });
     }
     let was = match name {
-        "siltFastUpdatePanic" => s.fast.fail_panic.swap(on, Ordering::AcqRel),
+        "siltFastUpdatePanic" => s.fast().fail_panic.swap(on, Ordering::AcqRel),
         "siltEngineWorkerPanic" => s
-            .store
+            .store()
             .fail_points()
             .worker_panic
             .swap(on, Ordering::AcqRel),
         "siltPartitionAddCrash" => s
-            .store
+            .store()
             .crash_points()
             .partition_add
             .swap(on, Ordering::AcqRel),
         "siltPartitionDropCrash" => s
-            .store
+            .store()
             .crash_points()
             .partition_drop
             .swap(on, Ordering::AcqRel),

@@ -18,7 +18,7 @@ use crate::state::{CmdResult, Server};
 pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "count")?;
     let ns = format!("{db}.{coll}");
-    s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
+    s.ops().query.fetch_add(1, AtomicOrdering::Relaxed);
     let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
     let skip = int_arg(cmd, "skip")?.unwrap_or(0);
     if skip < 0 {
@@ -28,7 +28,7 @@ pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult
     }
     let limit = int_arg(cmd, "limit")?.unwrap_or(0).unsigned_abs();
     check_hint(cmd)?;
-    if s.views.is_view(&ns) {
+    if s.views().is_view(&ns) {
         // On a view: count what its pipeline and the filter yield.
         let mut stages = vec![doc! { "$match": filter }];
         if skip > 0 {
@@ -40,7 +40,7 @@ pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult
         let n = super::aggregate::view_docs(s, db, &coll, cmd, stages, op)?.len();
         return Ok(doc! { "n": i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32) });
     }
-    let Some(c) = s.store.get(&ns) else {
+    let Some(c) = s.store().get(&ns) else {
         return Ok(doc! { "n": 0 });
     };
     let matcher = Arc::new(new_matcher(&filter)?);

@@ -10,12 +10,16 @@ use crate::state::{CmdResult, Server};
 use crate::views::{View, SYSTEM_VIEWS};
 use silt_query::collation::Collation;
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a double size or max saturates into i64, as mongod reads it"
+)]
 pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "create")?;
     if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
         return create_view(s, db, &coll, cmd, op);
     }
-    if s.views.is_view(&format!("{db}.{coll}")) {
+    if s.views().is_view(&format!("{db}.{coll}")) {
         return Err(QueryError::namespace_exists(format!(
             "Namespace {db}.{coll} already exists as a view"
         )));
@@ -192,11 +196,11 @@ pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
         }
     }
     let ns = format!("{db}.{coll}");
-    match s.store.create(&ns, options.clone()) {
+    match s.store().create(&ns, options.clone()) {
         Ok(_) => Ok(Document::new()),
         // MongoDB 7.0: creating an existing collection with the same options succeeds.
         Err(silt_collection::CollError::NamespaceExists(_))
-            if s.store
+            if s.store()
                 .get(&ns)
                 .is_some_and(|c| same_options(&c.options(), &options)) =>
         {
@@ -377,9 +381,9 @@ fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> Cm
         }
     };
     let pipeline = view_pipeline(cmd.get("pipeline"))?;
-    if s.store.get(&ns).is_some() || s.views.is_view(&ns) {
+    if s.store().get(&ns).is_some() || s.views().is_view(&ns) {
         // The same definition again is fine, as for collections.
-        if let Some(v) = s.views.get(&ns) {
+        if let Some(v) = s.views().get(&ns) {
             if v.view_on == view_on && v.pipeline == pipeline && v.collation == collation {
                 return Ok(Document::new());
             }
@@ -388,14 +392,14 @@ fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> Cm
             "Namespace {ns} already exists"
         )));
     }
-    if s.views.would_cycle(db, &ns, &view_on) {
+    if s.views().would_cycle(db, &ns, &view_on) {
         return Err(QueryError::coded(
             5,
             "GraphContainsCycle",
             format!("View cycle detected: {ns} is defined on itself"),
         ));
     }
-    if let Some(under) = s.views.get(&format!("{db}.{view_on}")) {
+    if let Some(under) = s.views().get(&format!("{db}.{view_on}")) {
         if under.collation != collation {
             return Err(QueryError::coded(
                 167,
@@ -412,11 +416,11 @@ fn create_view(s: &Server, db: &str, name: &str, cmd: &Document, op: &Ctx) -> Cm
         collation,
     };
     let sys = s
-        .store
+        .store()
         .get_or_create(&format!("{db}.{SYSTEM_VIEWS}"))
         .map_err(coll_err)?;
     op.insert(&sys, &view.to_doc(&ns)).map_err(coll_err)?;
-    s.views.put(&ns, view);
+    s.views().put(&ns, view);
     Ok(Document::new())
 }
 

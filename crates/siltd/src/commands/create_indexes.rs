@@ -52,7 +52,7 @@ fn commit_quorum(s: &Server, cmd: &Document) -> Result<(), QueryError> {
     let Some(q) = cmd.get("commitQuorum") else {
         return Ok(());
     };
-    if s.repl.is_none() {
+    if s.repl().is_none() {
         return Err(QueryError::bad_value(
             "Standalones can't specify commitQuorum",
         ));
@@ -91,7 +91,7 @@ fn lower_cpu_priority() {
 pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
-    s.views.refuse_write(&ns)?;
+    s.views().refuse_write(&ns)?;
     let specs = cmd
         .get_array("indexes")
         .map_err(|_| QueryError::type_mismatch("'indexes' must be an array"))?;
@@ -116,7 +116,7 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
     let mut parsed = Vec::new();
     // An index that names no collation takes the collection's default.
     let default = s
-        .store
+        .store()
         .get(&ns)
         .and_then(|c| c.default_collation().cloned());
     for spec in specs {
@@ -214,8 +214,8 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
             .spawn_scoped(sc, || {
                 lower_cpu_priority();
                 match &op {
-                    Some(op) => s.store.create_indexes_observed(&ns, parsed, &**op),
-                    None => s.store.create_indexes(&ns, parsed),
+                    Some(op) => s.store().create_indexes_observed(&ns, parsed, &**op),
+                    None => s.store().create_indexes(&ns, parsed),
                 }
             })
             .map_err(|e| QueryError::internal(format!("cannot start an index build: {e}")))?
@@ -224,8 +224,8 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
     })?
     .map_err(coll_err)?;
     let mut r = doc! {
-        "numIndexesBefore": out.before as i32,
-        "numIndexesAfter": out.after as i32,
+        "numIndexesBefore": crate::num::int32(out.before),
+        "numIndexesAfter": crate::num::int32(out.after),
         "createdCollectionAutomatically": out.created_collection,
     };
     if out.after == out.before {

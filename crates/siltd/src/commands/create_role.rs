@@ -73,7 +73,7 @@ pub(super) fn defined(s: &Server, db: &str, name: &str) -> Result<RoleDef, Query
             "Cannot modify built-in role: {name}@{db}"
         )));
     }
-    s.auth.roles.get(&r).ok_or_else(|| role_not_found(&r))
+    s.auth().roles.get(&r).ok_or_else(|| role_not_found(&r))
 }
 
 pub(super) fn create_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -94,10 +94,10 @@ pub(super) fn create_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         role: name.into(),
         db: db.into(),
         privileges: parse_privileges(cmd.get("privileges"), db, "createRole")?,
-        roles: parse_roles(cmd.get("roles"), db, "createRole", &s.auth.roles)?,
+        roles: parse_roles(cmd.get("roles"), db, "createRole", &s.auth().roles)?,
         restrictions: restrictions(cmd, "createRole")?.unwrap_or_default(),
     };
-    s.auth.roles.put(&s.store, def, true)?;
+    s.auth().roles.put(s.store(), def, true)?;
     Ok(Document::new())
 }
 
@@ -116,11 +116,11 @@ pub(super) fn update_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         def.privileges = parse_privileges(privileges, db, "updateRole")?;
     }
     if roles.is_some() {
-        def.roles = parse_roles(roles, db, "updateRole", &s.auth.roles)?;
+        def.roles = parse_roles(roles, db, "updateRole", &s.auth().roles)?;
     }
     if let Some(r) = restr {
         def.restrictions = r;
     }
-    s.auth.roles.put(&s.store, def, false)?;
+    s.auth().roles.put(s.store(), def, false)?;
     Ok(Document::new())
 }

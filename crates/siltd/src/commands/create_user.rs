@@ -115,7 +115,7 @@ pub(super) fn create_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let Some(pwd) = password(cmd)? else {
         return Err(QueryError::bad_value("Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db"));
     };
-    let roles = parse_roles(cmd.get("roles"), db, "createUser", &s.auth.roles)?;
+    let roles = parse_roles(cmd.get("roles"), db, "createUser", &s.auth().roles)?;
     let mechs = mechanisms(cmd)?.unwrap_or(Mech::ALL.to_vec());
     let user = User {
         user: name.to_string(),
@@ -125,7 +125,7 @@ pub(super) fn create_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         custom_data: custom_data(cmd)?,
         user_id: new_user_id(),
     };
-    s.auth.users.put(&s.store, user, true)?;
+    s.auth().users.put(s.store(), user, true)?;
     tracing::info!(user = name, db, "created user");
     Ok(Document::new())
 }

@@ -43,7 +43,7 @@ pub(super) fn current_op(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) 
     let opts = crate::ops::ReportOptions {
         idle_connections: all,
         truncate_ops: true,
-        only_user: if own && s.auth.enabled {
+        only_user: if own && s.auth().enabled {
             conn.auth.user()
         } else {
             None
@@ -51,7 +51,7 @@ pub(super) fn current_op(s: &Server, db: &str, cmd: &Document, conn: &ConnInfo) 
     };
     let m = new_matcher(&filter)?;
     let mut inprog = Vec::new();
-    for d in s.inprog.report(&host(s), opts) {
+    for d in s.inprog().report(&host(s), opts) {
         if m.try_matches(&d)? {
             inprog.push(Bson::Document(d));
         }

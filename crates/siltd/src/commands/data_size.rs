@@ -23,7 +23,7 @@ pub(super) fn data_size(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
             ))
         }
     };
-    let Some(c) = s.store.get(&ns) else {
+    let Some(c) = s.store().get(&ns) else {
         return Ok(doc! { "size": 0i64, "numObjects": 0i64, "millis": 0i64 });
     };
     let min = doc_arg(cmd, "min")?.cloned();
@@ -57,6 +57,6 @@ pub(super) fn data_size(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
     Ok(doc! {
         "size": size as i64,
         "numObjects": n as i64,
-        "millis": started.elapsed().as_millis() as i64,
+        "millis": crate::num::millis(started.elapsed()),
     })
 }

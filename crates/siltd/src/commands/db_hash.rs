@@ -28,7 +28,7 @@ pub(super) fn db_hash(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     };
     let mut colls = Document::new();
     let mut total = Md5::new();
-    let mut list = s.store.list_collections(db);
+    let mut list = s.store().list_collections(db);
     list.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, c) in list {
         if name.starts_with("system.") || only.as_ref().is_some_and(|o| !o.contains(&name)) {
@@ -53,6 +53,6 @@ pub(super) fn db_hash(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         "capped": [],
         "uuids": {},
         "md5": hex(&total.finalize()),
-        "timeMillis": started.elapsed().as_millis() as i64,
+        "timeMillis": crate::num::millis(started.elapsed()),
     })
 }

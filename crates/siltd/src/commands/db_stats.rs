@@ -7,7 +7,7 @@ use crate::state::{CmdResult, Server};
 
 pub(super) fn db_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let scale = scale_arg(cmd)?;
-    let colls = s.store.list_collections(db);
+    let colls = s.store().list_collections(db);
     let t = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
     let avg = t.size.checked_div(t.count).unwrap_or(0);
     Ok(doc! {

@@ -29,12 +29,12 @@ pub(super) fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
-    s.views.refuse_write(&ns)?;
+    s.views().refuse_write(&ns)?;
     let lets = LetVars::parse(cmd.get("let"), "delete", bson::DateTime::now())?;
     let mut n = 0i64;
     let mut errors = Vec::new();
     for (i, st) in stmts.iter().enumerate() {
-        s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
+        s.ops().delete.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> QResult<usize> {
             let collation = effective_collation(s, Some(&ns), st)?;
             let _collation = Collation::scope(collation.as_ref());
@@ -60,7 +60,7 @@ pub(super) fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             }
         }
     }
-    let mut r = doc! { "n": n as i32 };
+    let mut r = doc! { "n": crate::num::int32(n) };
     if !errors.is_empty() {
         r.insert("writeErrors", errors);
     }

@@ -43,13 +43,13 @@ pub(super) fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
             }
         }
     };
-    if s.views.is_view(&ns) {
+    if s.views().is_view(&ns) {
         let docs =
             super::aggregate::view_docs(s, db, &coll, cmd, vec![doc! { "$match": filter }], op)?;
         for d in docs {
             add(d, &mut values);
         }
-    } else if let Some(c) = s.store.get(&ns) {
+    } else if let Some(c) = s.store().get(&ns) {
         let matcher = Arc::new(new_matcher(&filter)?);
         // Read from index entries alone when an index holds the key and the filter's fields.
         let needs = plan::needed_paths(&matcher, None, Some(vec![key.clone()]));

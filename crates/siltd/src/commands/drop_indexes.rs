@@ -15,7 +15,7 @@ pub(super) fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     };
     let coll = coll_arg(db, cmd, name)?;
     let ns = format!("{db}.{coll}");
-    let Some(c) = s.store.get(&ns) else {
+    let Some(c) = s.store().get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns not found {ns}"
         )));
@@ -79,6 +79,6 @@ pub(super) fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ))
         }
     };
-    let was = s.store.drop_indexes(&ns, &names).map_err(coll_err)?;
-    Ok(doc! { "nIndexesWas": was as i32 })
+    let was = s.store().drop_indexes(&ns, &names).map_err(coll_err)?;
+    Ok(doc! { "nIndexesWas": crate::num::int32(was) })
 }

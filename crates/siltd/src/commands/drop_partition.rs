@@ -12,6 +12,10 @@ use super::common::{coll_arg, doc_arg};
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is whole and below 9e15, so it is exact"
+)]
 pub(super) fn drop_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "dropPartition")?;
     let id = match cmd.get("id") {
@@ -35,7 +39,7 @@ pub(super) fn drop_partition(s: &Server, db: &str, cmd: &Document) -> CmdResult 
             ))
         }
     };
-    s.store
+    s.store()
         .drop_partition(&format!("{db}.{coll}"), which)
         .map_err(coll_err)?;
     Ok(Document::new())

@@ -12,11 +12,11 @@ use crate::state::{CmdResult, Server};
 fn forget(s: &Server, gone: &[RoleDef]) -> Result<(), QueryError> {
     for g in gone {
         let name = g.name();
-        s.auth.roles.forget(&s.store, &name)?;
-        for mut u in s.auth.users.list(None) {
+        s.auth().roles.forget(s.store(), &name)?;
+        for mut u in s.auth().users.list(None) {
             if u.roles.contains(&name) {
                 u.roles.retain(|r: &Role| *r != name);
-                s.auth.users.put(&s.store, u, false)?;
+                s.auth().users.put(s.store(), u, false)?;
             }
         }
     }
@@ -25,13 +25,16 @@ fn forget(s: &Server, gone: &[RoleDef]) -> Result<(), QueryError> {
 
 pub(super) fn drop_role(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let def = defined(s, db, role_name(cmd, "dropRole")?)?;
-    let gone = s.auth.roles.remove(&s.store, db, |r| r.role == def.role)?;
+    let gone = s
+        .auth()
+        .roles
+        .remove(s.store(), db, |r| r.role == def.role)?;
     forget(s, &gone)?;
     Ok(Document::new())
 }
 
 pub(super) fn drop_all_roles_from_database(s: &Server, db: &str) -> CmdResult {
-    let gone = s.auth.roles.remove(&s.store, db, |_| true)?;
+    let gone = s.auth().roles.remove(s.store(), db, |_| true)?;
     forget(s, &gone)?;
-    Ok(doc! { "n": gone.len() as i32 })
+    Ok(doc! { "n": crate::num::int32(gone.len()) })
 }

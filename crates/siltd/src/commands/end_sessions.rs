@@ -19,7 +19,7 @@ pub(super) fn end_sessions(s: &Server, cmd: &Document) -> CmdResult {
                     _ => None,
                 })
                 .collect();
-            s.sessions.end(&lsids);
+            s.sessions().end(&lsids);
         }
     }
     Ok(Document::new())

@@ -148,7 +148,7 @@ pub(super) fn explain_command(
     let _collation = silt_query::collation::Collation::scope(collation.as_ref());
     let mut q = query_of(name, inner)?;
     let started = Instant::now();
-    let c = s.store.get(&ns);
+    let c = s.store().get(&ns);
     if let Some(c) = &c {
         q.resolve_natural(c);
     }
@@ -187,7 +187,7 @@ pub(super) fn explain_command(
         Some(doc! {
             "executionSuccess": true,
             "nReturned": n as i64,
-            "executionTimeMillis": started.elapsed().as_millis() as i64,
+            "executionTimeMillis": crate::num::millis(started.elapsed()),
             "totalKeysExamined": keys as i64,
             "totalDocsExamined": docs as i64,
             "executionStages": winning,

@@ -92,14 +92,14 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
 pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "find")?;
     let ns = format!("{db}.{coll}");
-    s.ops.query.fetch_add(1, AtomicOrdering::Relaxed);
+    s.ops().query.fetch_add(1, AtomicOrdering::Relaxed);
     let tailable = bool_arg(cmd, "tailable")?.unwrap_or(false);
     if bool_arg(cmd, "awaitData")?.unwrap_or(false) && !tailable {
         return Err(QueryError::failed_to_parse(
             "Cannot set 'awaitData' without also setting 'tailable'",
         ));
     }
-    if s.views.is_view(&ns) {
+    if s.views().is_view(&ns) {
         return find_on_view(s, db, &coll, cmd, op);
     }
     let q = parse_query(cmd, "filter")?;
@@ -108,10 +108,10 @@ pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult 
     }
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let batch = batch_size_arg(cmd)?;
-    let src = run_query(s.store.get(&ns), q, op)?;
-    let (docs, id) = s.cursors.first_batch(&ns, src, batch, single)?;
+    let src = run_query(s.store().get(&ns), q, op)?;
+    let (docs, id) = s.cursors().first_batch(&ns, src, batch, single)?;
     if id != 0 && bool_arg(cmd, "noCursorTimeout")?.unwrap_or(false) {
-        s.cursors.keep_alive(id);
+        s.cursors().keep_alive(id);
     }
     Ok(cursor_reply(&ns, docs, id, true))
 }
@@ -157,7 +157,7 @@ fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> C
     if bool_arg(cmd, "singleBatch")?.unwrap_or(false) {
         if let Ok(c) = reply.get_document_mut("cursor") {
             if let Some(id) = c.get_i64("id").ok().filter(|id| *id != 0) {
-                s.cursors.kill(id);
+                s.cursors().kill(id);
                 c.insert("id", 0i64);
             }
         }
@@ -168,7 +168,7 @@ fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> C
 /// A tailable cursor (capped collections only): the matching documents in insertion order,
 /// and later ones on later `getMore`s.
 fn tail(s: &Server, ns: &str, q: Query, cmd: &Document) -> CmdResult {
-    let Some(coll) = s.store.get(ns).filter(|c| c.primary_key().is_natural()) else {
+    let Some(coll) = s.store().get(ns).filter(|c| c.primary_key().is_natural()) else {
         return Err(QueryError::bad_value(format!(
             "error processing query: ns={ns}: tailable cursor requested on non capped collection"
         )));
@@ -195,7 +195,7 @@ fn tail(s: &Server, ns: &str, q: Query, cmd: &Document) -> CmdResult {
     };
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let (docs, id) = s
-        .cursors
+        .cursors()
         .first_batch(ns, Box::new(shaped), batch_size_arg(cmd)?, single)?;
     Ok(cursor_reply(ns, docs, id, true))
 }

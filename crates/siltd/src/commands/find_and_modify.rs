@@ -21,7 +21,7 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
     };
     let coll = coll_arg(db, cmd, name)?;
     let ns = format!("{db}.{coll}");
-    s.views.refuse_write(&ns)?;
+    s.views().refuse_write(&ns)?;
     let lets = LetVars::parse(cmd.get("let"), name, bson::DateTime::now())?;
     let query = lets.filter(&doc_arg(cmd, "query")?.cloned().unwrap_or_default());
     let sort = match doc_arg(cmd, "sort")? {
@@ -54,9 +54,9 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
                 "Cannot specify either new=true or upsert=true with remove=true",
             ));
         }
-        s.ops.delete.fetch_add(1, AtomicOrdering::Relaxed);
+        s.ops().delete.fetch_add(1, AtomicOrdering::Relaxed);
         let gone = delete_docs(s, op, &ns, &query, sort.as_ref(), false, cmd.get("hint"))?;
-        let n = gone.len() as i32;
+        let n = crate::num::int32(gone.len());
         doc! {
             "lastErrorObject": { "n": n },
             "value": shape(gone.into_iter().next())?,
@@ -67,7 +67,7 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
                 "Either an update or remove=true must be specified",
             ));
         };
-        s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
+        s.ops().update.fetch_add(1, AtomicOrdering::Relaxed);
         let af = array_filters_arg(cmd)?;
         let spec = update_spec(u, af.as_deref(), &lets)?;
         let r = update_docs(

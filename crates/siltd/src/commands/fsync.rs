@@ -12,10 +12,10 @@ use crate::state::{CmdResult, Server};
 pub(super) fn fsync(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     admin_only(db, "fsync")?;
     let lock = bool_arg(cmd, "lock")?.unwrap_or(false);
-    s.store.checkpoint().map_err(coll_err)?;
+    s.store().checkpoint().map_err(coll_err)?;
     let mut r = doc! { "numFiles": 1 };
     if lock {
-        let n = s.fsync_lock.lock_writes();
+        let n = s.fsync_lock().lock_writes();
         tracing::info!(count = n, "fsync lock taken: writes wait until fsyncUnlock");
         r.insert("lockCount", n as i64);
         r.insert(
@@ -29,7 +29,7 @@ pub(super) fn fsync(s: &Server, db: &str, cmd: &Document) -> CmdResult {
 
 pub(super) fn fsync_unlock(s: &Server, db: &str) -> CmdResult {
     admin_only(db, "fsyncUnlock")?;
-    match s.fsync_lock.unlock_writes() {
+    match s.fsync_lock().unlock_writes() {
         Some(n) => {
             tracing::info!(count = n, "fsync lock released");
             Ok(doc! { "info": "fsyncUnlock completed", "lockCount": n as i64 })

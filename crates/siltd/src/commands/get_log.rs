@@ -9,8 +9,8 @@ pub(super) fn get_log(s: &Server, cmd: &Document) -> CmdResult {
     match cmd.get("getLog") {
         Some(Bson::String(n)) if n == "*" => Ok(doc! { "names": ["global", "startupWarnings"] }),
         Some(Bson::String(n)) if n == "global" => {
-            let lines: Vec<String> = s.recent_log.lock().iter().cloned().collect();
-            Ok(doc! { "totalLinesWritten": lines.len() as i32, "log": lines })
+            let lines: Vec<String> = s.recent_log();
+            Ok(doc! { "totalLinesWritten": crate::num::int32(lines.len()), "log": lines })
         }
         Some(Bson::String(n)) if n == "startupWarnings" => {
             Ok(doc! { "totalLinesWritten": 0, "log": [] })

@@ -21,13 +21,13 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = cmd.get_str("collection").map_err(|_| {
         QueryError::type_mismatch("BSON field 'getMore.collection' must be a string")
     })?;
-    s.ops.getmore.fetch_add(1, AtomicOrdering::Relaxed);
+    s.ops().getmore.fetch_add(1, AtomicOrdering::Relaxed);
     let ns = format!("{db}.{coll}");
     // An awaitData cursor waits up to maxTimeMS (default one second) for new documents.
     let wait = match super::common::int_arg(cmd, "maxTimeMS")? {
         Some(ms) if ms >= 0 => std::time::Duration::from_millis(ms as u64),
         _ => std::time::Duration::from_secs(1),
     };
-    let (docs, id) = s.cursors.get_more(id, &ns, batch_size_arg(cmd)?, wait)?;
+    let (docs, id) = s.cursors().get_more(id, &ns, batch_size_arg(cmd)?, wait)?;
     Ok(cursor_reply(&ns, docs, id, false))
 }

@@ -8,7 +8,7 @@ use silt_query::QueryError;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
-    let fast = s.fast.enabled.load(Ordering::Relaxed);
+    let fast = s.fast().enabled.load(Ordering::Relaxed);
     let all = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get_bool("allParameters").unwrap_or(false));
     let known = |name: &str| -> Option<Bson> {
@@ -26,20 +26,20 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
             "fastUpdates" => Some(Bson::Boolean(fast)),
             "enableLocalhostAuthBypass" => Some(Bson::Boolean(
-                s.auth.localhost_bypass.load(Ordering::Relaxed),
+                s.auth().localhost_bypass.load(Ordering::Relaxed),
             )),
             "transactionLifetimeLimitSeconds" => {
-                Some(Bson::Int32(s.txn_lifetime().as_secs() as i32))
+                Some(Bson::Int32(crate::num::int32(s.txn_lifetime().as_secs())))
             }
-            "maxTransactionLockRequestTimeoutMillis" => {
-                Some(Bson::Int32(s.txn_lock_wait().as_millis() as i32))
-            }
-            "ttlMonitorSleepSecs" => {
-                Some(Bson::Int32(s.ttl.sleep_secs.load(Ordering::Relaxed) as i32))
-            }
-            "ttlMonitorEnabled" => Some(Bson::Boolean(s.ttl.enabled.load(Ordering::Relaxed))),
+            "maxTransactionLockRequestTimeoutMillis" => Some(Bson::Int32(crate::num::int32(
+                s.txn_lock_wait().as_millis(),
+            ))),
+            "ttlMonitorSleepSecs" => Some(Bson::Int32(crate::num::int32(
+                s.ttl().sleep_secs.load(Ordering::Relaxed),
+            ))),
+            "ttlMonitorEnabled" => Some(Bson::Boolean(s.ttl().enabled.load(Ordering::Relaxed))),
             "maxSessions" => Some(Bson::Int32(
-                i32::try_from(s.sessions.max.load(Ordering::Relaxed)).unwrap_or(i32::MAX),
+                i32::try_from(s.sessions().max.load(Ordering::Relaxed)).unwrap_or(i32::MAX),
             )),
             "internalQueryMaxBlockingSortMemoryUsageBytes" => Some(Bson::Int64(
                 silt_query::memory::SORT_LIMIT.load(Ordering::Relaxed) as i64,

@@ -34,7 +34,7 @@ pub(super) fn get_partition_info(s: &Server, db: &str, cmd: &Document) -> CmdRes
     let coll = coll_arg(db, cmd, "getPartitionInfo")?;
     let ns = format!("{db}.{coll}");
     let c = s
-        .store
+        .store()
         .get(&ns)
         .ok_or_else(|| coll_err(silt_collection::CollError::NamespaceNotFound(ns.clone())))?;
     let parts = partitions_doc(&c)?;

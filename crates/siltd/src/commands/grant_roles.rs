@@ -15,11 +15,11 @@ pub(super) fn change_roles(s: &Server, db: &str, cmd: &Document, grant: bool) ->
         "revokeRolesFromUser"
     };
     let name = user_name(cmd, command)?;
-    let roles = parse_roles(cmd.get("roles"), db, command, &s.auth.roles)?;
-    let Some(mut u) = s.auth.users.get(db, name) else {
+    let roles = parse_roles(cmd.get("roles"), db, command, &s.auth().roles)?;
+    let Some(mut u) = s.auth().users.get(db, name) else {
         return Err(not_found(name, db));
     };
     grant_or_revoke(&mut u.roles, roles, grant);
-    s.auth.users.put(&s.store, u, false)?;
+    s.auth().users.put(s.store(), u, false)?;
     Ok(Document::new())
 }

@@ -8,7 +8,7 @@ use crate::state::{CmdResult, Server};
 
 pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if let Ok(meta) = cmd.get_document("client") {
-        s.inprog.set_client_metadata(conn.id, meta);
+        s.inprog().set_client_metadata(conn.id, meta);
     }
     let mut d = Document::new();
     if name == "hello" || cmd.get_bool("helloOk").unwrap_or(false) {
@@ -19,16 +19,25 @@ pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> 
     } else {
         d.insert("ismaster", true);
     }
-    if let Some(rs) = &s.repl {
+    if let Some(rs) = &s.repl() {
         rs.hello_fields(&mut d);
     }
     d.insert(
         "topologyVersion",
-        doc! { "processId": s.process_id, "counter": 0i64 },
+        doc! { "processId": s.process_id(), "counter": 0i64 },
     );
-    d.insert("maxBsonObjectSize", silt_wire::MAX_BSON_OBJECT_BYTES as i32);
-    d.insert("maxMessageSizeBytes", silt_wire::MAX_MESSAGE_BYTES as i32);
-    d.insert("maxWriteBatchSize", silt_wire::MAX_WRITE_BATCH as i32);
+    d.insert(
+        "maxBsonObjectSize",
+        crate::num::int32(silt_wire::MAX_BSON_OBJECT_BYTES),
+    );
+    d.insert(
+        "maxMessageSizeBytes",
+        crate::num::int32(silt_wire::MAX_MESSAGE_BYTES),
+    );
+    d.insert(
+        "maxWriteBatchSize",
+        crate::num::int32(silt_wire::MAX_WRITE_BATCH),
+    );
     d.insert("localTime", bson::DateTime::now());
     d.insert("logicalSessionTimeoutMinutes", 30);
     d.insert(

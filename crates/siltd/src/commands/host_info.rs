@@ -17,7 +17,7 @@ pub(super) fn host_info() -> CmdResult {
             "cpuAddrSize": 64,
             "memSizeMB": mem_mb as i64,
             "memLimitMB": mem_mb as i64,
-            "numCores": cores as i32,
+            "numCores": crate::num::int32(cores),
             "cpuArch": std::env::consts::ARCH,
             "numaEnabled": false,
         },

@@ -33,7 +33,7 @@ pub(super) fn index_stats(s: &Server, ns: &str, spec: &Bson) -> QResult<Vec<Docu
             "The $indexStats stage specification must be an empty object",
         ));
     }
-    let Some(c) = s.store.get(ns) else {
+    let Some(c) = s.store().get(ns) else {
         return Ok(Vec::new());
     };
     let host = super::common::host(s);

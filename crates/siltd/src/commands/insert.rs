@@ -17,8 +17,8 @@ pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     // Insert-or-ignore: documents whose `_id` exists are skipped without an error.
     let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
-    s.views.refuse_write(&ns)?;
-    let c = s.store.get_or_create(&ns).map_err(coll_err)?;
+    s.views().refuse_write(&ns)?;
+    let c = s.store().get_or_create(&ns).map_err(coll_err)?;
     if ignore_dups {
         // The fast path: one insert-if-absent message per document, no read. Taken only when
         // every document keeps the write rules, the collection has no secondary index and
@@ -30,12 +30,12 @@ pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             .collect();
         if let Some(all) = all {
             if let Ok(true) = c.insert_if_absent(&all, op.writer()) {
-                s.ops
+                s.ops()
                     .insert
                     .fetch_add(all.len() as u64, AtomicOrdering::Relaxed);
                 return Ok(doc! {
-                    "n": all.len() as i32,
-                    "fastInserts": { "count": all.len() as i32, "countsAreUnknown": true },
+                    "n": crate::num::int32(all.len()),
+                    "fastInserts": { "count": crate::num::int32(all.len()), "countsAreUnknown": true },
                 });
             }
         }
@@ -43,7 +43,7 @@ pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     let mut n = 0i32;
     let mut errors = Vec::new();
     for (i, d) in docs.into_iter().enumerate() {
-        s.ops.insert.fetch_add(1, AtomicOrdering::Relaxed);
+        s.ops().insert.fetch_add(1, AtomicOrdering::Relaxed);
         let r = prepare_insert(d.clone())
             .map_err(WriteFail::Other)
             .and_then(|d| op.insert(&c, &d).map_err(WriteFail::from));

@@ -18,7 +18,7 @@ pub(super) fn kill_cursors(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             Bson::Int32(i) => i64::from(*i),
             _ => return Err(QueryError::type_mismatch("cursor ids must be longs")),
         };
-        if s.cursors.kill(id) {
+        if s.cursors().kill(id) {
             killed.push(id);
         } else {
             missing.push(id);

@@ -11,7 +11,7 @@ pub(super) fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResul
     let matcher = Matcher::new(&filter)?;
     let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);
     let mut out = Vec::new();
-    for (name, c) in s.store.list_collections(db) {
+    for (name, c) in s.store().list_collections(db) {
         let mut options = c.options();
         let clustered = clustered_index(&options);
         let mut full = doc! { "name": &name, "type": "collection" };
@@ -38,7 +38,7 @@ pub(super) fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResul
             full
         });
     }
-    for (name, v) in s.views.of_db(db) {
+    for (name, v) in s.views().of_db(db) {
         let pipeline: Vec<bson::Bson> = v.pipeline.into_iter().map(bson::Bson::Document).collect();
         let mut options = doc! { "viewOn": v.view_on, "pipeline": pipeline };
         if let Some(c) = v.collation {

@@ -23,11 +23,11 @@ pub(super) fn list_databases(s: &Server, db: &str, cmd: &Document, conn: &ConnIn
         (!crate::auth::sees_every_database(s, conn)).then(|| crate::auth::role_databases(s, conn));
     let mut dbs = Vec::new();
     let mut total = 0i64;
-    for name in s.store.list_databases() {
+    for name in s.store().list_databases() {
         if visible.as_ref().is_some_and(|v| !v.contains(&name)) {
             continue;
         }
-        let colls = s.store.list_collections(&name);
+        let colls = s.store().list_collections(&name);
         let st = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
         let size = st.storage_size as i64;
         let d = if name_only {

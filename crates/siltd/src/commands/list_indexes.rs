@@ -9,7 +9,7 @@ use crate::state::{CmdResult, Server};
 pub(super) fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "listIndexes")?;
     let ns = format!("{db}.{coll}");
-    let Some(c) = s.store.get(&ns) else {
+    let Some(c) = s.store().get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns does not exist: {ns}"
         )));

@@ -17,7 +17,7 @@ fn temp_docs(s: &Server, cmd: &Document, field: &str) -> Result<Option<Vec<Docum
     match cmd.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::String(ns)) if ns.starts_with("admin.") => {
-            Ok(Some(system_docs::load(&s.store, ns)))
+            Ok(Some(system_docs::load(s.store(), ns)))
         }
         Some(Bson::String(ns)) => Err(QueryError::bad_value(format!(
             "{field} must name a collection of the admin database, not {ns}"
@@ -73,15 +73,17 @@ pub(super) fn merge_authz_collections(s: &Server, cmd: &Document) -> CmdResult {
                 continue;
             }
             restored.push(def.name());
-            let exists = s.auth.roles.get(&def.name()).is_some();
+            let exists = s.auth().roles.get(&def.name()).is_some();
             if !exists || drop {
-                s.auth.roles.put(&s.store, def, !exists)?;
+                s.auth().roles.put(s.store(), def, !exists)?;
             }
         }
         if drop {
-            for d in s.auth.roles.list(None) {
+            for d in s.auth().roles.list(None) {
                 if in_scope(&d.db) && !restored.contains(&d.name()) {
-                    s.auth.roles.remove(&s.store, &d.db, |r| r.role == d.role)?;
+                    s.auth()
+                        .roles
+                        .remove(s.store(), &d.db, |r| r.role == d.role)?;
                 }
             }
         }
@@ -99,15 +101,17 @@ pub(super) fn merge_authz_collections(s: &Server, cmd: &Document) -> CmdResult {
                 continue;
             }
             restored.push((u.db.clone(), u.user.clone()));
-            let exists = s.auth.users.get(&u.db, &u.user).is_some();
+            let exists = s.auth().users.get(&u.db, &u.user).is_some();
             if !exists || drop {
-                s.auth.users.put(&s.store, u, !exists)?;
+                s.auth().users.put(s.store(), u, !exists)?;
             }
         }
         if drop {
-            for u in s.auth.users.list(None) {
+            for u in s.auth().users.list(None) {
                 if in_scope(&u.db) && !restored.contains(&(u.db.clone(), u.user.clone())) {
-                    s.auth.users.remove(&s.store, &u.db, |x| x.user == u.user)?;
+                    s.auth()
+                        .users
+                        .remove(s.store(), &u.db, |x| x.user == u.user)?;
                 }
             }
         }

@@ -191,7 +191,7 @@ pub(super) fn update_docs(
     let matcher = Arc::new(new_matcher(filter)?);
     let mut res = UpdateResult::default();
     let now = bson::DateTime::now();
-    if let Some(coll) = s.store.get(ns) {
+    if let Some(coll) = s.store().get(ns) {
         // The keys to update, chosen first so that updated documents are not seen again.
         let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint, usize::MAX)?;
         for key in keys {
@@ -217,7 +217,7 @@ pub(super) fn update_docs(
         };
         let new = prepare_insert(new)?;
         let coll = s
-            .store
+            .store()
             .get_or_create(ns)
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
         op.insert(&coll, &new).map_err(WriteFail::from)?;
@@ -295,7 +295,7 @@ pub(super) fn delete_some(
     hint: Option<&Bson>,
     cap: usize,
 ) -> QResult<Vec<Document>> {
-    let Some(coll) = s.store.get(ns) else {
+    let Some(coll) = s.store().get(ns) else {
         return Ok(Vec::new());
     };
     let matcher = Arc::new(new_matcher(filter)?);

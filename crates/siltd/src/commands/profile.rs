@@ -44,22 +44,21 @@ pub(super) fn profile(s: &Server, db: &str, cmd: &Document) -> CmdResult {
             ))
         }
     };
-    let default_slow = s.cfg.slow.as_millis() as i64;
-    let was = s.profiler.get(db, default_slow);
+    let default_slow = crate::num::millis(s.cfg().slow);
+    let was = s.profiler().get(db, default_slow);
     if level >= 0 {
         let slow_ms = int_arg(cmd, "slowms")?.unwrap_or(was.slow_ms);
-        s.profiler.set(
+        s.profiler().set(
             db,
             ProfileLevel {
-                level: level as i32,
+                level: crate::num::int32(level),
                 slow_ms,
                 sample_rate: sample_rate.unwrap_or(was.sample_rate),
                 filter: filter.unwrap_or_else(|| was.filter.clone()),
             },
         );
     }
-    let mut r =
-        doc! { "was": was.level, "slowms": was.slow_ms as i32, "sampleRate": was.sample_rate };
+    let mut r = doc! { "was": was.level, "slowms": crate::num::int32(was.slow_ms), "sampleRate": was.sample_rate };
     if let Some((f, _)) = &was.filter {
         r.insert("filter", f.clone());
     }

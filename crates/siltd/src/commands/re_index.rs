@@ -11,8 +11,8 @@ use crate::state::{CmdResult, Server};
 pub(super) fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "reIndex")?;
     let ns = format!("{db}.{coll}");
-    s.views.refuse_write(&ns)?;
-    let Some(c) = s.store.get(&ns) else {
+    s.views().refuse_write(&ns)?;
+    let Some(c) = s.store().get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
             "collection {ns} does not exist"
         )));
@@ -26,10 +26,10 @@ pub(super) fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let was = keep.len() + 1;
     let names: Vec<String> = keep.iter().map(|s| s.name.clone()).collect();
     if !names.is_empty() {
-        s.store.drop_indexes(&ns, &names).map_err(coll_err)?;
-        s.store.create_indexes(&ns, keep).map_err(coll_err)?;
+        s.store().drop_indexes(&ns, &names).map_err(coll_err)?;
+        s.store().create_indexes(&ns, keep).map_err(coll_err)?;
     }
-    let c = s.store.get(&ns).unwrap_or(c);
+    let c = s.store().get(&ns).unwrap_or(c);
     let mut specs = if c.primary_key().is_natural() {
         Vec::new()
     } else {
@@ -37,8 +37,8 @@ pub(super) fn re_index(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     };
     specs.extend(c.indexes().iter().map(|i| Bson::Document(i.spec.to_doc())));
     Ok(doc! {
-        "nIndexesWas": was as i32,
-        "nIndexes": specs.len() as i32,
+        "nIndexesWas": crate::num::int32(was),
+        "nIndexes": crate::num::int32(specs.len()),
         "indexes": specs,
     })
 }

@@ -37,14 +37,16 @@ pub(super) fn rename_collection(s: &Server, db: &str, cmd: &Document) -> CmdResu
         ));
     }
     let drop_target = bool_arg(cmd, "dropTarget")?.unwrap_or(false);
-    s.store.rename(from, to, drop_target).map_err(|e| match e {
-        silt_collection::CollError::NamespaceNotFound(_) => {
-            QueryError::namespace_not_found("Source collection does not exist")
-        }
-        silt_collection::CollError::NamespaceExists(_) => {
-            QueryError::namespace_exists("target namespace exists")
-        }
-        other => coll_err(other),
-    })?;
+    s.store()
+        .rename(from, to, drop_target)
+        .map_err(|e| match e {
+            silt_collection::CollError::NamespaceNotFound(_) => {
+                QueryError::namespace_not_found("Source collection does not exist")
+            }
+            silt_collection::CollError::NamespaceExists(_) => {
+                QueryError::namespace_exists("target namespace exists")
+            }
+            other => coll_err(other),
+        })?;
     Ok(Document::new())
 }

@@ -6,7 +6,7 @@ use silt_query::QueryError;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn repl_set_initiate(s: &Server) -> CmdResult {
-    match &s.repl {
+    match &s.repl() {
         Some(_) => Err(QueryError::already_initialized("already initialized")),
         None => Err(QueryError::no_replication_enabled(
             "This node was not started with replication enabled.",

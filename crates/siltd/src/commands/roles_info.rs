@@ -22,13 +22,13 @@ fn privs(p: &[Privilege]) -> Vec<Bson> {
 
 /// One role as `rolesInfo` shows it; `None` if it does not exist.
 fn describe(s: &Server, r: &Role, privileges: bool, restrictions: bool) -> Option<Document> {
-    let def = s.auth.roles.get(r);
+    let def = s.auth().roles.get(r);
     if def.is_none() && !r.is_built_in() {
         return None;
     }
     let direct: Vec<Role> = def.as_ref().map(|d| d.roles.clone()).unwrap_or_default();
     let inherited: Vec<Role> = s
-        .auth
+        .auth()
         .roles
         .closure(&direct)
         .into_iter()
@@ -51,7 +51,7 @@ fn describe(s: &Server, r: &Role, privileges: bool, restrictions: bool) -> Optio
         d.insert("privileges", privs(&own));
         d.insert(
             "inheritedPrivileges",
-            privs(&s.auth.roles.privileges(std::slice::from_ref(r))),
+            privs(&s.auth().roles.privileges(std::slice::from_ref(r))),
         );
     }
     if restrictions {
@@ -91,7 +91,7 @@ pub(super) fn roles_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                     db: db.into(),
                 }));
             }
-            all.extend(s.auth.roles.list(Some(db)).iter().map(|d| d.name()));
+            all.extend(s.auth().roles.list(Some(db)).iter().map(|d| d.name()));
             all
         }
         _ => {
@@ -101,11 +101,11 @@ pub(super) fn roles_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
     };
     if fragment {
-        let closure = s.auth.roles.closure(&names);
+        let closure = s.auth().roles.closure(&names);
         return Ok(doc! { "userFragment": {
             "roles": docs(&names),
             "inheritedRoles": docs(&closure),
-            "inheritedPrivileges": privs(&s.auth.roles.privileges(&names)),
+            "inheritedPrivileges": privs(&s.auth().roles.privileges(&names)),
         }});
     }
     let roles: Vec<Bson> = names

@@ -15,7 +15,7 @@ const SETTINGS_NS: &str = "config.settings";
 const ID: &str = "ReadWriteConcernDefaults";
 
 fn standalone(s: &Server, name: &str) -> Result<(), QueryError> {
-    if s.repl.is_none() {
+    if s.repl().is_none() {
         return Err(QueryError::coded(
             51300,
             "Location51300",
@@ -27,7 +27,7 @@ fn standalone(s: &Server, name: &str) -> Result<(), QueryError> {
 
 /// The stored defaults, if any were ever set.
 fn stored(s: &Server) -> Option<Document> {
-    system_docs::load(&s.store, SETTINGS_NS)
+    system_docs::load(s.store(), SETTINGS_NS)
         .into_iter()
         .find(|d| d.get_str("_id") == Ok(ID))
 }
@@ -174,10 +174,10 @@ pub(super) fn set_default_rw_concern(s: &Server, cmd: &Document) -> CmdResult {
     if let Some(wc) = wc {
         d.insert("defaultWriteConcern", write_concern(wc)?);
     }
-    if let Some(rs) = &s.repl {
+    if let Some(rs) = &s.repl() {
         d.insert("updateOpTime", rs.tick());
     }
     d.insert("updateWallClockTime", bson::DateTime::now());
-    system_docs::put(&s.store, SETTINGS_NS, ID, Some(&d))?;
+    system_docs::put(s.store(), SETTINGS_NS, ID, Some(&d))?;
     Ok(reply(Some(&d)))
 }

@@ -61,43 +61,43 @@ fn opcounters(o: &OpCounters) -> Document {
 }
 
 pub(crate) fn server_status(s: &Server) -> CmdResult {
-    let o = &s.ops;
-    let up = s.started.elapsed();
+    let o = &s.ops();
+    let up = s.uptime();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let (rss, virt) = (
         status_field(&status, "VmRSS:") / 1024,
         status_field(&status, "VmSize:") / 1024,
     );
-    let (readers, writers) = s.inprog.active();
+    let (readers, writers) = s.inprog().active();
     let reads = o.query.load(Ordering::Relaxed)
         + o.getmore.load(Ordering::Relaxed)
         + o.command.load(Ordering::Relaxed);
     let writes = o.insert.load(Ordering::Relaxed)
         + o.update.load(Ordering::Relaxed)
         + o.delete.load(Ordering::Relaxed);
-    let net = &s.net;
-    let es = s.store.engine_stats();
-    let poisoned = s.store.poison_cause().map(|c| c.to_string());
-    let (sessions, open_txns) = s.sessions.counts();
+    let net = &s.net();
+    let es = s.store().engine_stats();
+    let poisoned = s.store().poison_cause().map(|c| c.to_string());
+    let (sessions, open_txns) = s.sessions().counts();
     let mut d = doc! {
         "host": host(s),
         "version": MONGO_VERSION,
         "process": "siltd",
         "pid": std::process::id() as i64,
         "uptime": up.as_secs_f64().floor(),
-        "uptimeMillis": up.as_millis() as i64,
+        "uptimeMillis": crate::num::millis(up),
         "uptimeEstimate": up.as_secs() as i64,
         "localTime": bson::DateTime::now(),
         "connections": {
-            "current": s.conns_current.load(Ordering::Relaxed) as i64,
-            "available": s.cfg.max_conns.saturating_sub(s.conns_current.load(Ordering::Relaxed)) as i64,
-            "totalCreated": s.conns_total.load(Ordering::Relaxed) as i64,
+            "current": s.conns().current() as i64,
+            "available": s.cfg().max_conns.saturating_sub(s.conns().current()) as i64,
+            "totalCreated": s.conns().total() as i64,
         },
         "asserts": {
             "regular": 0,
             "warning": 0,
             "msg": 0,
-            "user": net.user_asserts.load(Ordering::Relaxed) as i32,
+            "user": crate::num::int32(net.user_asserts.load(Ordering::Relaxed)),
             "tripwire": 0,
             "rollovers": 0,
         },
@@ -119,28 +119,28 @@ pub(crate) fn server_status(s: &Server) -> CmdResult {
         // operation counts as one intent acquisition, as each takes mongod's global lock
         // once in an intent mode.
         "globalLock": {
-            "totalTime": up.as_micros() as i64,
+            "totalTime": crate::num::micros(up),
             "currentQueue": { "total": 0, "readers": 0, "writers": 0 },
             "activeClients": {
-                "total": (readers + writers) as i32,
-                "readers": readers as i32,
-                "writers": writers as i32,
+                "total": crate::num::int32(readers + writers),
+                "readers": crate::num::int32(readers),
+                "writers": crate::num::int32(writers),
             },
         },
         "locks": {
             "Global": { "acquireCount": { "r": reads as i64, "w": writes as i64 } },
         },
         "extra_info": extra_info(&status),
-        "mem": { "bits": 64, "resident": rss as i32, "virtual": virt as i32, "supported": true },
+        "mem": { "bits": 64, "resident": crate::num::int32(rss), "virtual": crate::num::int32(virt), "supported": true },
         "metrics": {
-            "cursor": { "open": { "total": s.cursors.len() as i64 } },
-            "fastUpdates": s.fast.metrics(),
-            "ttl": s.ttl.metrics(),
+            "cursor": { "open": { "total": s.cursors().len() as i64 } },
+            "fastUpdates": s.fast().metrics(),
+            "ttl": s.ttl().metrics(),
         },
         "storageEngine": {
             "name": "silt",
             "supportsCommittedReads": true,
-            "supportsSnapshotReadConcern": s.repl.is_some(),
+            "supportsSnapshotReadConcern": s.repl().is_some(),
             "persistent": true,
         },
         "silt": {
@@ -162,7 +162,7 @@ pub(crate) fn server_status(s: &Server) -> CmdResult {
             },
             "bytesOnDisk": es.bytes_on_disk as i64,
             "writable": poisoned.is_none(),
-            "redZone": s.redzone.status(),
+            "redZone": s.redzone().status(),
             "poisoned": poisoned,
             "transactions": {
                 "live": es.live_txns as i64,
@@ -173,10 +173,10 @@ pub(crate) fn server_status(s: &Server) -> CmdResult {
                 "deadlocks": es.deadlocks as i64,
             },
         },
-        "logicalSessionRecordCache": { "activeSessionsCount": sessions as i32 },
+        "logicalSessionRecordCache": { "activeSessionsCount": crate::num::int32(sessions) },
         "transactions": { "currentOpen": open_txns as i64 },
     };
-    if let Some(rs) = &s.repl {
+    if let Some(rs) = &s.repl() {
         let mut r = doc! { "isWritablePrimary": true };
         rs.hello_fields(&mut r);
         d.insert("repl", r);

@@ -17,7 +17,7 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
         match (k.as_str(), v) {
             ("logLevel", _) => {
                 let n = match int_arg(cmd, k)? {
-                    Some(n) if (0..=5).contains(&n) => n as i32,
+                    Some(n) if (0..=5).contains(&n) => crate::num::int32(n),
                     _ => return Err(QueryError::bad_value("logLevel must be between 0 and 5")),
                 };
                 let was = crate::logging::set_level(n).map_err(QueryError::internal)?;
@@ -31,7 +31,7 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 if let Some(v) = d.get("verbosity") {
                     match silt_bson::compare::as_num(v) {
                         Some(silt_bson::compare::Num::Int(n)) if (-1..=5).contains(&n) => {
-                            crate::logging::set_level(n.max(0) as i32)
+                            crate::logging::set_level(crate::num::int32(n.max(0)))
                                 .map_err(QueryError::internal)?;
                         }
                         _ => {
@@ -49,11 +49,11 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 out.insert("was", false);
             }
             ("enableLocalhostAuthBypass", Bson::Boolean(b)) => {
-                let was = s.auth.localhost_bypass.swap(*b, Ordering::Relaxed);
+                let was = s.auth().localhost_bypass.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);
             }
             ("fastUpdates", Bson::Boolean(b)) => {
-                let was = s.fast.enabled.swap(*b, Ordering::Relaxed);
+                let was = s.fast().enabled.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);
             }
             ("fastUpdates", _) => {
@@ -64,11 +64,11 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                     Some(n) if n >= 1 => n as u64,
                     _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
                 };
-                let was = s.ttl.sleep_secs.swap(n, Ordering::Relaxed);
-                out.insert("was", was as i32);
+                let was = s.ttl().sleep_secs.swap(n, Ordering::Relaxed);
+                out.insert("was", crate::num::int32(was));
             }
             ("ttlMonitorEnabled", Bson::Boolean(b)) => {
-                let was = s.ttl.enabled.swap(*b, Ordering::Relaxed);
+                let was = s.ttl().enabled.swap(*b, Ordering::Relaxed);
                 out.insert("was", was);
             }
             ("ttlMonitorEnabled", _) => {
@@ -79,8 +79,8 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                     Some(n) if n >= 1 => n as u64,
                     _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
                 };
-                let was = s.txn_lifetime_s.swap(n, Ordering::Relaxed);
-                out.insert("was", was as i32);
+                let was = s.set_txn_lifetime_s(n);
+                out.insert("was", crate::num::int32(was));
             }
             (
                 "internalQueryMaxBlockingSortMemoryUsageBytes"
@@ -104,7 +104,7 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                     Some(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
                     _ => return Err(QueryError::bad_value(format!("{k} must be at least 1"))),
                 };
-                let was = s.sessions.max.swap(n, Ordering::Relaxed);
+                let was = s.sessions().max.swap(n, Ordering::Relaxed);
                 out.insert("was", was as i64);
             }
             ("maxTransactionLockRequestTimeoutMillis", _) => {
@@ -114,8 +114,8 @@ pub(super) fn set_parameter(s: &Server, cmd: &Document) -> CmdResult {
                     Some(n) => n as u64,
                     None => return Err(QueryError::bad_value(format!("{k} must be a number"))),
                 };
-                let was = s.txn_lock_wait_ms.swap(n, Ordering::Relaxed);
-                out.insert("was", was as i32);
+                let was = s.set_txn_lock_wait_ms(n);
+                out.insert("was", crate::num::int32(was));
             }
             _ => {
                 return Err(QueryError::invalid_options(format!(

@@ -21,6 +21,6 @@ pub(super) fn shutdown(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
     }
     tracing::info!("shutdown requested by a client");
-    s.shutdown.notify_one();
+    s.request_shutdown();
     Ok(Document::new())
 }

@@ -7,5 +7,5 @@ use crate::state::{CmdResult, Server};
 
 pub(super) fn top(s: &Server, db: &str) -> CmdResult {
     admin_only(db, "top")?;
-    Ok(doc! { "totals": s.top.totals() })
+    Ok(doc! { "totals": s.top().totals() })
 }

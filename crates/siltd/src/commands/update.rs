@@ -106,7 +106,7 @@ fn fast_by_index(
     let Some(scan) = c.exact_scan(&matcher) else {
         return Ok(None);
     };
-    s.fast
+    s.fast()
         .eligible_secondary
         .fetch_add(1, AtomicOrdering::Relaxed);
     let keys = scan
@@ -121,7 +121,7 @@ fn fast_by_index(
             .fast_update(&lock, eligible, false, crate::fast::FAST_UPDATE_FN, &arg)
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
         if fast {
-            s.fast
+            s.fast()
                 .performed_secondary
                 .fetch_add(1, AtomicOrdering::Relaxed);
         } else {
@@ -139,14 +139,14 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
-    s.views.refuse_write(&ns)?;
+    s.views().refuse_write(&ns)?;
     let now = bson::DateTime::now();
     let lets = LetVars::parse(cmd.get("let"), "update", now)?;
     let (mut n, mut modified, mut fast) = (0i64, 0i64, 0i64);
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
     for (i, st) in stmts.iter().enumerate() {
-        s.ops.update.fetch_add(1, AtomicOrdering::Relaxed);
+        s.ops().update.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> Result<UpdateResult, WriteFail> {
             let collation = effective_collation(s, Some(&ns), st)?;
             let _collation = Collation::scope(collation.as_ref());
@@ -176,7 +176,7 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             let want_fast = match bool_arg(st, "fastUpdate")? {
                 Some(b) => b,
                 None => bool_arg(cmd, "fastUpdate")?
-                    .unwrap_or_else(|| s.fast.enabled.load(AtomicOrdering::Relaxed)),
+                    .unwrap_or_else(|| s.fast().enabled.load(AtomicOrdering::Relaxed)),
             };
             if let (Some(id), Bson::Document(u)) = (crate::fast::id_only_filter(&q), u) {
                 // The collection decides eligibility against its current indexes and injects
@@ -187,7 +187,7 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                     fast_index_paths(ixs, upsert)
                         .is_some_and(|p| crate::fast::update_is_eligible(&spec, &p))
                 };
-                let existing = s.store.get(&ns);
+                let existing = s.store().get(&ns);
                 // A validator must see the new document, which a blind message never reads.
                 let validated = existing.as_ref().is_some_and(|c| c.validator().is_some());
                 // Under a collation, a string `_id` may match documents other than its own key.
@@ -204,7 +204,7 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                     let coll = match existing {
                         Some(c) => c,
                         None => s
-                            .store
+                            .store()
                             .get_or_create(&ns)
                             .map_err(|e| WriteFail::Other(coll_err(e)))?,
                     };
@@ -218,8 +218,8 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                         .fast_update(&lock, eligible, upsert, crate::fast::FAST_UPDATE_FN, &arg)
                         .map_err(|e| WriteFail::Other(coll_err(e)))?;
                     if injected {
-                        s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
-                        s.fast.performed.fetch_add(1, AtomicOrdering::Relaxed);
+                        s.fast().eligible.fetch_add(1, AtomicOrdering::Relaxed);
+                        s.fast().performed.fetch_add(1, AtomicOrdering::Relaxed);
                         return Ok(UpdateResult {
                             matched: 1,
                             modified: 1,
@@ -231,14 +231,14 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                     .as_ref()
                     .map_or_else(|| eligible(&[]), |c| eligible(&c.indexes()))
                 {
-                    s.fast.eligible.fetch_add(1, AtomicOrdering::Relaxed);
+                    s.fast().eligible.fetch_add(1, AtomicOrdering::Relaxed);
                 }
             }
             // Not in a multi-document transaction: the index is read as of now, not at its
             // snapshot. (A retryable write's own transaction takes this path.)
             if want_fast && !upsert && !q.is_empty() && !op.multi() && sort.is_none() {
                 if let (Some(c), Bson::Document(u)) =
-                    (s.store.get(&ns).filter(|c| c.validator().is_none()), u)
+                    (s.store().get(&ns).filter(|c| c.validator().is_none()), u)
                 {
                     if let Some(n) = fast_by_index(s, op, &c, &q, u, &spec, af.as_deref(), multi)? {
                         return Ok(UpdateResult {
@@ -266,7 +266,7 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             Ok(r) => {
                 if let Some(id) = r.upserted {
                     n += 1;
-                    upserted.push(doc! { "index": i as i32, "_id": id });
+                    upserted.push(doc! { "index": crate::num::int32(i), "_id": id });
                 } else {
                     n += r.matched as i64;
                     modified += r.modified as i64;
@@ -281,11 +281,11 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             }
         }
     }
-    let mut r = doc! { "n": n as i32, "nModified": modified as i32 };
+    let mut r = doc! { "n": crate::num::int32(n), "nModified": crate::num::int32(modified) };
     if fast > 0 {
         r.insert(
             "fastUpdates",
-            doc! { "count": fast as i32, "countsAreUnknown": true },
+            doc! { "count": crate::num::int32(fast), "countsAreUnknown": true },
         );
     }
     if !upserted.is_empty() {

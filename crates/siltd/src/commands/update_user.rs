@@ -10,13 +10,13 @@ use crate::state::{CmdResult, Server};
 
 pub(super) fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = user_name(cmd, "updateUser")?;
-    let Some(mut u) = s.auth.users.get(db, name) else {
+    let Some(mut u) = s.auth().users.get(db, name) else {
         return Err(not_found(name, db));
     };
     let pwd = password(cmd)?;
     let mechs = mechanisms(cmd)?;
     let roles = match cmd.get("roles") {
-        Some(v) => Some(parse_roles(Some(v), db, "updateUser", &s.auth.roles)?),
+        Some(v) => Some(parse_roles(Some(v), db, "updateUser", &s.auth().roles)?),
         None => None,
     };
     let data = custom_data(cmd)?;
@@ -48,6 +48,6 @@ pub(super) fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     if let Some(d) = data {
         u.custom_data = Some(d);
     }
-    s.auth.users.put(&s.store, u, false)?;
+    s.auth().users.put(s.store(), u, false)?;
     Ok(Document::new())
 }

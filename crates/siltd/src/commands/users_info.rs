@@ -31,7 +31,7 @@ fn describe(s: &Server, u: &User, opts: Show) -> Document {
     }
     if opts.privileges {
         let inherited: Vec<Bson> = s
-            .auth
+            .auth()
             .roles
             .closure(&u.roles)
             .iter()
@@ -39,7 +39,7 @@ fn describe(s: &Server, u: &User, opts: Show) -> Document {
             .collect();
         d.insert("inheritedRoles", inherited);
         let privs: Vec<Bson> = s
-            .auth
+            .auth()
             .roles
             .privileges(&u.roles)
             .iter()
@@ -97,21 +97,21 @@ pub(super) fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
     };
     let users: Vec<User> = match cmd.get("usersInfo") {
-        Some(Bson::Document(d)) if d.get_bool("forAllDBs") == Ok(true) => s.auth.users.list(None),
+        Some(Bson::Document(d)) if d.get_bool("forAllDBs") == Ok(true) => s.auth().users.list(None),
         Some(Bson::Array(names)) => {
             let mut out = Vec::new();
             for n in names {
                 let (b, u) = named(n, db)?;
-                out.extend(s.auth.users.get(&b, &u));
+                out.extend(s.auth().users.get(&b, &u));
             }
             out
         }
         Some(v @ (Bson::String(_) | Bson::Document(_))) => {
             let (b, u) = named(v, db)?;
-            s.auth.users.get(&b, &u).into_iter().collect()
+            s.auth().users.get(&b, &u).into_iter().collect()
         }
-        Some(Bson::Int32(1) | Bson::Int64(1)) => s.auth.users.list(Some(db)),
-        Some(Bson::Double(x)) if *x == 1.0 => s.auth.users.list(Some(db)),
+        Some(Bson::Int32(1) | Bson::Int64(1)) => s.auth().users.list(Some(db)),
+        Some(Bson::Double(x)) if *x == 1.0 => s.auth().users.list(Some(db)),
         _ => {
             return Err(QueryError::bad_value(
                 "usersInfo must be 1, a user name, a {user, db} document, an array of these, or {forAllDBs: true}",

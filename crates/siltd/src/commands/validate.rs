@@ -28,7 +28,7 @@ pub(super) fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     }
     let enforce_count = bool_arg(cmd, "enforceFastCount")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
-    let Some(mut r) = s.store.validate(&ns, full).map_err(coll_err)? else {
+    let Some(mut r) = s.store().validate(&ns, full).map_err(coll_err)? else {
         return Err(QueryError::namespace_not_found(format!(
             "Collection '{ns}' does not exist to validate."
         )));
@@ -39,7 +39,7 @@ pub(super) fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let mut keys = Document::new();
     let mut details = Document::new();
     for (name, n) in &r.keys_per_index {
-        keys.insert(name.clone(), *n as i32);
+        keys.insert(name.clone(), crate::num::int32(*n));
         details.insert(
             name.clone(),
             doc! { "valid": !r.invalid_indexes.contains(name) },
@@ -48,10 +48,10 @@ pub(super) fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let valid = r.errors.is_empty();
     let mut out = doc! {
         "ns": &ns,
-        "nInvalidDocuments": r.corrupt_records as i32,
+        "nInvalidDocuments": crate::num::int32(r.corrupt_records),
         "nNonCompliantDocuments": 0i32,
-        "nrecords": r.nrecords as i32,
-        "nIndexes": r.keys_per_index.len() as i32,
+        "nrecords": crate::num::int32(r.nrecords),
+        "nIndexes": crate::num::int32(r.keys_per_index.len()),
         "keysPerIndex": keys,
         "indexDetails": details,
         "valid": valid,

@@ -11,7 +11,7 @@ use super::common::type_name;
 use crate::errors::coll_err;
 
 pub(super) fn write_error(index: usize, e: &QueryError) -> Document {
-    let mut w = doc! { "index": index as i32, "code": e.code, "errmsg": e.msg.clone() };
+    let mut w = doc! { "index": crate::num::int32(index), "code": e.code, "errmsg": e.msg.clone() };
     if let Some(info) = &e.info {
         w.extend((**info).clone());
     }

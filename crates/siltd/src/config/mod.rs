@@ -279,6 +279,10 @@ impl Flags {
 }
 
 /// `64MB`, `2GB`, `512k`, `1048576` -> bytes (binary multiples, as mongod's cache sizes).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the size is finite and non-negative; a size past usize saturates"
+)]
 pub(crate) fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let split = s
