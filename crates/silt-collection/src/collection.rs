@@ -9,7 +9,9 @@ use std::sync::{Arc, Weak};
 use bson::{doc, Bson, Document};
 use parking_lot::{Mutex, RwLock};
 use silt_query::collation::Collation;
-use silt_storage::{Dict, Env, Snapshot};
+use silt_storage::{Dict, Env};
+
+use crate::Snapshot;
 
 use crate::parts::{Parts, PartsCursor};
 use crate::pk::PrimaryKey;
@@ -336,7 +338,7 @@ impl Collection {
 
     /// The document with this encoded key as `snap` sees it.
     pub fn get_by_key_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Document>> {
-        match self.layout().primary.get_at(key, snap)? {
+        match self.layout().primary.get_at(key, snap.engine())? {
             Some(v) => Ok(Some(decode_doc(&self.ns, &v)?)),
             None => Ok(None),
         }
@@ -344,7 +346,7 @@ impl Collection {
 
     /// A snapshot of every collection of the store, as of now.
     pub fn snapshot(&self) -> Snapshot {
-        self.layout().primary.first().snapshot()
+        Snapshot::new(self.layout().primary.first().snapshot())
     }
 
     /// The document with this `_id`.
@@ -505,7 +507,10 @@ impl Collection {
     pub fn scan_at(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, snap: &Snapshot) -> DocCursor {
         DocCursor {
             ns: self.ns.clone(),
-            inner: self.layout().primary.cursor(lo, hi, Some(snap), true),
+            inner: self
+                .layout()
+                .primary
+                .cursor(lo, hi, Some(snap.engine()), true),
         }
     }
 

@@ -33,6 +33,7 @@ mod pk;
 mod plan;
 mod read;
 mod rules;
+mod snapshot;
 pub mod sorter;
 mod store;
 mod txn;
@@ -45,10 +46,10 @@ use bson::{Bson, Document};
 
 /// What the server needs of the engine, so that it never names `silt_storage`: the options
 /// it opens the store with, the registry of update functions (fast updates) and what they
-/// return, the engine's statistics, its poison state and its fail points, and snapshots.
+/// return, the engine's statistics, its poison state and its fail points. (Snapshots are this crate's own: `snapshot.rs`.)
 pub use silt_storage::{
-    Compression, EnvOptions, EnvStats, FailPoints, PoisonCause, Snapshot, SyncPolicy,
-    UpdateOutcome, UpdateRegistry,
+    Compression, EnvOptions, EnvStats, FailPoints, PoisonCause, SyncPolicy, UpdateOutcome,
+    UpdateRegistry,
 };
 
 pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING, BUILD_SCANNING};
@@ -62,6 +63,7 @@ pub use pk::PrimaryKey;
 pub use plan::Planned;
 pub use read::{MatchSource, Stop};
 pub use rules::{check_limits, nesting_depth, MAX_DOC_BYTES, MAX_STORAGE_DEPTH};
+pub use snapshot::Snapshot;
 pub use store::Store;
 pub use txn::{Transaction, TxnKind, Writer};
 pub use validate::ValidateReport;

@@ -252,10 +252,10 @@ impl IxFeed {
                     self.cur = None;
                     continue;
                 };
-                let mut c = s
-                    .index
-                    .parts()
-                    .cursor(as_ref(&lo), as_ref(&hi), Some(snap), false);
+                let mut c =
+                    s.index
+                        .parts()
+                        .cursor(as_ref(&lo), as_ref(&hi), Some(snap.engine()), false);
                 if s.reverse {
                     c.seek_last();
                 }

@@ -137,7 +137,7 @@ impl Store {
 
     /// A snapshot of every collection, as of now (a snapshot read's).
     pub fn snapshot(&self) -> crate::Snapshot {
-        self.env.snapshot()
+        crate::Snapshot::new(self.env.snapshot())
     }
 
     /// The engine environment.

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Snapshot;
 use parking_lot::Mutex;
-use silt_storage::Snapshot;
 
 use crate::write::NON_TXN_LOCK_WAIT;
 use crate::{Collection, Result};
@@ -31,6 +31,8 @@ pub enum TxnKind {
 /// A transaction over every collection of a store (begun by [`crate::Store::begin`]).
 pub struct Transaction {
     pub(crate) inner: silt_storage::Txn,
+    /// `inner`'s snapshot, as this crate hands it out.
+    snap: Snapshot,
     kind: TxnKind,
     /// How long its writes wait for a document another transaction holds.
     wait: Duration,
@@ -49,6 +51,7 @@ impl std::fmt::Debug for Transaction {
 impl Transaction {
     pub(crate) fn new(inner: silt_storage::Txn, kind: TxnKind, wait: Duration) -> Transaction {
         Transaction {
+            snap: Snapshot::new(inner.snapshot().clone()),
             inner,
             kind,
             wait,
@@ -58,7 +61,7 @@ impl Transaction {
 
     /// The snapshot its reads use (its own writes included).
     pub fn snapshot(&self) -> &Snapshot {
-        self.inner.snapshot()
+        &self.snap
     }
 
     /// Whether this is a multi-document transaction.
