@@ -1,5 +1,7 @@
-//! Errors. Callers match on [`Error`]; corruption carries the file and block it was found in.
+//! Errors. Callers match on [`Error`]; corruption carries the file and block it was found in,
+//! and a poisoned environment its [`PoisonCause`] (the state that holds it is `poison.rs`'s).
 
+use std::fmt;
 use std::path::PathBuf;
 
 /// Every error the engine returns.
@@ -53,7 +55,7 @@ pub enum Error {
     UnsortedBulkLoad,
     /// An earlier failure poisoned the environment; it refuses writes until reopened.
     #[error("the storage environment refuses writes until it is reopened, because {0}")]
-    Poisoned(crate::poison::PoisonCause),
+    Poisoned(PoisonCause),
     /// The environment has been closed.
     #[error("environment is closed")]
     Closed,
@@ -97,5 +99,40 @@ pub(crate) fn corruption(
         path: path.to_path_buf(),
         what: what.into(),
         detail: detail.into(),
+    }
+}
+
+/// Why an environment stopped accepting writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoisonCause {
+    /// Writing or syncing the log failed.
+    LogWrite(String),
+    /// Background work (flushing, eviction write-back, a checkpoint) returned an error.
+    Background {
+        /// Which work: `flush`, `evict`, `log sync`, `checkpoint`.
+        task: &'static str,
+        /// The error.
+        error: String,
+    },
+    /// A thread panicked while it held a tree for writing, or an engine worker died.
+    Panic {
+        /// The thread's name.
+        thread: String,
+        /// The panic message.
+        message: String,
+    },
+}
+
+impl fmt::Display for PoisonCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoisonCause::LogWrite(e) => write!(f, "a log write failed: {e}"),
+            PoisonCause::Background { task, error } => {
+                write!(f, "background {task} failed: {error}")
+            }
+            PoisonCause::Panic { thread, message } => {
+                write!(f, "thread '{thread}' panicked: {message}")
+            }
+        }
     }
 }

@@ -13,7 +13,6 @@
 //! or checkpointed. [`spawn_worker`] runs an engine thread under a guard that poisons the
 //! environment and logs the cause if the thread panics.
 
-use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,42 +22,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result};
-
-/// Why an environment stopped accepting writes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PoisonCause {
-    /// Writing or syncing the log failed.
-    LogWrite(String),
-    /// Background work (flushing, eviction write-back, a checkpoint) returned an error.
-    Background {
-        /// Which work: `flush`, `evict`, `log sync`, `checkpoint`.
-        task: &'static str,
-        /// The error.
-        error: String,
-    },
-    /// A thread panicked while it held a tree for writing, or an engine worker died.
-    Panic {
-        /// The thread's name.
-        thread: String,
-        /// The panic message.
-        message: String,
-    },
-}
-
-impl fmt::Display for PoisonCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PoisonCause::LogWrite(e) => write!(f, "a log write failed: {e}"),
-            PoisonCause::Background { task, error } => {
-                write!(f, "background {task} failed: {error}")
-            }
-            PoisonCause::Panic { thread, message } => {
-                write!(f, "thread '{thread}' panicked: {message}")
-            }
-        }
-    }
-}
+use crate::error::{Error, PoisonCause, Result};
 
 /// The shared poison flag of one environment.
 #[derive(Debug, Default)]

@@ -16,10 +16,11 @@ use parking_lot::Mutex;
 
 use super::files::{create_file, file_name, WAL_HEADER};
 use super::record::LogRecord;
+use crate::error::PoisonCause;
 use crate::error::{IoContext, Result};
 use crate::format::bytes::Enc;
 use crate::ids::Lsn;
-use crate::poison::{PoisonCause, PoisonState};
+use crate::poison::PoisonState;
 use crate::vfs::{VFile, Vfs};
 
 struct Inner {
