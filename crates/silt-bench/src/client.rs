@@ -61,6 +61,11 @@ impl Client {
     }
 
     /// The `count` command's `n` for `query` on `db.coll`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a double `n` is read as an integer count: the saturating cast is the intended \
+                  reading"
+    )]
     pub(crate) fn count(&mut self, db: &str, coll: &str, query: Document) -> Result<u64, CmdErr> {
         let r = self.command(db, bson::doc! { "count": coll, "query": query })?;
         match r.get("n") {

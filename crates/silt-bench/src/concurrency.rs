@@ -150,6 +150,10 @@ fn document(rng: &mut SmallRng, a: &Args, id: i64, v: i64) -> Document {
 
 /// One W3 document: `_id`, the transfer value `v`, `fields` random integers and `padding`
 /// bytes of which the fraction `compressibility` is random letters (the rest repeats).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the random part is at most `padding` (fraction clamped to 0..=1)"
+)]
 pub(crate) fn w3_document(
     rng: &mut SmallRng,
     fields: usize,
@@ -413,7 +417,7 @@ fn run_for(
                 let t0 = Instant::now();
                 let k = one_op(&mut c, &sh, &a, phase, &mut rng, &mut sess)?;
                 if timed {
-                    lat.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                    lat.push(u32::try_from(t0.elapsed().as_micros()).unwrap_or(u32::MAX));
                 }
                 done.fetch_add(k, Ordering::Relaxed);
             }
@@ -471,6 +475,10 @@ fn warm_up(
 }
 
 /// The sum of `v` over the collection.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a double sum is read as an integer: the saturating cast is the intended reading"
+)]
 fn sum_v(c: &mut Client) -> Result<i64, String> {
     let r = c.command(
         DB,

@@ -74,6 +74,10 @@ pub(crate) fn w4_document(rng: &mut SmallRng, id: i64, pad_bytes: usize) -> Docu
     }
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a double `n` is read as an integer count: the saturating cast is the intended reading"
+)]
 fn count(c: &mut Client, query: Document) -> Result<i64, String> {
     let r = c.command(DB, doc! { "count": COLL, "query": query })?;
     Ok(match r.get("n") {
@@ -100,6 +104,11 @@ fn time_us(reps: u32, mut f: impl FnMut(u32) -> Result<i64, String>) -> Result<(
     Ok((total / f64::from(reps), last))
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a batch holds at most 1000 documents; a range width is a rounded ratio of small \
+              counts"
+)]
 fn measure(t: &Target, a: &Args) -> Result<W4Run, Box<dyn std::error::Error>> {
     let mut c = t.connect()?;
     let mut rng = SmallRng::seed_from_u64(4);

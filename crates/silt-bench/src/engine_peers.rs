@@ -79,6 +79,10 @@ fn value(rng: &mut SmallRng, n: usize) -> Vec<u8> {
 }
 
 /// Run every phase on one store; `Err` if a phase fails or a check does not hold.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the sample holds at most 1000 keys and `k` is below it"
+)]
 pub(crate) fn run_store(s: &mut dyn Kv, keys: u64, a: &Args) -> Result<StoreRun, String> {
     let name = s.name();
     // Inserts, with the rate of the last quarter kept apart.

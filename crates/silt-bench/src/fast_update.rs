@@ -77,6 +77,10 @@ fn text(rng: &mut SmallRng, n: usize) -> String {
 
 /// Generate the collection's documents in batches of 1,000 for `sink`; returns the raw BSON
 /// bytes generated.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a batch holds at most 1000 documents"
+)]
 pub(crate) fn generate(
     a: &Args,
     label: &str,

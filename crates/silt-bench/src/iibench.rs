@@ -145,6 +145,10 @@ fn rate_of(marks: &[(u64, f64)], from: u64, to: u64) -> f64 {
     }
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a double is read as an integer: the saturating cast is the intended reading"
+)]
 fn number(v: Option<&Bson>) -> i64 {
     match v {
         Some(Bson::Int32(n)) => i64::from(*n),

@@ -18,6 +18,11 @@ const COLOURS: [RGBColor; 8] = [
 
 /// Throughput per client thread count: on the left operations/s (log scale), on the right
 /// each series as a fraction of its own best, with a dashed line at `floor`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "x is log2 of a thread count (below 64): x and 2^x at a tick are small non-negative \
+              integers"
+)]
 pub(crate) fn per_thread_count(
     path: &Path,
     title: &str,
@@ -197,6 +202,10 @@ pub(crate) fn over_run(
 /// Grouped bars: one group per label on the x axis (a range width, a dataset), one bar per
 /// series in each group (a store, a setting). `log` draws the y axis on a log scale (for
 /// figures that differ by orders of magnitude, as latencies across servers do).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a tick at a non-negative integral x names group x (past the end: none)"
+)]
 pub(crate) fn bars(
     path: &Path,
     title: &str,

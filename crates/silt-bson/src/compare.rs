@@ -131,7 +131,11 @@ fn cmp_int_float(x: i64, y: f64) -> Ordering {
         return Ordering::Greater;
     }
     let t = y.trunc();
-    let ti = t as i64; // exact: |t| < 2^63
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "exact: -2^63 <= t < 2^63 and t is integral (checked above)"
+    )]
+    let ti = t as i64;
     match x.cmp(&ti) {
         Ordering::Equal => {
             if y > t {

@@ -187,6 +187,10 @@ fn f64_from_key(k: u64) -> f64 {
 }
 
 /// The largest f64 not above `x`, and the (non-negative) remainder `x - floor`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "exact: `f` is an integral f64 within 2^63 of zero, which i128 holds"
+)]
 fn floor_f64(x: i64) -> (f64, u16) {
     let mut f = x as f64; // round to nearest
     if f as i128 > i128::from(x) {
@@ -409,6 +413,11 @@ impl Reader<'_> {
         }
         // A remainder only goes with an integral f64 in the i64 range; other bytes are not
         // an encoding (found by the `keyenc` fuzz target: this used to overflow).
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "an encoding's `f` is integral and within 2^63 of zero (exact in i128); \
+                      for other bytes the cast saturates and the checks refuse what overflows"
+        )]
         let i = i64::try_from((f as i128).checked_add(r)?).ok()?;
         Some(match i32::try_from(i) {
             Ok(small) => Bson::Int32(small),

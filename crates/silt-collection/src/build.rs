@@ -451,7 +451,8 @@ impl Collection {
             return Err(interrupted());
         }
         obs.progress(n);
-        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, ms = started.elapsed().as_millis() as u64, "index build: done");
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(ns = %self.ns, index = %spec.name, docs, keys = n, ms, "index build: done");
         Ok(multikey)
     }
 

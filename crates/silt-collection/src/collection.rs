@@ -73,6 +73,10 @@ pub(crate) const STRIPES: usize = 256;
 /// Largest index entry key (the engine's key limit): checked before anything is written.
 pub(crate) const MAX_INDEX_KEY_BYTES: usize = silt_storage::MAX_KEY_BYTES;
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the stripe is below STRIPES, a usize"
+)]
 pub(crate) fn stripe_of(parts: &[&[u8]]) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
@@ -428,6 +432,11 @@ impl Collection {
     pub(crate) fn enforce_cap(&self) -> Result<()> {
         let (size, max) = {
             let o = self.options.read();
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "a double option is read as MongoDB does: fraction dropped, values past \
+                          the i64 range saturate"
+            )]
             let num = |k: &str| match o.get(k) {
                 Some(Bson::Int32(n)) => Some(i64::from(*n)),
                 Some(Bson::Int64(n)) => Some(*n),

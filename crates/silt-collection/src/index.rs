@@ -65,6 +65,10 @@ pub struct IndexSpec {
 }
 
 /// Parse `expireAfterSeconds` (MongoDB 7.0: a number in [0, 2^31 - 1]).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "checked to be in [0, 2^31 - 1]: only a fraction is dropped"
+)]
 pub fn parse_expire_after(v: &Bson) -> Result<i64, SpecError> {
     let n = match v {
         Bson::Int32(i) => f64::from(*i),
@@ -92,6 +96,11 @@ pub fn parse_expire_after(v: &Bson) -> Result<i64, SpecError> {
 pub struct SpecError(pub String);
 
 /// The default name of an index on `key`: `a_1_b_-1`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "an integral double prints as an integer; one past the i64 range saturates, as it \
+              always has (directions are small numbers)"
+)]
 pub fn default_name(key: &Document) -> String {
     let mut parts = Vec::new();
     for (k, v) in key {
@@ -380,6 +389,11 @@ impl IndexSpec {
 
     /// The shape of `doc`'s entries in a non-clustering index (see the module docs): empty
     /// when the keys say everything.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a field's position: a key pattern is one BSON document (at most 16 MiB), so it \
+                  has far fewer than 2^31 fields"
+    )]
     pub fn shape(&self, doc: &Document) -> Vec<u8> {
         let mut exact = Document::new();
         let mut missing: Vec<Bson> = Vec::new();

@@ -523,6 +523,10 @@ pub struct Rotation {
     pub drop_ms: u64,
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is integral and in [1, 9e15): exact in u64"
+)]
 fn positive(v: Option<&Bson>) -> Option<u64> {
     match v? {
         Bson::Int32(n) if *n > 0 => Some(*n as u64),
@@ -622,14 +626,14 @@ impl Store {
             let first: Vec<u64> = c
                 .partition_stats()?
                 .iter()
-                .take((n - r.keep) as usize)
+                .take(usize::try_from(n - r.keep).unwrap_or(usize::MAX))
                 .map(|p| p.info.id)
                 .collect();
             for id in first {
                 rot.dropped
                     .extend(self.drop_partition(&c.ns, DropPartitions::Id(id))?);
             }
-            rot.drop_ms = started.elapsed().as_millis() as u64;
+            rot.drop_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         }
         if rot.added.is_none() && rot.dropped.is_empty() {
             return Ok(None);

@@ -155,8 +155,11 @@ fn open_merge(runs: Vec<PathBuf>, budget: usize) -> std::io::Result<Merge> {
 }
 
 fn write_entry(w: &mut impl Write, k: &[u8], v: &[u8]) -> std::io::Result<()> {
-    w.write_all(&(k.len() as u32).to_le_bytes())?;
-    w.write_all(&(v.len() as u32).to_le_bytes())?;
+    // A run stores u32 lengths; keys and values are storage-engine sized (far below 4 GiB),
+    // but a truncated length would misread the run, so refuse rather than wrap.
+    let len = |b: &[u8]| u32::try_from(b.len()).map_err(std::io::Error::other);
+    w.write_all(&len(k)?.to_le_bytes())?;
+    w.write_all(&len(v)?.to_le_bytes())?;
     w.write_all(k)?;
     w.write_all(v)
 }

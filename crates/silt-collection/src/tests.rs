@@ -1,4 +1,5 @@
 //! Tests of the store, collections, index maintenance and builds.
+#![expect(clippy::cast_possible_truncation, reason = "test sizes are small")]
 
 use std::ops::Bound;
 use std::sync::atomic::Ordering;

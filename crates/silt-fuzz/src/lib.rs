@@ -141,6 +141,10 @@ mod tests {
     /// A few thousand pseudo-random inputs per target, so that `make test` exercises the
     /// targets even where no fuzzer runs.
     #[test]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a byte is the low 8 bits of the xorshift state, truncated on purpose"
+    )]
     fn pseudo_random_inputs() {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for len in 0..3000usize {

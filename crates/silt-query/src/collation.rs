@@ -276,6 +276,11 @@ impl Collation {
             });
         }
         if let Some(v) = spec.get("strength") {
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "an integral double; past the i64 range it saturates, and the 1 to 5 \
+                          check refuses it"
+            )]
             let n = match v {
                 Bson::Int32(i) => *i as i64,
                 Bson::Int64(i) => *i,

@@ -349,10 +349,10 @@ impl TypeSet {
             },
             _ if as_num(v).is_some() => {
                 let code = integral(v)
-                    .filter(|c| i32::try_from(*c).is_ok())
+                    .and_then(|c| i32::try_from(c).ok())
                     .ok_or_else(|| {
                         QueryError::failed_to_parse(format!("Expected an integer: {v}"))
-                    })? as i32;
+                    })?;
                 if !(code == -1 || code == 127 || (1..=19).contains(&code)) {
                     return Err(QueryError::bad_value(format!(
                         "Invalid numerical type code: {code}"
@@ -424,6 +424,10 @@ impl BitMask {
 const TWO63: f64 = 9_223_372_036_854_775_808.0;
 
 /// A number that is an integer representable as i64 (doubles must be integral).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is checked to be integral and in [-2^63, 2^63): exact"
+)]
 fn integral(v: &Bson) -> Option<i64> {
     match as_num(v)? {
         Num::Int(i) => Some(i),

@@ -114,6 +114,10 @@ fn true_value(v: &Bson) -> bool {
 }
 
 /// MongoDB's `numberInt()` of a number, saturating.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "clamped to the i32 range first (NaN handled): exact after dropping the fraction"
+)]
 fn number_int(v: &Bson) -> i64 {
     match as_num(v) {
         Some(Num::Int(i)) => i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)),
@@ -663,7 +667,12 @@ fn slice(v: &Bson, skip: Option<i64>, limit: i64) -> Bson {
         Some(s) => (s.min(len), limit),
     };
     let end = start.saturating_add(n).min(len);
-    Bson::Array(a[start as usize..end as usize].to_vec())
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "0 <= start <= end <= len, an array length"
+    )]
+    let (start, end) = (start as usize, end as usize);
+    Bson::Array(a[start..end].to_vec())
 }
 
 /// `field.rest.$`: the first array met along the path keeps only the matched element (with

@@ -169,6 +169,11 @@ impl TextIndexSpec {
             Some(Bson::String(s)) if s == "$**" => wildcard = Some(1),
             Some(Bson::Document(w)) => {
                 for (k, v) in w {
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "a double weight drops its fraction and saturates past the i64 \
+                                  range; the range check below refuses what is out of range"
+                    )]
                     let n = match v {
                         Bson::Int32(i) => *i as i64,
                         Bson::Int64(i) => *i,
@@ -183,10 +188,15 @@ impl TextIndexSpec {
                     if bad_path && k != "$**" {
                         return Err(bad(17291, "weight cannot have empty path component"));
                     }
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "checked to be in 1..100000 above"
+                    )]
+                    let n = n as i32;
                     if k == "$**" {
-                        wildcard = Some(n as i32);
+                        wildcard = Some(n);
                     } else {
-                        weights.insert(k.clone(), n as i32);
+                        weights.insert(k.clone(), n);
                     }
                 }
             }

@@ -158,6 +158,10 @@ impl Validator {
     }
 
     /// MongoDB's `details` for a failing document.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the position of a clause in one filter document (at most 16 MiB): far below 2^31"
+    )]
     fn details(&self, doc: &Document) -> Document {
         let clauses: Vec<(&String, &Bson)> = self.filter.iter().collect();
         let explain = |k: &str, v: &Bson| -> Document {

@@ -139,8 +139,8 @@ impl EnvInner {
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
             lsn = lsn.0,
-            pause_us = pause.as_micros() as u64,
-            total_ms = started.elapsed().as_millis() as u64,
+            pause_us = u64::try_from(pause.as_micros()).unwrap_or(u64::MAX),
+            total_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "checkpoint complete"
         );
         Ok(())

@@ -52,6 +52,7 @@ use crate::tree_io::load_node;
 use crate::txn::Txn;
 use crate::vfs::{OpenMode, RealFs, Vfs};
 use crate::wal::{self, Wal};
+use crate::width::usize_of;
 use crate::write::WriteGate;
 
 /// fsync a directory so that creations, renames and removals in it are durable.
@@ -187,8 +188,8 @@ fn open_core(
     let file = Arc::new(file);
     let mut tree = Tree {
         cfg: TreeCfg {
-            node_bytes: header.node_bytes as usize,
-            basement_bytes: header.basement_bytes as usize,
+            node_bytes: usize_of(header.node_bytes),
+            basement_bytes: usize_of(header.basement_bytes),
             fanout: header.fanout as usize,
         },
         root: header.root,
@@ -641,7 +642,9 @@ impl EnvInner {
             max_msn: Msn(0),
             node_bytes: o.node_bytes as u64,
             basement_bytes: o.basement_bytes as u64,
-            fanout: o.fanout as u32,
+            // A fanout past u32::MAX is no limit at all (a node's child count is a u32 too):
+            // saturating keeps that meaning when the file is reopened.
+            fanout: u32::try_from(o.fanout).unwrap_or(u32::MAX),
             compression: o.compression,
             rows: 0,
             data_bytes: 0,
@@ -700,7 +703,7 @@ impl EnvInner {
         // soft limit rather than spinning.
         while self.cache.excess_soft() > 0 && idle_rounds < 32 && rounds < 64 * dicts.len() {
             rounds += 1;
-            let i = self.evict_rr.fetch_add(1, Ordering::Relaxed) as usize % dicts.len();
+            let i = usize_of(self.evict_rr.fetch_add(1, Ordering::Relaxed)) % dicts.len();
             let freed = dicts[i].evict_pass(self, self.cache.excess_soft())?;
             if freed > 0 {
                 idle_rounds = 0;

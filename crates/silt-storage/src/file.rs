@@ -12,6 +12,7 @@ use crate::format::btt::{self, Allocator, Extent, Table, PUNCH_ALIGN};
 use crate::format::header::{FileHeader, HEADER_SLOT_BYTES};
 use crate::ids::BlockNum;
 use crate::vfs::{OpenMode, VFile, Vfs};
+use crate::width::usize_of;
 
 #[derive(Debug)]
 pub(crate) struct FileState {
@@ -235,7 +236,7 @@ pub(crate) fn read_best_header(file: &dyn VFile, path: &Path) -> Result<FileHead
     let mut best: Option<FileHeader> = None;
     let mut errors = Vec::new();
     for slot in 0..2u64 {
-        let mut buf = vec![0u8; HEADER_SLOT_BYTES as usize];
+        let mut buf = vec![0u8; usize_of(HEADER_SLOT_BYTES)];
         match file.read_exact_at(&mut buf, slot * HEADER_SLOT_BYTES) {
             Ok(()) => match FileHeader::decode(&buf) {
                 Ok(h) => {
@@ -258,7 +259,7 @@ pub(crate) fn read_best_header(file: &dyn VFile, path: &Path) -> Result<FileHead
 }
 
 pub(crate) fn read_table(file: &dyn VFile, path: &Path, h: &FileHeader) -> Result<Table> {
-    let mut buf = vec![0u8; h.btt_len as usize];
+    let mut buf = vec![0u8; usize_of(h.btt_len)];
     file.read_exact_at(&mut buf, h.btt_offset).ctx(path)?;
     btt::decode_table(&buf)
         .map_err(|e| corruption(path, format!("block table at offset {}", h.btt_offset), e))

@@ -15,6 +15,7 @@ use crate::format::node::{decode_header, decode_part, BlockHeader};
 use crate::ids::BlockNum;
 use crate::tree::node::PartData;
 use crate::vfs::{OpenMode, RealFs, VFile, Vfs};
+use crate::width::usize_of;
 
 type File = Box<dyn VFile>;
 
@@ -35,7 +36,8 @@ pub fn headers(path: &Path) -> Result<[std::result::Result<FileHeader, String>; 
 
 fn headers_on(vfs: &dyn Vfs, path: &Path) -> Result<[std::result::Result<FileHeader, String>; 2]> {
     let f = open(vfs, path)?;
-    let slot = |i: u64| match read_at(&f, path, i * HEADER_SLOT_BYTES, HEADER_SLOT_BYTES as usize) {
+    let slot = |i: u64| match read_at(&f, path, i * HEADER_SLOT_BYTES, usize_of(HEADER_SLOT_BYTES))
+    {
         Ok(b) => FileHeader::decode(&b),
         Err(e) => Err(e.to_string()),
     };
@@ -85,7 +87,7 @@ fn hexs(k: &[u8]) -> String {
 }
 
 fn read_node(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<(BlockHeader, Vec<u8>)> {
-    let buf = read_at(f, path, x.offset, x.len as usize)?;
+    let buf = read_at(f, path, x.offset, usize_of(x.len))?;
     let h = decode_header(&buf)
         .map_err(|e| corruption(path, format!("block {b} at offset {}", x.offset), e))?;
     if h.blocknum != b {
@@ -124,8 +126,8 @@ fn node_at(f: &File, path: &Path, b: BlockNum, x: Extent) -> Result<NodeReport> 
     let mut parts = Vec::new();
     let (mut raw, mut disk, mut items) = (0u64, 0u64, 0u64);
     for (i, loc) in h.parts.iter().enumerate() {
-        let end = (loc.offset + u64::from(loc.disk_len)) as usize;
-        let s = buf.get(loc.offset as usize..end).ok_or_else(|| {
+        let end = usize_of(loc.offset + u64::from(loc.disk_len));
+        let s = buf.get(usize_of(loc.offset)..end).ok_or_else(|| {
             corruption(path, format!("block {b} partition {i}"), "beyond block end")
         })?;
         let d = decode_part(s, loc, h.height == 0)

@@ -53,6 +53,7 @@ mod tree_io;
 mod txn;
 pub mod vfs;
 mod wal;
+mod width;
 mod write;
 
 pub use batch::WriteBatch;

@@ -11,6 +11,7 @@ use crate::options::Compression;
 use crate::tree::apply::{apply_buffer_to_leaf, Delta};
 use crate::tree::le::LE_CLEAN;
 use crate::tree::node::{Basement, ChildBuf, LeafBuilder, Node, PartData};
+use crate::width::usize_of;
 
 /// The update function the leaf case's blind updates run: add a little-endian u64.
 const ADD: u32 = 1;
@@ -45,6 +46,11 @@ impl Gen {
         self.0
     }
     /// `len` bytes of which the fraction `random` is random and the rest repeats.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the random prefix is at most `len` (fraction clamped to 0..=1); a byte is the \
+                  low 8 bits of a random word, truncated on purpose"
+    )]
     fn value(&mut self, len: usize, random: f64) -> Vec<u8> {
         let r = ((len as f64) * random.clamp(0.0, 1.0)) as usize;
         let mut v: Vec<u8> = (0..r).map(|_| self.next() as u8).collect();
@@ -207,7 +213,7 @@ impl LeafNode {
 /// Verify, decompress and decode partition `i` of `block`; returns its entries.
 fn decode_part_at(block: &[u8], h: &node::BlockHeader, i: usize) -> usize {
     let loc = &h.parts[i];
-    let at = loc.offset as usize;
+    let at = usize_of(loc.offset);
     let stored = &block[at..at + loc.disk_len as usize];
     match node::decode_part(stored, loc, true).expect("a block made by encode") {
         PartData::Leaf(b) => b.len(),

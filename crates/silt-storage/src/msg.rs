@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::bytes::{Dec, DecResult};
 use crate::ids::{Msn, Xid};
+use crate::width::len_u32;
 
 /// What an update function decides for one key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,7 +165,7 @@ impl MsgKind {
     pub(crate) fn write_payload(&self, a: &mut Vec<u8>) {
         match self {
             MsgKind::Insert(v) | MsgKind::Replace(v) | MsgKind::InsertNoOverwrite(v) => {
-                a.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                a.extend_from_slice(&len_u32(v.len()).to_le_bytes());
                 a.extend_from_slice(v);
             }
             MsgKind::Delete | MsgKind::Abort => a.extend_from_slice(&0u32.to_le_bytes()),
@@ -173,7 +174,7 @@ impl MsgKind {
                 a.push(*rows as u8);
             }
             MsgKind::Update { func, arg } => {
-                a.extend_from_slice(&(arg.len() as u32 + 4).to_le_bytes());
+                a.extend_from_slice(&(len_u32(arg.len()) + 4).to_le_bytes());
                 a.extend_from_slice(&func.to_le_bytes());
                 a.extend_from_slice(arg);
             }

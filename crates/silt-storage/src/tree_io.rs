@@ -22,6 +22,7 @@ use crate::format::node::{
 use crate::ids::{BlockNum, DictId};
 use crate::tree::node::{Node, Part, PartData, PartLoc};
 use crate::tree::{Need, Step, Tree};
+use crate::width::usize_of;
 
 pub(crate) struct DictCore {
     pub id: DictId,
@@ -37,7 +38,7 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
     let what = || format!("block {b} at offset {}", ext.offset);
     // Enough for the header of any ordinary node (as the original engine, which reads at most
     // 32 KiB); a longer header costs a second read.
-    let first = (ext.len as usize).min(32 << 10);
+    let first = usize_of(ext.len).min(32 << 10);
     let header = file.read_with(
         ext.offset,
         first,
@@ -52,7 +53,7 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
     )?;
     let h = match header.map_err(|e| corruption(&file.path, what(), e))? {
         Ok(h) => h,
-        Err(hlen) if hlen > ext.len as usize => {
+        Err(hlen) if hlen > usize_of(ext.len) => {
             return Err(corruption(&file.path, what(), "header longer than block"))
         }
         Err(hlen) => file
@@ -107,11 +108,11 @@ pub(crate) fn load_parts(
         .map(|(_, l)| l.offset + u64::from(l.disk_len))
         .max()
         .unwrap_or(0);
-    file.read_with(start, (end - start) as usize, |buf| {
+    file.read_with(start, usize_of(end - start), |buf| {
         list.iter()
             .map(|&(i, loc)| {
-                let s = &buf[(loc.offset - start) as usize
-                    ..(loc.offset - start + u64::from(loc.disk_len)) as usize];
+                let s = &buf[usize_of(loc.offset - start)
+                    ..usize_of(loc.offset - start + u64::from(loc.disk_len))];
                 decode_part(s, &loc, leaf)
                     .map(|d| (i, loc, d))
                     .map_err(|e| {

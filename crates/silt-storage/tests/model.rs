@@ -11,6 +11,8 @@
 //! loss) the reopened tree verifies and holds the acknowledged writes, plus at most the one
 //! that failed.
 
+#![expect(clippy::cast_possible_truncation, reason = "test sizes are small")]
+
 use std::collections::BTreeMap;
 use std::ops::Bound::{self, *};
 use std::path::{Path, PathBuf};

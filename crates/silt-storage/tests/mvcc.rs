@@ -11,6 +11,8 @@
 //! the key was committed after the transaction's snapshot (first committer wins). A write that
 //! conflicts is not made, as the layer above would refuse it.
 
+#![expect(clippy::cast_possible_truncation, reason = "test sizes are small")]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound::{self, *};
 use std::path::PathBuf;

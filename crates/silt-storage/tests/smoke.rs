@@ -1,3 +1,5 @@
+#![expect(clippy::cast_possible_truncation, reason = "test sizes are small")]
+
 use std::ops::Bound::*;
 
 use silt_storage::{Compression, Env, EnvOptions, SyncPolicy, UpdateOutcome, UpdateRegistry};

@@ -111,7 +111,7 @@ impl MsgHeader {
 
     fn check_length(&self) -> Result<(), WireError> {
         let len = self.message_length;
-        if len < HEADER_LEN as i32 || len as i64 > MAX_MESSAGE_BYTES as i64 {
+        if len < wire_len(HEADER_LEN) || len as i64 > MAX_MESSAGE_BYTES as i64 {
             return Err(WireError::BadLength(len.into()));
         }
         Ok(())
@@ -208,7 +208,7 @@ pub fn parse_message_with_compressor(
     }
     let data = compressor.decompress(r.rest(), size)?;
     let inner = MsgHeader {
-        message_length: (size + HEADER_LEN) as i32,
+        message_length: wire_len(size + HEADER_LEN),
         op_code,
         ..*header
     };
@@ -242,7 +242,9 @@ pub fn compress_message(message: &[u8], compressor: Compressor) -> Result<Vec<u8
     let compressed = compressor.compress(body)?;
     let mut out = begin_message(9 + compressed.len());
     out.extend_from_slice(&header.op_code.to_le_bytes());
-    out.extend_from_slice(&(body.len() as i32).to_le_bytes());
+    // `split_message` checked the header's length, which is the message's: at most
+    // MAX_MESSAGE_BYTES.
+    out.extend_from_slice(&wire_len(body.len()).to_le_bytes());
     out.push(compressor.id());
     out.extend_from_slice(&compressed);
     finish_message(out, header.request_id, header.response_to, OP_COMPRESSED)
@@ -402,7 +404,7 @@ impl OpMsg {
             if size > MAX_MESSAGE_BYTES {
                 return Err(too_large_message(size));
             }
-            out[start..start + 4].copy_from_slice(&(size as i32).to_le_bytes());
+            out[start..start + 4].copy_from_slice(&wire_len(size).to_le_bytes());
         }
         if !self.checksum_present() {
             return finish_message(out, request_id, response_to, OP_MSG);
@@ -567,6 +569,17 @@ fn expect_end(r: &Reader<'_>, what: &str) -> Result<(), WireError> {
     }
 }
 
+/// A length the caller has bounded by [`MAX_MESSAGE_BYTES`], as the wire's `i32`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "callers bound `n` by MAX_MESSAGE_BYTES, which fits an i32 (asserted below)"
+)]
+fn wire_len(n: usize) -> i32 {
+    debug_assert!(n <= MAX_MESSAGE_BYTES);
+    n as i32
+}
+const _: () = assert!(MAX_MESSAGE_BYTES <= i32::MAX as usize);
+
 /// A buffer with room reserved for the header.
 fn begin_message(capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + capacity);
@@ -585,7 +598,7 @@ fn finish_message(
         return Err(too_large_message(out.len()));
     }
     let header = MsgHeader {
-        message_length: out.len() as i32,
+        message_length: wire_len(out.len()),
         request_id,
         response_to,
         op_code,

@@ -1,3 +1,5 @@
+#![expect(clippy::cast_possible_truncation, reason = "test sizes are small")]
+
 use bson::{doc, Document};
 use proptest::prelude::*;
 

@@ -337,6 +337,12 @@ impl Densify {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "with a unit, p lies between two bounds that are dates, so p * u is within the \
+                  i64 milliseconds range (saturating at its very edges); the Int32 arm is \
+                  integral and below 2^31 in magnitude (checked)"
+    )]
     fn value_at(&self, p: f64) -> Bson {
         match self.unit {
             Some(u) => Bson::DateTime(bson::DateTime::from_millis((p * u).round() as i64)),

@@ -196,6 +196,12 @@ impl Granularity {
 }
 
 /// The power of two strictly above (`up`) or below `x`, as an integer for integer input.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "x is positive, so floor(log2 x) is within +-1075 (+inf saturates, giving an infinite \
+              power as intended); p is an integral power of two checked against each target range, \
+              and 2^63 (which i64::MAX as f64 rounds to) saturates to i64::MAX as it always has"
+)]
 fn power_of_two(v: &Bson, x: f64, up: bool) -> Bson {
     let e = x.log2().floor() as i32;
     let exact = 2f64.powi(e) == x;

@@ -82,13 +82,19 @@ impl GraphLookup {
                 "as" => as_ = Some(string(k, v)?),
                 "depthField" => depth = Some(path_parts(&string(k, v)?)?),
                 "maxDepth" => {
-                    max_depth = Some(match silt_bson::compare::as_num(v) {
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "an integral double; past the i64 range it saturates (no \
+                                  practical limit)"
+                    )]
+                    let depth = match silt_bson::compare::as_num(v) {
                         Some(silt_bson::compare::Num::Int(i)) if i >= 0 => i,
                         Some(silt_bson::compare::Num::Float(f)) if f >= 0.0 && f.fract() == 0.0 => {
                             f as i64
                         }
                         _ => return Err(fail(40101, "maxDepth must be a non-negative integer")),
-                    })
+                    };
+                    max_depth = Some(depth);
                 }
                 "restrictSearchWithMatch" => match v {
                     Bson::Document(m) => restrict = Some(Matcher::new(m)?),
@@ -210,15 +216,24 @@ impl BucketAuto {
             match k.as_str() {
                 "groupBy" => group_by = Some(Expr::parse(v)?),
                 "buckets" => {
-                    buckets = Some(match silt_bson::compare::as_num(v) {
-                        Some(silt_bson::compare::Num::Int(i)) if i > 0 => i as usize,
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "an integral double; past usize::MAX it saturates (no practical \
+                                  limit)"
+                    )]
+                    let n = match silt_bson::compare::as_num(v) {
+                        Some(silt_bson::compare::Num::Int(i)) if i > 0 => usize::try_from(i).unwrap_or(usize::MAX),
                         Some(silt_bson::compare::Num::Float(f)) if f > 0.0 && f.fract() == 0.0 => f as usize,
                         _ => return Err(fail(40243, format!("The $bucketAuto 'buckets' field must be greater than 0, but found: {v}"))),
-                    })
+                    };
+                    buckets = Some(n);
                 }
                 "output" => {
                     let Bson::Document(o) = v else {
-                        return Err(fail(40244, "The $bucketAuto 'output' field must be an object"));
+                        return Err(fail(
+                            40244,
+                            "The $bucketAuto 'output' field must be an object",
+                        ));
                     };
                     output = Some(
                         o.iter()
@@ -227,7 +242,12 @@ impl BucketAuto {
                     );
                 }
                 "granularity" => granularity = Some(Granularity::parse(v)?),
-                other => return Err(fail(40245, format!("Unrecognized option to $bucketAuto: {other}."))),
+                other => {
+                    return Err(fail(
+                        40245,
+                        format!("Unrecognized option to $bucketAuto: {other}."),
+                    ))
+                }
             }
         }
         let (Some(group_by), Some(buckets)) = (group_by, buckets) else {
@@ -256,6 +276,10 @@ impl BucketAuto {
         if n == 0 {
             return Ok(Vec::new());
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "a rounded ratio of two counts, at most n"
+        )]
         let size = ((n as f64 / self.buckets as f64).round() as usize).max(1);
         if let Some(g) = &self.granularity {
             return self.run_rounded(g, &keyed, size, vars);

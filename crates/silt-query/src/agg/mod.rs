@@ -324,6 +324,10 @@ pub fn check_exprs(filter: &Document) -> QResult<()> {
 }
 
 /// An integral stage argument (`$limit`, `$skip`), `None` if not a whole number.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is checked to be integral and within +-9.2e18: exact"
+)]
 fn whole_number(v: &Bson) -> Option<i64> {
     match silt_bson::compare::as_num(v)? {
         silt_bson::compare::Num::Int(i) => Some(i),

@@ -259,6 +259,11 @@ impl NAcc {
                     if vals.is_empty() {
                         return Bson::Null;
                     }
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "a percentile of the count; the saturating cast and the clamp \
+                                  keep it in 1..=len"
+                    )]
                     let rank = ((p * vals.len() as f64).ceil() as usize).clamp(1, vals.len());
                     Bson::Double(vals[rank - 1])
                 };
@@ -273,10 +278,14 @@ impl NAcc {
 }
 
 /// `n`: a positive integer.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "an integral double n past usize::MAX saturates: no practical limit"
+)]
 pub(crate) fn eval_n(acc: &str, v: Option<Bson>) -> QResult<usize> {
     let v = v.unwrap_or(Bson::Null);
     match as_num(&v) {
-        Some(Num::Int(i)) if i > 0 => Ok(i as usize),
+        Some(Num::Int(i)) if i > 0 => Ok(usize::try_from(i).unwrap_or(usize::MAX)),
         Some(Num::Float(f)) if f > 0.0 && f.fract() == 0.0 => Ok(f as usize),
         Some(_) => Err(QueryError::located(
             5787908,

@@ -574,6 +574,10 @@ pub(crate) fn parse_sample(spec: &Bson) -> QResult<usize> {
 }
 
 /// `size` documents picked at random, in random order.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a remainder modulo `span`, which is a usize"
+)]
 pub(crate) fn sample(mut docs: Vec<Document>, size: usize) -> Vec<Document> {
     let n = size.min(docs.len());
     for i in 0..n {

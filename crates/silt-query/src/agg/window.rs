@@ -227,6 +227,10 @@ impl SetWindowFields {
                         a.get("output")
                             .ok_or_else(|| bad("$shift requires 'output'"))?,
                     )?;
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "an integral double; a shift past the i64 range saturates"
+                    )]
                     let by = match a.get("by").and_then(as_num) {
                         Some(Num::Int(i)) => i,
                         Some(Num::Float(f)) if f.fract() == 0.0 => f as i64,
@@ -352,6 +356,11 @@ impl SetWindowFields {
         Ok(out)
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "document numbers and ranks count the documents of one partition, held in memory \
+                  (far below 2^31); a shifted position `j` is checked to be in 0..n"
+    )]
     fn compute(
         &self,
         func: &Func,
@@ -523,6 +532,11 @@ fn range_positions(window: &Window, keys: &[Vec<Bson>]) -> QResult<Vec<Option<f6
 
 /// The documents in `window` around document `i` of a partition of `n` (`pos`: from
 /// [`range_positions`]); `None` for a range window around a document with no position.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a documents-window offset is integral (parse_bound) and saturates past the i64 \
+              range; each position kept is clamped into 0..n"
+)]
 fn window_indices(window: &Window, i: usize, n: usize, pos: &[Option<f64>]) -> Option<Vec<usize>> {
     Some(match window {
         Window::Documents(lo, hi) => {

@@ -89,6 +89,10 @@ pub(crate) fn decimal(f: f64) -> Bson {
 }
 
 /// The value of `v` as an integer, if it is a number with no fractional part that fits i64.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is checked to be integral and in [-2^63, 2^63): exact"
+)]
 pub(crate) fn exact_i64(v: &Bson) -> Option<i64> {
     const TWO63: f64 = 9_223_372_036_854_775_808.0;
     match Number::of(v)? {
@@ -141,6 +145,10 @@ pub(crate) fn mul(a: Number, b: Number) -> Number {
 
 /// A double rounded to the nearest integer the way `llround` does (halves away from zero),
 /// saturating.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "saturating is the documented behaviour (as llround)"
+)]
 fn llround(f: f64) -> i64 {
     f.round() as i64
 }
@@ -540,6 +548,10 @@ pub(crate) fn round_f64(x: f64, place: i64, half_even: bool) -> f64 {
     if keep < 0 {
         return 0.0 * sign;
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "0 <= keep < digits.len() (checked above)"
+    )]
     let keep = keep as usize;
     let (kept, rest) = digits.split_at(keep);
     let mut n: u128 = kept.iter().fold(0, |acc, d| acc * 10 + u128::from(*d));

@@ -126,9 +126,12 @@ pub(super) fn slice(vals: &[Val]) -> QResult<Val> {
         ((len + i64::from(second)).max(0), len)
     };
     let end = start.saturating_add(count).min(len);
-    Ok(Some(Bson::Array(
-        arr[start as usize..end as usize].to_vec(),
-    )))
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "0 <= start <= end <= len, an array length"
+    )]
+    let (start, end) = (start as usize, end as usize);
+    Ok(Some(Bson::Array(arr[start..end].to_vec())))
 }
 
 pub(super) fn range(vals: &[Val]) -> QResult<Val> {
@@ -179,6 +182,10 @@ pub(super) fn range(vals: &[Val]) -> QResult<Val> {
             count * 16
         )));
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "every value lies between start and end, both i32 (checked above)"
+    )]
     let out = (0..count)
         .map(|i| Bson::Int32((start + i * step) as i32))
         .collect();

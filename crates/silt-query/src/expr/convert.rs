@@ -193,6 +193,10 @@ fn parse_float(s: &str) -> Result<f64, String> {
         .map_err(|_| "Did not consume whole string.".into())
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "checked against the target type's range above: only the fraction is dropped"
+)]
 fn double_to_int(d: f64, target: Target) -> QResult<Bson> {
     if d.is_nan() {
         return Err(QueryError::conversion_failure(format!(

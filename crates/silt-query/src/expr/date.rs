@@ -35,6 +35,10 @@ pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "by construction the day is in 1..=31 and the month in 1..=12"
+)]
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
@@ -48,6 +52,10 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "each field is a remainder within one day, week or year (at most 86_400_000)"
+)]
 pub(crate) fn civil(ms: i64) -> Civil {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
@@ -82,6 +90,10 @@ impl Civil {
     }
 
     /// ISO-8601 week number and week-numbering year.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "w is in 1..=53 here (checked above)"
+    )]
     pub(crate) fn iso_week(&self) -> (u32, i64) {
         let wd = i64::from(self.iso_weekday());
         let w = (i64::from(self.yday) - wd + 10) / 7;
@@ -369,7 +381,9 @@ pub(crate) fn parse_iso(s: &str) -> Option<i64> {
             return None;
         }
         let digits = &s[start..end.min(start + 3)];
-        frac_ms = digits.parse::<i64>().ok()? * 10i64.pow(3 - digits.len() as u32);
+        #[expect(clippy::cast_possible_truncation, reason = "at most 3 digits")]
+        let scale = 10i64.pow(3 - digits.len() as u32);
+        frac_ms = digits.parse::<i64>().ok()? * scale;
         i = end;
     }
     if h > 23 || mi > 59 || sec > 59 {

@@ -88,7 +88,9 @@ pub(crate) fn parse(s: &str, fmt: &str) -> Option<(i64, Option<i64>)> {
             'L' => {
                 let start = r.i;
                 let v = r.digits(1, 3)?;
-                millis = v * 10i64.pow(3 - (r.i - start) as u32);
+                #[expect(clippy::cast_possible_truncation, reason = "at most 3 digits")]
+                let scale = 10i64.pow(3 - (r.i - start) as u32);
+                millis = v * scale;
             }
             'j' => yday = Some(r.digits(1, 3)?),
             'G' => iso_year = Some(r.digits(4, 4)?),
@@ -150,7 +152,7 @@ pub(crate) fn parse(s: &str, fmt: &str) -> Option<(i64, Option<i64>)> {
         }
         (None, Some(j)) if (1..=366).contains(&j) => days_from_civil(year, 1, 1) + j - 1,
         (None, Some(_)) => return None,
-        (None, None) => days_from_civil(year, month as u32, 1) + day - 1,
+        (None, None) => days_from_civil(year, u32::try_from(month).ok()?, 1) + day - 1,
     };
     let ms = days * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis;
     Some((ms, offset))

@@ -147,6 +147,7 @@ fn months_of(u: Unit) -> i64 {
     }
 }
 
+#[expect(clippy::cast_possible_truncation, reason = "a month has 28 to 31 days")]
 fn days_in_month(y: i64, m: u32) -> u32 {
     let next = if m == 12 {
         days_from_civil(y + 1, 1, 1)
@@ -157,6 +158,10 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 /// Local milliseconds plus `months` calendar months (the day clamped to the month's end).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "(total mod 12) + 1 is in 1..=12"
+)]
 fn add_months(local: i64, months: i64) -> i64 {
     let c = civil(local);
     let total = c.year * 12 + i64::from(c.month - 1) + months;
@@ -200,6 +205,10 @@ fn week_start(v: Val) -> QResult<u32> {
 }
 
 /// The start of the bin (of `bin` units) holding local instant `local`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "(start mod 12) + 1 is in 1..=12"
+)]
 fn trunc(local: i64, unit: Unit, bin: i64, sow: u32) -> i64 {
     match unit {
         Unit::Month | Unit::Quarter | Unit::Year => {
@@ -292,7 +301,12 @@ impl Eval<'_, '_> {
                 for (i, slot) in parts.iter_mut().enumerate() {
                     let i = source(i);
                     let d = if i >= 8 { i - 8 } else { i };
-                    *slot = match get(i)? {
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "an integral double; past the i64 range it saturates, as it \
+                                  always has"
+                    )]
+                    let part = match get(i)? {
                         None if args.get(i).is_none_or(|a| a.is_none()) => defaults[d],
                         v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
                         Some(v) => match silt_bson::compare::as_num(&v) {
@@ -307,6 +321,7 @@ impl Eval<'_, '_> {
                         },
                         None => defaults[d],
                     };
+                    *slot = part;
                 }
                 if !(1..=9999).contains(&parts[0]) {
                     return Err(QueryError::located(
@@ -314,6 +329,10 @@ impl Eval<'_, '_> {
                         "'year' must evaluate to an integer in the range 1 to 9999",
                     ));
                 }
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "(months mod 12) + 1 is in 1..=12"
+                )]
                 let days = if iso {
                     // Week 1 holds 4 January; weeks start on Monday (1) and end on Sunday (7).
                     let jan4 = days_from_civil(parts[0], 1, 4);
@@ -341,10 +360,15 @@ impl Eval<'_, '_> {
                 };
                 let iso = matches!(get(2)?, Some(Bson::Boolean(true)));
                 let c = civil(zone.utc_to_local(d));
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "milliseconds in an i64 span +-292 million years: a year fits an i32"
+                )]
+                let year_i32 = |y: i64| y as i32;
                 if iso {
                     let (week, year) = c.iso_week();
                     return Ok(Some(Bson::Document(bson::doc! {
-                        "isoWeekYear": year as i32,
+                        "isoWeekYear": year_i32(year),
                         "isoWeek": week as i32,
                         "isoDayOfWeek": c.iso_weekday() as i32,
                         "hour": c.hour as i32,
@@ -354,7 +378,7 @@ impl Eval<'_, '_> {
                     })));
                 }
                 Ok(Some(Bson::Document(bson::doc! {
-                    "year": c.year as i32,
+                    "year": year_i32(c.year),
                     "month": c.month as i32,
                     "day": c.day as i32,
                     "hour": c.hour as i32,
@@ -440,6 +464,10 @@ impl Eval<'_, '_> {
                 let Some(unit) = unit_of(op, get(1)?)? else {
                     return Ok(Some(Bson::Null));
                 };
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "an integral double; past the i64 range it saturates, as it always has"
+                )]
                 let amount = match get(2)? {
                     None => return Ok(Some(Bson::Null)),
                     v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),
@@ -518,6 +546,10 @@ impl Eval<'_, '_> {
                 let Some(unit) = unit_of(op, get(1)?)? else {
                     return Ok(Some(Bson::Null));
                 };
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "an integral double; past the i64 range it saturates, as it always has"
+                )]
                 let bin = match get(2)? {
                     None => 1,
                     v if nullish(v.as_ref()) => return Ok(Some(Bson::Null)),

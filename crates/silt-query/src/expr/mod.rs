@@ -316,6 +316,10 @@ impl Ord for ValueKey {
 
 /// A pseudo-random number (splitmix64 over a process-wide counter seeded from the clock); good
 /// enough for `$rand` and `$sample`, not for anything secret.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a seed: the low 64 bits of the nanoseconds are as good as any"
+)]
 pub(crate) fn random_u64() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;

@@ -594,6 +594,10 @@ impl Eval<'_, '_> {
         if mode == 0 {
             return yes(re.matches(&Bson::String(s)));
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "a match position in one string (at most 16 MiB): far below 2^31"
+        )]
         let found: Vec<Bson> = re
             .find_in(&s, mode == 2)
             .into_iter()
@@ -765,6 +769,10 @@ fn concat(vals: Vec<Val>) -> QResult<Val> {
 }
 
 /// A numeric argument truncated to an integer (as `coerceToLong` does).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "truncated toward zero, saturating past the i64 range, as this coercion always has"
+)]
 fn trunc_arg(v: Option<&Bson>) -> Option<i64> {
     let n = Number::of(v?)?;
     match n {
@@ -863,7 +871,11 @@ fn substr_cp(vals: &[Val]) -> QResult<Val> {
             "$substrCP: the starting index must be nonnegative integer.",
         ));
     }
-    let out: String = s.chars().skip(start as usize).take(len as usize).collect();
+    let (skip, take) = (
+        usize::try_from(start).unwrap_or(usize::MAX),
+        usize::try_from(len).unwrap_or(usize::MAX),
+    );
+    let out: String = s.chars().skip(skip).take(take).collect();
     Ok(Some(Bson::String(out)))
 }
 

@@ -83,6 +83,11 @@ pub(super) fn atan2(y: Val, x: Val) -> QResult<Val> {
 }
 
 /// Bitwise operators over ints and longs (a long operand makes the result a long).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "without a long operand every operand is a sign-extended i32, and so is any bitwise \
+              combination of them: exact"
+)]
 pub(super) fn bits(name: &str, vals: Vec<Val>) -> QResult<Val> {
     let mut long = false;
     let mut acc: Option<i64> = None;

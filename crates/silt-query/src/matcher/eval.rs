@@ -135,6 +135,10 @@ fn array_as_doc(a: &[Bson]) -> Document {
 
 /// The integer `$mod` divides: integers as-is, doubles truncated (NaN, infinities and values
 /// beyond i64 never match).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the truncated double is checked to be in [-2^63, 2^63): exact"
+)]
 fn mod_dividend(v: &Bson) -> Option<i64> {
     match as_num(v)? {
         Num::Int(i) => Some(i),

@@ -438,6 +438,10 @@ fn in_list(arr: &[Bson]) -> QResult<InList> {
 }
 
 fn parse_size(arg: &Bson) -> QResult<usize> {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the double is checked to be integral and within the i32 range: exact"
+    )]
     let n: i64 = match arg {
         Bson::Int32(i) => i64::from(*i),
         Bson::Int64(i) => i32::try_from(*i).map(i64::from).map_err(|_| {
@@ -464,6 +468,10 @@ fn parse_mod(path: &FieldPath, arg: &Bson) -> QResult<MatchExpr> {
     if a.len() > 2 {
         return Err(QueryError::bad_value("malformed mod, too many elements"));
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the truncated double is checked to be in [-2^63, 2^63): exact"
+    )]
     let num = |v: &Bson, what: &str| -> QResult<i64> {
         match as_num(v) {
             None => Err(QueryError::bad_value(format!(
@@ -539,11 +547,18 @@ fn bits(path: &FieldPath, op: BitsOp, name: &str, arg: &Bson) -> QResult<MatchEx
             }
             BitMask::from_positions(positions)
         }
-        Bson::Binary(b) => BitMask::from_positions(
-            (0..b.bytes.len() as u32 * 8)
-                .filter(|p| b.bytes[(p / 8) as usize] & (1 << (p % 8)) != 0)
-                .collect(),
-        ),
+        Bson::Binary(b) => {
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "a BSON binary is at most 16 MiB: its bit count fits a u32"
+            )]
+            let bits = b.bytes.len() as u32 * 8;
+            BitMask::from_positions(
+                (0..bits)
+                    .filter(|p| b.bytes[(p / 8) as usize] & (1 << (p % 8)) != 0)
+                    .collect(),
+            )
+        }
         _ if as_num(arg).is_some() => {
             let m = integral(arg).filter(|m| *m >= 0).ok_or_else(|| {
                 QueryError::failed_to_parse(format!("Expected a positive number in: {name}: {arg}"))

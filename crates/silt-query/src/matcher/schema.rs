@@ -78,9 +78,13 @@ fn parse_err(msg: impl Into<String>) -> QueryError {
     QueryError::failed_to_parse(msg)
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "an integral double count past usize::MAX saturates: no practical limit"
+)]
 fn count(k: &str, v: &Bson) -> QResult<usize> {
     match as_num(v) {
-        Some(Num::Int(i)) if i >= 0 => Ok(i as usize),
+        Some(Num::Int(i)) if i >= 0 => Ok(usize::try_from(i).unwrap_or(usize::MAX)),
         Some(Num::Float(f)) if f >= 0.0 && f.fract() == 0.0 => Ok(f as usize),
         _ => Err(parse_err(format!(
             "${k} must be a representable as a non-negative integer"
@@ -425,6 +429,11 @@ fn missing_names(d: &Document, req: &[String]) -> Vec<Bson> {
         .collect()
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "an index reported is a position in an array of one document or in a list of the \
+              schema: a BSON document is at most 16 MiB, so far below 2^31"
+)]
 fn check(name: &str, spec: &Bson, rule: &Rule, v: &Bson) -> Option<Document> {
     let num = as_num(v);
     let string = match v {

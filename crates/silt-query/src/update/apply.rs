@@ -620,6 +620,10 @@ fn sort_key(v: &Bson, path: &[String]) -> Bson {
     lookup(root, path).cloned().unwrap_or(Bson::Null)
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a bitwise combination of two sign-extended i32s is a sign-extended i32: exact"
+)]
 fn bit(cur: &Bson, ops: &[(BitOp, Bson)]) -> Bson {
     ops.iter().fold(cur.clone(), |acc, (op, arg)| {
         let f = |a: i64, b: i64| match op {

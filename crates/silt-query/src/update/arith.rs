@@ -160,6 +160,10 @@ impl Dec {
     }
 
     /// Parse the string form the bson crate prints (`1.05E+3`, `-0.001`, `NaN`, `-Infinity`).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the fraction of a printed decimal128 has a few dozen digits at most"
+    )]
     fn parse(s: &str) -> Dec {
         let (neg, body) = match s.strip_prefix('-') {
             Some(rest) => (true, rest),
@@ -273,6 +277,11 @@ impl Dec {
 
 /// Round `digits × 10^exp` into decimal128's coefficient and exponent ranges; `None` on
 /// overflow.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the digits dropped are those of a product of two decimal128 coefficients: fewer than \
+              100"
+)]
 fn fit(mut digits: Vec<u8>, mut exp: i32) -> Option<(Vec<u8>, i32)> {
     if digits.len() > MAX_DIGITS {
         let drop = digits.len() - MAX_DIGITS;
@@ -389,6 +398,10 @@ fn sub_mag(a: &[u8], b: &[u8]) -> Vec<u8> {
     strip(out)
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "after carrying, each place holds one decimal digit"
+)]
 fn mul_mag(a: &[u8], b: &[u8]) -> Vec<u8> {
     let mut acc = vec![0u32; a.len() + b.len()];
     for (i, &x) in a.iter().enumerate().rev() {

@@ -683,6 +683,10 @@ fn bit(value: &Bson) -> QResult<Op> {
 }
 
 /// `MatchExpressionParser::parseIntegerElementToLong`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the double is checked to be integral and in [-2^63, 2^63): exact"
+)]
 fn integer(name: &str, v: &Bson) -> QResult<i64> {
     let fail = |what: &str| QueryError::failed_to_parse(format!("{what}{}", fmt::elem(name, v)));
     let f = match v {

@@ -1,4 +1,5 @@
 //! Table-driven tests of update parsing and application.
+#![expect(clippy::cast_possible_truncation, reason = "test sizes are small")]
 
 use bson::{bson, doc, oid::ObjectId, Bson, DateTime, Document, Timestamp};
 

@@ -57,7 +57,7 @@ pub(crate) fn decode_table(buf: &[u8]) -> DecResult<Table> {
     if d.take(8)? != BTT_MAGIC {
         return Err("bad block table magic".into());
     }
-    let n = d.u64()? as usize;
+    let n = usize::try_from(d.u64()?).map_err(|_| "implausible block table size")?;
     if n > buf.len() / 24 {
         return Err("implausible block table size".into());
     }

@@ -1,6 +1,8 @@
 //! Little-endian encoding helpers. Nothing host-endian reaches the disk: every multi-byte
 //! integer goes through these functions.
 
+use crate::width::len_u32;
+
 /// Append-only encoder.
 #[derive(Default)]
 pub(crate) struct Enc {
@@ -33,7 +35,7 @@ impl Enc {
     }
     /// A `u32` length followed by the bytes.
     pub(crate) fn lp(&mut self, v: &[u8]) {
-        self.u32(v.len() as u32);
+        self.u32(len_u32(v.len()));
         self.bytes(v);
     }
 }

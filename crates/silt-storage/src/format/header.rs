@@ -15,6 +15,7 @@
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{BlockNum, DictId, Lsn, Msn};
 use crate::options::Compression;
+use crate::width::usize_of;
 
 pub(crate) const HEADER_MAGIC: &[u8; 8] = b"SILTDICT";
 pub(crate) const FILE_LAYOUT: u32 = 2;
@@ -60,7 +61,7 @@ pub struct FileHeader {
 
 impl FileHeader {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::with_capacity(HEADER_SLOT_BYTES as usize);
+        let mut e = Enc::with_capacity(usize_of(HEADER_SLOT_BYTES));
         e.bytes(HEADER_MAGIC);
         e.u32(FILE_LAYOUT);
         e.u64(self.dict_id.0);
@@ -84,7 +85,7 @@ impl FileHeader {
         e.u64(self.next_xid);
         let crc = crc32c::crc32c(&e.buf);
         e.u32(crc);
-        e.buf.resize(HEADER_SLOT_BYTES as usize, 0);
+        e.buf.resize(usize_of(HEADER_SLOT_BYTES), 0);
         e.buf
     }
 

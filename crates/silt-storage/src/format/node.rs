@@ -20,6 +20,7 @@ use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{tag, Broadcast};
 use crate::options::Compression;
 use crate::tree::node::{index_messages, Basement, ChildBuf, Key, Node, PartData, PartLoc};
+use crate::width::len_u32;
 
 pub(crate) const NODE_MAGIC: &[u8; 8] = b"SILTNODE";
 /// Layout written now. Version 2 added message type 3 (REPLACE); version 3 added versioned
@@ -47,7 +48,7 @@ pub(crate) struct NodeImage {
 pub(crate) fn encode_basement(b: &Basement) -> Vec<u8> {
     let mut e = Enc::with_capacity(b.bytes() + 5);
     e.u8(BASEMENT_TAG);
-    e.u32(b.len() as u32);
+    e.u32(len_u32(b.len()));
     // The in-memory arena is the serialized entries.
     e.bytes(b.arena());
     e.buf
@@ -87,8 +88,8 @@ pub(crate) fn decode_basement(mut raw: Vec<u8>) -> DecResult<Basement> {
 pub(crate) fn encode_buffer(b: &ChildBuf) -> Vec<u8> {
     let mut e = Enc::with_capacity(b.bytes + 16);
     e.u8(BUFFER_TAG);
-    e.u32(b.len() as u32);
-    e.u32(b.bcasts.len() as u32);
+    e.u32(len_u32(b.len()));
+    e.u32(len_u32(b.bcasts.len()));
     b.write_keyed(&mut e.buf);
     for bc in &b.bcasts {
         e.u8(tag::UPDATE_BROADCAST);
@@ -189,15 +190,15 @@ pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<Par
     e.u16(0);
     e.u64(img.blocknum.0);
     e.u32(img.height);
-    e.u32(img.parts.len() as u32);
+    e.u32(len_u32(img.parts.len()));
     e.u64(img.max_msn.0);
-    e.u32(info.buf.len() as u32);
+    e.u32(len_u32(info.buf.len()));
     let mut crcs = Vec::with_capacity(stored.len());
     for (s, r) in stored.iter().zip(&img.parts) {
         let crc = crc32c::crc32c(s);
         crcs.push(crc);
-        e.u32(s.len() as u32);
-        e.u32(r.len() as u32);
+        e.u32(len_u32(s.len()));
+        e.u32(len_u32(r.len()));
         e.u32(crc);
     }
     let hcrc = crc32c::crc32c(&e.buf);
@@ -209,8 +210,8 @@ pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<Par
     for ((s, r), crc) in stored.iter().zip(&img.parts).zip(crcs) {
         locs.push(PartLoc {
             offset: e.buf.len() as u64,
-            disk_len: s.len() as u32,
-            raw_len: r.len() as u32,
+            disk_len: len_u32(s.len()),
+            raw_len: len_u32(r.len()),
             crc,
         });
         e.bytes(s);

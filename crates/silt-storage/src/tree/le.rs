@@ -25,6 +25,7 @@ use crate::ids::Xid;
 use crate::msg::{run_update, Broadcast, MsgKind, Pending, UpdateRegistry};
 use crate::mvcc::View;
 use crate::tree::node::Val;
+use crate::width::len_u32;
 
 /// Leaf entry type of a clean value.
 pub(crate) const LE_CLEAN: u8 = 0;
@@ -273,7 +274,7 @@ impl Le {
 
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        out.extend_from_slice(&(self.committed.len() as u32).to_le_bytes());
+        out.extend_from_slice(&len_u32(self.committed.len()).to_le_bytes());
         out.push(u8::from(self.prov.is_some()));
         let rec = |out: &mut Vec<u8>, v: &Ver| {
             out.extend_from_slice(&v.xid.0.to_le_bytes());
@@ -281,7 +282,7 @@ impl Le {
                 None => out.push(0),
                 Some(b) => {
                     out.push(1);
-                    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                    out.extend_from_slice(&len_u32(b.len()).to_le_bytes());
                     out.extend_from_slice(b);
                 }
             }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use crate::format::bytes::DecResult;
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, MSG_HEADER_BYTES};
+use crate::width::len_u32;
 
 /// Memory one leaf entry costs besides its serialized bytes: its `u32` offset in the
 /// basement's index. (The arena and index are charged by capacity, so growth slack counts.)
@@ -116,7 +117,7 @@ impl Basement {
     /// Append an entry whose key is greater than every key present.
     pub(crate) fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
         debug_assert!(self.is_empty() || self.key(self.len() - 1) < k);
-        self.offs.push(self.arena.len() as u32);
+        self.offs.push(len_u32(self.arena.len()));
         write_entry(&mut self.arena, k, t, v);
     }
     /// Replace entry `i` (if `replace`) or insert before it, with `new` (or nothing).
@@ -131,18 +132,21 @@ impl Basement {
         if let Some((k, t, v)) = new {
             write_entry(&mut enc, k, t, v);
         }
-        let delta = enc.len() as i64 - (end - start) as i64;
+        let (grown, shrunk) = (len_u32(enc.len()), len_u32(end - start));
         let added = !enc.is_empty();
         self.arena.splice(start..end, enc);
+        // Every offset is below the arena's new length, so if that fits a u32 the arithmetic
+        // below cannot overflow (and an offset moved is at or after `end`: no underflow).
+        len_u32(self.arena.len());
         let tail = if replace { i + 1 } else { i };
         for o in &mut self.offs[tail..] {
-            *o = (i64::from(*o) + delta) as u32;
+            *o = *o - shrunk + grown;
         }
         match (replace, added) {
             (true, false) => {
                 self.offs.remove(i);
             }
-            (false, true) => self.offs.insert(i, start as u32),
+            (false, true) => self.offs.insert(i, len_u32(start)),
             _ => {}
         }
     }
@@ -153,8 +157,8 @@ impl Basement {
 }
 
 fn write_entry(out: &mut Vec<u8>, k: &[u8], t: u8, v: &[u8]) {
-    out.extend_from_slice(&(k.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    out.extend_from_slice(&len_u32(k.len()).to_le_bytes());
+    out.extend_from_slice(&len_u32(v.len()).to_le_bytes());
     out.push(t);
     out.extend_from_slice(k);
     out.extend_from_slice(v);
@@ -368,7 +372,7 @@ impl ChildBuf {
         let o = self.arena.len();
         rec(&mut self.arena);
         debug_assert_eq!(rd32(&self.arena, o + 17), key_len);
-        o as u32
+        len_u32(o)
     }
     pub(crate) fn push(&mut self, key: &[u8], p: &Pending) {
         self.bytes += msg_bytes(key, p);
@@ -377,7 +381,7 @@ impl ChildBuf {
             a.push(p.stored_tag());
             a.extend_from_slice(&p.msn.0.to_le_bytes());
             a.extend_from_slice(&p.xid.0.to_le_bytes());
-            a.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            a.extend_from_slice(&len_u32(key.len()).to_le_bytes());
             a.extend_from_slice(key);
             p.kind.write_payload(a);
         });
@@ -398,7 +402,7 @@ impl ChildBuf {
         let mut new = Vec::with_capacity(range.len());
         for i in range {
             let raw = src.raw_at(src.idx[i]);
-            new.push(self.arena.len() as u32);
+            new.push(len_u32(self.arena.len()));
             self.arena.extend_from_slice(raw);
             self.bytes += raw.len();
             self.count += 1;
@@ -438,7 +442,7 @@ impl ChildBuf {
         let mut arena = Vec::new();
         let mut idx = Vec::with_capacity(range.len());
         for i in range {
-            idx.push(arena.len() as u32);
+            idx.push(len_u32(arena.len()));
             arena.extend_from_slice(self.raw_at(self.idx[i]));
         }
         ChildBuf::from_parts(arena, idx, bcasts)
@@ -497,11 +501,11 @@ pub(crate) fn index_messages(arena: &[u8], start: usize, n: usize) -> DecResult<
                 return Err("buffer messages out of MSN order".into());
             }
         }
-        if o > u32::MAX as usize {
+        let Ok(at) = u32::try_from(o) else {
             return Err("buffer too large".into());
-        }
+        };
         prev = Some((k, kl, msn));
-        idx.push(o as u32);
+        idx.push(at);
         o = end;
     }
     Ok((idx, o))

@@ -20,6 +20,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::width::usize_of;
+
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenMode {
@@ -70,7 +72,7 @@ pub trait Vfs: Send + Sync + Debug {
     /// The whole contents of `path`.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let f = self.open(path, OpenMode::Existing, false)?;
-        let mut buf = vec![0u8; f.len()? as usize];
+        let mut buf = vec![0u8; usize_of(f.len()?)];
         f.read_exact_at(&mut buf, 0)?;
         Ok(buf)
     }
@@ -244,7 +246,7 @@ fn open_direct(path: &Path, on: bool) -> Option<File> {
 /// covers them into an aligned buffer and copy the wanted bytes out.
 fn read_direct(f: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
     let start = offset & !(DIRECT_ALIGN as u64 - 1);
-    let lead = (offset - start) as usize;
+    let lead = usize_of(offset - start);
     let span = (lead + len).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
     let mut raw = vec![0u8; span + DIRECT_ALIGN];
     let shift = raw.as_ptr().align_offset(DIRECT_ALIGN);

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::{OpenMode, VFile, Vfs};
+use crate::width::usize_of;
 
 /// One change to a file since it was last synced.
 #[derive(Clone, Debug)]
@@ -39,13 +40,13 @@ struct SimFile {
 fn apply(data: &mut Vec<u8>, op: &Op) {
     match op {
         Op::Write(off, bytes) => {
-            let end = *off as usize + bytes.len();
+            let end = usize_of(*off) + bytes.len();
             if data.len() < end {
                 data.resize(end, 0);
             }
-            data[*off as usize..end].copy_from_slice(bytes);
+            data[usize_of(*off)..end].copy_from_slice(bytes);
         }
-        Op::SetLen(n) => data.resize(*n as usize, 0),
+        Op::SetLen(n) => data.resize(usize_of(*n), 0),
     }
 }
 
@@ -70,14 +71,14 @@ struct SimHandle(Arc<Mutex<SimFile>>);
 impl VFile for SimHandle {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let f = self.0.lock();
-        let end = offset as usize + buf.len();
+        let end = usize_of(offset) + buf.len();
         if end > f.data.len() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "read past the end of the file",
             ));
         }
-        buf.copy_from_slice(&f.data[offset as usize..end]);
+        buf.copy_from_slice(&f.data[usize_of(offset)..end]);
         Ok(())
     }
 
@@ -111,7 +112,7 @@ impl VFile for SimHandle {
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         let end = (offset + len).min(self.len()?);
         if end > offset {
-            self.write_all_at(&vec![0u8; (end - offset) as usize], offset)?;
+            self.write_all_at(&vec![0u8; usize_of(end - offset)], offset)?;
         }
         Ok(())
     }
@@ -151,7 +152,7 @@ impl SimFs {
                     (0, _) => {}
                     (1, op) => apply(&mut data, op),
                     (_, Op::Write(off, bytes)) => {
-                        let keep = (next() % (bytes.len() as u64 + 1)) as usize;
+                        let keep = usize_of(next() % (bytes.len() as u64 + 1));
                         apply(&mut data, &Op::Write(*off, bytes[..keep].to_vec()));
                     }
                     (_, op) => apply(&mut data, op),

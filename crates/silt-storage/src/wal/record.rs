@@ -2,6 +2,7 @@
 
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{DictId, Xid};
+use crate::width::len_u32;
 
 /// Every record type the log holds. Fields: the dictionary, the key, the value, the update
 /// function id and its argument.
@@ -134,7 +135,7 @@ impl LogRecord {
             }
             LogRecord::Batch(v) => {
                 e.u8(7);
-                e.u32(v.len() as u32);
+                e.u32(len_u32(v.len()));
                 for r in v {
                     let mut sub = Enc::default();
                     r.encode_body(&mut sub);

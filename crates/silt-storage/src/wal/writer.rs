@@ -16,8 +16,7 @@ use parking_lot::Mutex;
 
 use super::files::{create_file, file_name, WAL_HEADER};
 use super::record::LogRecord;
-use crate::error::PoisonCause;
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, PoisonCause, Result};
 use crate::format::bytes::Enc;
 use crate::ids::Lsn;
 use crate::poison::PoisonState;
@@ -162,7 +161,18 @@ impl Wal {
         };
         r.encode_body(&mut e);
         g.buf = e.buf;
-        let len = (g.buf.len() - start - 16) as u32;
+        // A record's length field is a u32. Only a batch can outgrow it (a key or value is far
+        // smaller): refuse it whole, undoing the buffering, rather than log a truncated length.
+        let Ok(len) = u32::try_from(g.buf.len() - start - 16) else {
+            let len = g.buf.len() - start - 16;
+            g.buf.truncate(start);
+            g.next_lsn -= 1;
+            return Err(Error::TooLarge {
+                what: "log record",
+                len,
+                limit: u32::MAX as usize,
+            });
+        };
         let crc = crc32c::crc32c(&g.buf[start + 8..]);
         g.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
         g.buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
