@@ -95,18 +95,6 @@ fn parse_bound(v: &Bson, docs: bool) -> QResult<Bound> {
     }
 }
 
-pub(super) fn unit_ms(unit: &str) -> Option<f64> {
-    Some(match unit {
-        "millisecond" => 1.0,
-        "second" => 1_000.0,
-        "minute" => 60_000.0,
-        "hour" => 3_600_000.0,
-        "day" => 86_400_000.0,
-        "week" => 604_800_000.0,
-        _ => return None,
-    })
-}
-
 fn parse_window(v: &Bson) -> QResult<Window> {
     let Bson::Document(d) = v else {
         return Err(bad("'window' field must be an object"));
@@ -124,7 +112,7 @@ fn parse_window(v: &Bson) -> QResult<Window> {
         let Bson::String(u) = u else {
             return Err(bad("'unit' must be a string"));
         };
-        unit = Some(unit_ms(u).ok_or_else(|| {
+        unit = Some(window_fns::unit_ms(u).ok_or_else(|| {
             QueryError::not_implemented(format!(
                 "window unit '{u}' is not supported (millisecond to week are)"
             ))
@@ -402,7 +390,7 @@ impl SetWindowFields {
                 default,
             } => (0..n as i64)
                 .map(|i| {
-                    let j = i + by;
+                    let j = i.saturating_add(*by);
                     if j < 0 || j >= n as i64 {
                         return Ok(default.clone());
                     }
@@ -543,12 +531,12 @@ fn window_indices(window: &Window, i: usize, n: usize, pos: &[Option<f64>]) -> O
             let lo = match lo {
                 Bound::Unbounded => 0i64,
                 Bound::Current => i as i64,
-                Bound::Offset(o) => i as i64 + *o as i64,
+                Bound::Offset(o) => (i as i64).saturating_add(*o as i64),
             };
             let hi = match hi {
                 Bound::Unbounded => n as i64 - 1,
                 Bound::Current => i as i64,
-                Bound::Offset(o) => i as i64 + *o as i64,
+                Bound::Offset(o) => (i as i64).saturating_add(*o as i64),
             };
             (lo.max(0)..=hi.min(n as i64 - 1))
                 .map(|j| j as usize)

@@ -34,7 +34,7 @@ pub(super) fn parse_rate(name: &str, arg: &Bson) -> QResult<(Expr, Option<f64>)>
                 let Bson::String(u) = v else {
                     return Err(bad(format!("{name} 'unit' must be a string")));
                 };
-                unit = Some(super::window::unit_ms(u).ok_or_else(|| {
+                unit = Some(unit_ms(u).ok_or_else(|| {
                     QueryError::not_implemented(format!(
                         "{name} unit '{u}' is not supported (millisecond to week are)"
                     ))
@@ -240,4 +240,17 @@ pub(super) fn linear_fill(
         prev = Some(i);
     }
     Ok(out)
+}
+
+/// Milliseconds in a time unit of a window or a rate (`millisecond` to `week`).
+pub(super) fn unit_ms(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "millisecond" => 1.0,
+        "second" => 1_000.0,
+        "minute" => 60_000.0,
+        "hour" => 3_600_000.0,
+        "day" => 86_400_000.0,
+        "week" => 604_800_000.0,
+        _ => return None,
+    })
 }

@@ -1,12 +1,12 @@
 //! Array operators of expressions: `$arrayElemAt`, `$slice`, `$range`, `$indexOfArray`,
-//! `$arrayToObject`.
+//! `$arrayToObject`; and the start/end index arguments they share with `$indexOfBytes` and
+//! `$indexOfCP` (`index_bounds`).
 
 use bson::{Bson, Document};
 use silt_bson::compare::collated_equal as values_equal;
 
-use super::arith::{exact_i32, Number};
-use super::ops::{index_bounds, int, null};
-use super::{fmt_value, nullish, type_name, Val};
+use super::arith::{exact_i32, exact_i64, Number};
+use super::{fmt_value, int, null, nullish, show, type_name, Val};
 use crate::error::{QResult, QueryError};
 
 pub(super) fn array_elem_at(vals: &[Val]) -> QResult<Val> {
@@ -313,4 +313,34 @@ pub(super) fn array_to_object(v: &Val) -> QResult<Val> {
         out.insert(k.clone(), v);
     }
     Ok(Some(Bson::Document(out)))
+}
+
+/// The optional start/end index arguments of `$indexOfBytes`, `$indexOfCP`, `$indexOfArray`.
+pub(super) fn index_bounds(name: &str, vals: &[Val], len: usize) -> QResult<(usize, usize)> {
+    let mut bounds = [0usize, len];
+    for (i, what) in [(2, "starting"), (3, "ending")] {
+        let Some(v) = vals.get(i) else { continue };
+        let n = match v.as_ref() {
+            Some(x) if exact_i64(x).is_some() => exact_i64(x).unwrap_or(0),
+            _ => {
+                return Err(QueryError::located(
+                    40096,
+                    format!(
+                        "{name} requires an integral {what} index, found a value of type: {}, \
+                         with value: {}",
+                        type_name(v.as_ref()),
+                        show(v.as_ref())
+                    ),
+                ))
+            }
+        };
+        if n < 0 {
+            return Err(QueryError::located(
+                40097,
+                format!("{name} requires a nonnegative {what} index, found: {n}"),
+            ));
+        }
+        bounds[i - 2] = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    Ok((bounds[0], bounds[1].min(len)))
 }

@@ -486,7 +486,7 @@ impl Eval<'_, '_> {
                     }
                 };
                 let amount = if op == DateOp::Subtract {
-                    -amount
+                    amount.saturating_neg()
                 } else {
                     amount
                 };

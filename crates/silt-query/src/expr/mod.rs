@@ -343,6 +343,21 @@ pub(crate) fn nullish(v: Option<&Bson>) -> bool {
     matches!(v, None | Some(Bson::Null | Bson::Undefined))
 }
 
+/// An operator's `null` result.
+fn null() -> QResult<Val> {
+    Ok(Some(Bson::Null))
+}
+
+/// An integer result: `int` when it fits, else `long`.
+fn int(i: i64) -> Bson {
+    i32::try_from(i).map_or(Bson::Int64(i), Bson::Int32)
+}
+
+/// A value as an error message shows it (`missing` when there is none).
+fn show(v: Option<&Bson>) -> String {
+    v.map_or_else(|| "missing".to_owned(), fmt_value)
+}
+
 /// Follow `path` into `v` with expression field-path semantics: through documents by name and
 /// through arrays element-wise (see the module documentation).
 pub fn traverse(v: &Bson, path: &[String]) -> Option<Bson> {

@@ -9,27 +9,17 @@ use std::collections::BTreeSet;
 use bson::{Bson, Document};
 use silt_bson::compare::{cmp_collated as cmp_values, collated_equal as values_equal};
 
-use super::arith::{exact_i32, exact_i64, Number, StdDev, Sum};
-use super::array::{array_elem_at, array_to_object, index_of_array, range, slice};
+use super::arith::{exact_i32, Number, StdDev, Sum};
+use super::array::{array_elem_at, array_to_object, index_bounds, index_of_array, range, slice};
 use super::convert::coerce_to_string;
-use super::{fmt_value, nullish, truthy, type_name, Eval, Expr, Op, Val, ValueKey};
+use super::{
+    fmt_value, int, null, nullish, show, truthy, type_name, Eval, Expr, Op, Val, ValueKey,
+};
 use crate::error::{QResult, QueryError};
 use crate::matcher::RegexMatch;
 
-pub(super) fn null() -> QResult<Val> {
-    Ok(Some(Bson::Null))
-}
-
 fn yes(b: bool) -> QResult<Val> {
     Ok(Some(Bson::Boolean(b)))
-}
-
-pub(super) fn int(i: i64) -> Bson {
-    i32::try_from(i).map_or(Bson::Int64(i), Bson::Int32)
-}
-
-fn show(v: Option<&Bson>) -> String {
-    v.map_or_else(|| "missing".to_owned(), fmt_value)
 }
 
 /// A value for comparison: missing compares like `undefined`, below `null`.
@@ -915,36 +905,6 @@ fn split(vals: &[Val]) -> QResult<Val> {
             .map(|p| Bson::String(p.to_string()))
             .collect(),
     )))
-}
-
-/// The optional start/end index arguments of `$indexOfBytes`, `$indexOfCP`, `$indexOfArray`.
-pub(super) fn index_bounds(name: &str, vals: &[Val], len: usize) -> QResult<(usize, usize)> {
-    let mut bounds = [0usize, len];
-    for (i, what) in [(2, "starting"), (3, "ending")] {
-        let Some(v) = vals.get(i) else { continue };
-        let n = match v.as_ref() {
-            Some(x) if exact_i64(x).is_some() => exact_i64(x).unwrap_or(0),
-            _ => {
-                return Err(QueryError::located(
-                    40096,
-                    format!(
-                        "{name} requires an integral {what} index, found a value of type: {}, \
-                         with value: {}",
-                        type_name(v.as_ref()),
-                        show(v.as_ref())
-                    ),
-                ))
-            }
-        };
-        if n < 0 {
-            return Err(QueryError::located(
-                40097,
-                format!("{name} requires a nonnegative {what} index, found: {n}"),
-            ));
-        }
-        bounds[i - 2] = usize::try_from(n).unwrap_or(usize::MAX);
-    }
-    Ok((bounds[0], bounds[1].min(len)))
 }
 
 fn index_of_str(op: Op, vals: &[Val]) -> QResult<Val> {

@@ -16,9 +16,8 @@ use std::ops::Bound;
 use bson::{Bson, Document};
 use silt_bson::compare::{cmp_values, type_rank};
 
-use super::choose::collation_sensitive;
 use super::IndexInfo;
-use crate::collation::Collation;
+use crate::collation::{has_string, Collation};
 use crate::matcher::{CmpOp, LeafOp, MatchExpr};
 
 /// How documents are found in the primary tree (`_id` order).
@@ -516,4 +515,24 @@ pub(super) fn bounds_are_exact(
         }
     }
     true
+}
+
+/// Does this predicate compare strings (which a collation orders differently from keys)?
+pub fn collation_sensitive(e: &MatchExpr) -> bool {
+    match e {
+        MatchExpr::And(k) | MatchExpr::Or(k) | MatchExpr::Nor(k) => {
+            k.iter().any(collation_sensitive)
+        }
+        MatchExpr::Not(k) => collation_sensitive(k),
+        MatchExpr::Expr(_) => true,
+        MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse | MatchExpr::Schema(_) => false,
+        MatchExpr::Text(_) => false,
+        MatchExpr::Leaf { op, .. } => match op {
+            LeafOp::Cmp(_, v) => has_string(v),
+            LeafOp::In(list) => list.values.iter().any(has_string),
+            LeafOp::ElemMatchObject(sub) => collation_sensitive(sub),
+            LeafOp::ElemMatchValue(kids) => kids.iter().any(collation_sensitive),
+            _ => false,
+        },
+    }
 }

@@ -19,13 +19,13 @@ use bson::{Bson, Document};
 use silt_bson::compare::current_collation;
 use silt_bson::path::path_covers;
 
-use super::bounds::{bounds_are_exact, scan_for};
+use super::bounds::{bounds_are_exact, collation_sensitive, scan_for};
 use super::{
     access_for, conjuncts, parse_key_pattern, Access, Choice, Covered, IndexInfo, IndexScan, Plan,
     SortSpec,
 };
 use crate::collation::has_string;
-use crate::matcher::{LeafOp, MatchExpr, Matcher};
+use crate::matcher::{MatchExpr, Matcher};
 use crate::{QResult, QueryError};
 
 /// Whether a sparse or partial index holds every document the conjunction can match.
@@ -229,26 +229,6 @@ pub fn choose_over(
         }
     }
     Ok(choice)
-}
-
-/// Does this predicate compare strings (which a collation orders differently from keys)?
-pub fn collation_sensitive(e: &MatchExpr) -> bool {
-    match e {
-        MatchExpr::And(k) | MatchExpr::Or(k) | MatchExpr::Nor(k) => {
-            k.iter().any(collation_sensitive)
-        }
-        MatchExpr::Not(k) => collation_sensitive(k),
-        MatchExpr::Expr(_) => true,
-        MatchExpr::AlwaysTrue | MatchExpr::AlwaysFalse | MatchExpr::Schema(_) => false,
-        MatchExpr::Text(_) => false,
-        MatchExpr::Leaf { op, .. } => match op {
-            LeafOp::Cmp(_, v) => has_string(v),
-            LeafOp::In(list) => list.values.iter().any(has_string),
-            LeafOp::ElemMatchObject(sub) => collation_sensitive(sub),
-            LeafOp::ElemMatchValue(kids) => kids.iter().any(collation_sensitive),
-            _ => false,
-        },
-    }
 }
 
 /// [`choose`] over the filter's top-level conjuncts `leaves`.

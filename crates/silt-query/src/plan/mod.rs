@@ -23,8 +23,9 @@ mod sort;
 
 use bson::{Bson, Document};
 
+pub use bounds::collation_sensitive;
 pub use bounds::{access_for, conjuncts, Access, IndexScan, Interval, ValueBound, MAX_RANGES};
-pub use choose::{choose, choose_over, collation_sensitive, covers, exact_scan, needed_paths};
+pub use choose::{choose, choose_over, covers, exact_scan, needed_paths};
 pub use explain::explain_plan;
 pub use sort::{sort_value, SortSpec};
 
