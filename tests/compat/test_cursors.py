@@ -123,3 +123,102 @@ def test_a_cursor_reads_one_snapshot_while_others_write(db, client):
     # A new query sees the writes.
     db.c.update_one({"_id": 0}, {"$set": {"v": 5}})
     assert db.c.find_one({"_id": 0})["v"] == 5
+
+
+def test_a_cursor_belongs_to_its_session(client, db):
+    """mongod's rule: only the session that opened a cursor may continue or kill it (13)."""
+    db.c.insert_many([{"_id": i} for i in range(20)])
+    with client.start_session() as mine, client.start_session() as other:
+        r = db.command("find", "c", batchSize=2, session=mine)
+        cid = r["cursor"]["id"]
+        assert cid != 0
+        with pytest.raises(OperationFailure) as e:
+            db.command("getMore", cid, collection="c", batchSize=2, session=other)
+        # Without --auth, mongod's 50738 names both sessions.
+        assert e.value.code == 50738
+        assert f"Cannot run getMore on cursor {cid}, which was created in session" in str(e.value)
+        # A getMore's own maxTimeMS is for awaitData cursors only (2), and refusals leave the
+        # cursor as it was for its owner.
+        with pytest.raises(OperationFailure) as e:
+            db.command("getMore", cid, collection="c", maxTimeMS=100, session=mine)
+        assert e.value.code == 2
+        m = db.command("getMore", cid, collection="c", batchSize=2, session=mine)
+        assert [d["_id"] for d in m["cursor"]["nextBatch"]] == [2, 3]
+        # killCursors does not look at the session (the same user may kill it).
+        k = db.command("killCursors", "c", cursors=[cid], session=other)
+        assert k["cursorsKilled"] == [cid]
+
+
+@pytest.mark.parametrize("how", ["drop", "rename", "dropDatabase"])
+def test_a_cursor_dies_with_its_collection(client, how):
+    """A getMore after its collection is dropped or renamed, or its database dropped, gets
+    175 QueryPlanKilled; the cursor is gone afterwards (43)."""
+    db = client["cursor_kill_" + how]
+    db.c.insert_many([{"_id": i} for i in range(20)])
+    with client.start_session() as sess:
+        cid = db.command("find", "c", batchSize=2, session=sess)["cursor"]["id"]
+        if how == "drop":
+            db.c.drop()
+        elif how == "rename":
+            db.c.rename("d")
+        else:
+            client.drop_database(db.name)
+        with pytest.raises(OperationFailure) as e:
+            db.command("getMore", cid, collection="c", session=sess)
+        assert e.value.code == 175
+        with pytest.raises(OperationFailure) as e:
+            db.command("getMore", cid, collection="c", session=sess)
+        assert e.value.code == 43
+    client.drop_database(db.name)
+
+
+def test_a_cursor_belongs_to_its_user():
+    from conftest import Siltd
+    s = Siltd(extra=["--auth"]).start()
+    try:
+        anon = s.client()
+        anon.admin.command("createUser", "root", pwd="r", roles=["root"])
+        root = s.client(username="root", password="r")
+        root.admin.command("createUser", "a", pwd="a", roles=["readAnyDatabase"])
+        root.admin.command("createUser", "b", pwd="b", roles=["readAnyDatabase"])
+        root.t.c.insert_many([{"_id": i} for i in range(10)])
+        a = s.client(username="a", password="a")
+        b = s.client(username="b", password="b")
+        cid = a.t.command("find", "c", batchSize=2)["cursor"]["id"]
+        with pytest.raises(OperationFailure) as e:
+            b.t.command("getMore", cid, collection="c")
+        assert e.value.code == 13
+        assert "Cursor session id (" in str(e.value)
+        with pytest.raises(OperationFailure) as e:
+            b.t.command("killCursors", "c", cursors=[cid])
+        assert e.value.code == 13
+        assert "not authorized to kill cursor on t.c" in str(e.value)
+        assert a.t.command("killCursors", "c", cursors=[cid])["cursorsKilled"] == [cid]
+    finally:
+        s.cleanup()
+
+
+def test_a_full_batch_leaves_the_cursor_open(client, db):
+    """mongod does not read ahead: a batch that ends at the last document keeps the cursor,
+    and the next getMore returns an empty batch with id 0; a limit reached closes it at once;
+    an aggregate's full batch always stays open."""
+    db.c.insert_many([{"_id": i} for i in range(101)])
+    with client.start_session() as sess:
+        r = db.command("find", "c", batchSize=5, filter={"_id": {"$lt": 5}}, session=sess)
+        assert len(r["cursor"]["firstBatch"]) == 5 and r["cursor"]["id"] != 0
+        m = db.command("getMore", r["cursor"]["id"], collection="c", session=sess)
+        assert m["cursor"]["nextBatch"] == [] and m["cursor"]["id"] == 0
+        whole = db.command("find", "c", session=sess)
+        assert len(whole["cursor"]["firstBatch"]) == 101 and whole["cursor"]["id"] != 0
+        db.command("killCursors", "c", cursors=[whole["cursor"]["id"]], session=sess)
+        lim = db.command("find", "c", batchSize=5, limit=5, session=sess)
+        assert len(lim["cursor"]["firstBatch"]) == 5 and lim["cursor"]["id"] == 0
+        fewer = db.command("find", "c", batchSize=5, filter={"_id": {"$lt": 4}}, session=sess)
+        assert fewer["cursor"]["id"] == 0
+        agg = db.command("aggregate", "c", pipeline=[{"$limit": 3}], cursor={"batchSize": 3},
+                         session=sess)
+        assert len(agg["cursor"]["firstBatch"]) == 3 and agg["cursor"]["id"] != 0
+        m = db.command("getMore", agg["cursor"]["id"], collection="c", session=sess)
+        assert m["cursor"]["nextBatch"] == [] and m["cursor"]["id"] == 0
+    # Drivers see the same documents either way.
+    assert len(list(db.c.find({}, batch_size=101))) == 101

@@ -22,17 +22,28 @@ pub(crate) struct Ctx<'a> {
     pub bypass_validation: std::cell::Cell<bool>,
     /// For `commitTransaction` and `abortTransaction`: the session whose transaction they end.
     pub txn_end: Option<&'a TxnEnd<'a>>,
+    /// The command's `lsid`, if it runs in a session.
+    pub lsid: Option<&'a Document>,
 }
 
 impl<'a> Ctx<'a> {
-    /// A command outside any transaction.
-    pub(crate) fn new(conn: &'a ConnInfo) -> Ctx<'a> {
+    /// A command outside any transaction; `cmd` is the command (its `lsid` names the session).
+    pub(crate) fn new(conn: &'a ConnInfo, cmd: &'a Document) -> Ctx<'a> {
         Ctx {
             conn,
             txn: None,
             snap: None,
             bypass_validation: std::cell::Cell::new(false),
             txn_end: None,
+            lsid: cmd.get_document("lsid").ok(),
+        }
+    }
+
+    /// Who owns the cursors this command opens: its session and the connection's user.
+    pub(crate) fn cursor_owner(&self) -> crate::cursors::Owner {
+        crate::cursors::Owner {
+            session: self.lsid.cloned(),
+            user: self.conn.auth.user(),
         }
     }
 

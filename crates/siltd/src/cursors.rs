@@ -1,5 +1,11 @@
 //! Open cursors: the server-side state behind `find`/`aggregate` batches, `getMore` and
 //! `killCursors`, with an idle timeout.
+//!
+//! As in mongod, a cursor belongs to the logical session and the user that opened it
+//! ([`Owner`]): a `getMore` or `killCursors` from another session or user is refused (13).
+//! Dropping or renaming its collection, or dropping its database, kills it
+//! ([`Cursors::kill_namespace`]): the next `getMore` answers 175 QueryPlanKilled and the cursor
+//! is gone.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -29,6 +35,13 @@ pub(crate) trait DocSource: Send {
 
     /// A tailable `awaitData` cursor: an empty `getMore` waits for new documents.
     fn await_data(&self) -> bool {
+        false
+    }
+
+    /// Whether the source knows, without reading, that it has nothing more (a limit reached).
+    /// Otherwise a batch that ends at the last document leaves the cursor open, as mongod's
+    /// does, and the next `getMore` returns an empty batch and closes it.
+    fn known_exhausted(&self) -> bool {
         false
     }
 }
@@ -122,6 +135,10 @@ impl DocSource for Shaped {
         self.inner.tailable()
     }
 
+    fn known_exhausted(&self) -> bool {
+        self.limit.is_some_and(|l| self.returned >= l) || self.inner.known_exhausted()
+    }
+
     fn await_data(&self) -> bool {
         self.inner.await_data()
     }
@@ -152,9 +169,88 @@ impl DocSource for Shaped {
     }
 }
 
+/// Who opened a cursor: the `lsid` of the command's session (none outside a session) and the
+/// user the connection was authenticated as. Only the same owner may continue or kill it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Owner {
+    pub session: Option<Document>,
+    pub user: Option<(String, String)>,
+}
+
+impl Owner {
+    /// The session as mongod prints a logical session id: `<id> - <uid> -  - `, where the uid
+    /// is the base64 SHA-256 of the user's name (of the empty string without a user).
+    fn session_text(&self) -> String {
+        use base64::Engine;
+        use sha2::Digest;
+        let Some(lsid) = &self.session else {
+            return "none".into();
+        };
+        let id = match lsid.get("id") {
+            Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
+                .map(|u| bson::Uuid::from_bytes(u).to_string())
+                .unwrap_or_else(|_| format!("{b}")),
+            other => format!("{other:?}"),
+        };
+        let who = self
+            .user
+            .as_ref()
+            .map(|(u, d)| format!("{u}@{d}"))
+            .unwrap_or_default();
+        let uid = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(who));
+        format!("{id} - {uid} -  - ")
+    }
+
+    /// `Ok` if `self` (a getMore's) may continue cursor `id`, which `owner` opened. With
+    /// `--auth`, a different session is 13; without, mongod's 50736-50738 say which side
+    /// lacks a session or that they differ. Then a different user is 13.
+    fn may_continue(&self, id: i64, owner: &Owner, auth: bool) -> QResult<()> {
+        if self.session != owner.session {
+            if auth {
+                return Err(QueryError::unauthorized(format!(
+                    "Cursor session id ({}) is not the same as the operation context's session id ({})",
+                    owner.session_text(),
+                    self.session_text()
+                )));
+            }
+            let mine = self.session_text();
+            let theirs = owner.session_text();
+            return Err(match (&owner.session, &self.session) {
+                (None, _) => QueryError::located(
+                    50736,
+                    format!("Cannot run getMore on cursor {id}, which was not created in a session, in session {mine}"),
+                ),
+                (_, None) => QueryError::located(
+                    50737,
+                    format!("Cannot run getMore on cursor {id}, which was created in session {theirs}, without an lsid"),
+                ),
+                _ => QueryError::located(
+                    50738,
+                    format!("Cannot run getMore on cursor {id}, which was created in session {theirs}, in session {mine}"),
+                ),
+            });
+        }
+        if !self.may_kill(owner) {
+            return Err(QueryError::unauthorized(format!(
+                "cursor id {id} was not created by the authenticated user"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether `self` (a killCursors') may kill a cursor `owner` opened: the same user (the
+    /// session does not matter, as in mongod).
+    fn may_kill(&self, owner: &Owner) -> bool {
+        self.user == owner.user
+    }
+}
+
 /// A cursor between batches.
 pub(crate) struct OpenCursor {
     pub ns: String,
+    owner: Owner,
+    /// Set when its collection or database was dropped or renamed: why it was killed.
+    killed: Option<String>,
     pub source: Box<dyn DocSource>,
     /// A document read past the end of the last batch (it did not fit).
     pub held: Option<Document>,
@@ -171,7 +267,8 @@ pub(crate) const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 /// Documents in a first batch when the client does not say (MongoDB's default).
 pub(crate) const DEFAULT_FIRST_BATCH: usize = 101;
 
-/// Every open cursor of the server.
+/// Every open cursor of the server. Lock order: the map, then one cursor; a `getMore` holds
+/// its cursor with the map released and drops it before taking the map again.
 pub(crate) struct Cursors {
     map: Mutex<HashMap<i64, Arc<Mutex<OpenCursor>>>>,
     next: AtomicI64,
@@ -218,39 +315,23 @@ impl Cursors {
             bytes += len;
             out.push(d);
         }
-        // Peek whether anything is left so that exhausted cursors get id 0 at once.
-        if cur.held.is_none() {
-            match cur.source.next_doc()? {
-                Some(d) => cur.held = Some(d),
-                None => return Ok((out, !cur.source.tailable())),
-            }
-        }
-        Ok((out, false))
+        // A full batch does not read ahead: the cursor closes once its source has said it is
+        // done (mongod's rule), unless the source knows it already.
+        let done = cur.held.is_none() && cur.source.known_exhausted() && !cur.source.tailable();
+        Ok((out, done))
     }
 
     /// Register a cursor; returns its id.
-    pub(crate) fn register(
-        &self,
-        ns: String,
-        source: Box<dyn DocSource>,
-        held: Option<Document>,
-    ) -> i64 {
+    fn register(&self, cur: OpenCursor) -> i64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let c = OpenCursor {
-            ns,
-            source,
-            held,
-            last_used: Instant::now(),
-            no_timeout: false,
-            collation: current_collation(),
-        };
-        self.map.lock().insert(id, Arc::new(Mutex::new(c)));
+        self.map.lock().insert(id, Arc::new(Mutex::new(cur)));
         id
     }
 
     /// Start a cursor: compute the first batch, register the rest if anything remains.
     pub(crate) fn first_batch(
         &self,
+        owner: Owner,
         ns: &str,
         source: Box<dyn DocSource>,
         batch_size: Option<usize>,
@@ -258,6 +339,8 @@ impl Cursors {
     ) -> QResult<(Vec<Document>, i64)> {
         let mut cur = OpenCursor {
             ns: ns.to_string(),
+            owner,
+            killed: None,
             source,
             held: None,
             last_used: Instant::now(),
@@ -266,42 +349,55 @@ impl Cursors {
         };
         if batch_size == Some(0) && !single_batch {
             // An empty first batch: the client will ask with getMore.
-            let id = self.register(cur.ns, cur.source, None);
-            return Ok((Vec::new(), id));
+            return Ok((Vec::new(), self.register(cur)));
         }
         let (batch, done) = Cursors::fill(&mut cur, batch_size.unwrap_or(DEFAULT_FIRST_BATCH))?;
         if done || single_batch {
             return Ok((batch, 0));
         }
-        let id = self.register(cur.ns, cur.source, cur.held);
-        Ok((batch, id))
+        Ok((batch, self.register(cur)))
     }
 
-    /// The next batch of cursor `id`.
+    /// The next batch of cursor `id` for a getMore by `owner` (`auth`: whether `--auth` is
+    /// on). `max_time` is the getMore's own maxTimeMS: how long an awaitData cursor waits for
+    /// new documents (a second without it); refused for any other cursor.
     pub(crate) fn get_more(
         &self,
+        owner: &Owner,
+        auth: bool,
         id: i64,
         ns: &str,
         batch_size: Option<usize>,
-        await_for: Duration,
+        max_time: Option<Duration>,
     ) -> QResult<(Vec<Document>, i64)> {
+        let await_for = max_time.unwrap_or(Duration::from_secs(1));
         let c = self
             .map
             .lock()
             .get(&id)
             .cloned()
             .ok_or_else(|| QueryError::cursor_not_found(format!("cursor id {id} not found")))?;
-        let mut cur = c.try_lock().ok_or_else(|| {
-            QueryError::located(
-                50738,
-                format!("cursor id {id} is already in use by another operation"),
-            )
-        })?;
+        let mut cur = c
+            .try_lock()
+            .ok_or_else(|| QueryError::located(292, format!("cursor id {id} is already in use")))?;
+        // mongod's order: a killed cursor is reported (and erased) first, then who asks, then
+        // the namespace and maxTimeMS; those refusals leave the cursor as it was.
+        if let Some(why) = cur.killed.clone() {
+            drop(cur);
+            self.map.lock().remove(&id);
+            return Err(QueryError::located(175, why));
+        }
+        owner.may_continue(id, &cur.owner, auth)?;
         if cur.ns != ns {
             return Err(QueryError::unauthorized(format!(
                 "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
                 cur.ns
             )));
+        }
+        if max_time.is_some() && !cur.source.await_data() {
+            return Err(QueryError::bad_value(
+                "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+            ));
         }
         // Without a batchSize, as in mongod, the rest of the results up to the reply limit
         // (16 MiB): the first batch's size does not carry over.
@@ -334,9 +430,44 @@ impl Cursors {
         Ok((batch, id))
     }
 
-    /// Close cursor `id`; false if unknown.
+    /// `killCursors` by `owner`: closes each of `ids` and returns those killed and those not
+    /// found. If another user opened one of them, nothing is killed: 13, as in mongod (the
+    /// session does not matter here).
+    pub(crate) fn kill_as(
+        &self,
+        owner: &Owner,
+        ns: &str,
+        ids: &[i64],
+    ) -> QResult<(Vec<i64>, Vec<i64>)> {
+        let mut m = self.map.lock();
+        for id in ids {
+            let foreign = m
+                .get(id)
+                .is_some_and(|c| c.try_lock().is_some_and(|cur| !owner.may_kill(&cur.owner)));
+            if foreign {
+                return Err(QueryError::unauthorized(format!(
+                    "not authorized to kill cursor on {ns}"
+                )));
+            }
+        }
+        Ok(ids.iter().partition(|id| m.remove(id).is_some()))
+    }
+
+    /// Close cursor `id` (one the server opened and closes itself).
     pub(crate) fn kill(&self, id: i64) -> bool {
         self.map.lock().remove(&id).is_some()
+    }
+
+    /// Kill every cursor over namespaces `dead` says are gone, with `why` as the error their
+    /// next `getMore` returns (175 QueryPlanKilled). Called by drop, rename and
+    /// `dropDatabase`, after the change.
+    pub(crate) fn kill_namespace(&self, dead: impl Fn(&str) -> bool, why: impl Fn(&str) -> String) {
+        for c in self.map.lock().values() {
+            let mut cur = c.lock();
+            if cur.killed.is_none() && dead(&cur.ns) {
+                cur.killed = Some(why(&cur.ns));
+            }
+        }
     }
 
     /// Number of open cursors.

@@ -313,6 +313,46 @@ impl Server {
         self.txn_lock_wait_ms.swap(ms, Ordering::Relaxed)
     }
 
+    /// Drop collection `ns` (false: there was none) and kill the cursors over it. Every drop a
+    /// client asks for goes through here, so no cursor outlives its collection.
+    pub(crate) fn drop_collection(&self, ns: &str) -> Result<bool, silt_collection::CollError> {
+        let dropped = self.store.drop_collection(ns)?;
+        if dropped {
+            self.cursors
+                .kill_namespace(|c| c == ns, |c| format!("collection dropped: {c}"));
+        }
+        Ok(dropped)
+    }
+
+    /// Drop database `db` and kill the cursors over its collections.
+    pub(crate) fn drop_database(&self, db: &str) -> Result<(), silt_collection::CollError> {
+        self.store.drop_database(db)?;
+        let prefix = format!("{db}.");
+        self.cursors.kill_namespace(
+            |c| c.starts_with(&prefix),
+            |c| format!("database {db} dropped: {c}"),
+        );
+        Ok(())
+    }
+
+    /// Rename collection `from` to `to` (dropping `to` first if `drop_target`) and kill the
+    /// cursors over both.
+    pub(crate) fn rename_collection(
+        &self,
+        from: &str,
+        to: &str,
+        drop_target: bool,
+    ) -> Result<(), silt_collection::CollError> {
+        self.store.rename(from, to, drop_target)?;
+        self.cursors.kill_namespace(
+            |c| c == from,
+            |c| format!("collection renamed: {c} is now {to}"),
+        );
+        self.cursors
+            .kill_namespace(|c| c == to, |c| format!("collection dropped: {c}"));
+        Ok(())
+    }
+
     /// Whether the server is shutting down.
     pub(crate) fn shutting_down(&self) -> bool {
         self.stopping.load(Ordering::Relaxed)

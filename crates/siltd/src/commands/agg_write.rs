@@ -374,7 +374,7 @@ fn out(s: &Server, op: &Ctx, db: &str, coll: &str, docs: Vec<Document>) -> QResu
             let d = prepare_insert(d)?;
             op.insert(&t, &d).map_err(coll_err)?;
         }
-        s.store().rename(&tmp, &target, true).map_err(coll_err)
+        s.rename_collection(&tmp, &target, true).map_err(coll_err)
     })();
     if result.is_err() {
         let _ = s.store().drop_collection(&tmp);

@@ -111,12 +111,13 @@ fn cursor_arg(cmd: &Document) -> QResult<Document> {
 }
 
 /// The results as a cursor's first batch.
-fn reply(s: &Server, ns: &str, cursor_opts: &Document, out: Vec<Document>) -> CmdResult {
+fn reply(s: &Server, op: &Ctx, ns: &str, cursor_opts: &Document, out: Vec<Document>) -> CmdResult {
     let batch = int_arg(cursor_opts, "batchSize")?;
     if batch.is_some_and(|b| b < 0) {
         return Err(QueryError::bad_value("batchSize must be non-negative"));
     }
     let (docs, id) = s.cursors().first_batch(
+        op.cursor_owner(),
         ns,
         Box::new(VecSource(out.into())),
         batch.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
@@ -178,7 +179,7 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document], op: &Ctx) -
         snap: None,
     };
     let out = pipeline.run(Box::new(ops.into_iter().map(Ok)), &ctx)?;
-    reply(s, "admin.$cmd.aggregate", &cursor_opts, out)
+    reply(s, op, "admin.$cmd.aggregate", &cursor_opts, out)
 }
 
 /// The sha256 of the empty user name: the `uid` of every session on a server without users.
@@ -262,9 +263,9 @@ fn db_aggregate(
     let ns = format!("{db}.$cmd.aggregate");
     if let Some(w) = writer {
         w.write(s, op, out)?;
-        return reply(s, &ns, &cursor_opts, Vec::new());
+        return reply(s, op, &ns, &cursor_opts, Vec::new());
     }
-    reply(s, &ns, &cursor_opts, out)
+    reply(s, op, &ns, &cursor_opts, out)
 }
 
 fn aggregate_collection(
@@ -292,9 +293,9 @@ fn aggregate_collection(
     let out = pipeline_docs(s, db, &ns, cmd, stages, op)?;
     if let Some(w) = writer {
         w.write(s, op, out)?;
-        return reply(s, &reply_ns, &cursor_opts, Vec::new());
+        return reply(s, op, &reply_ns, &cursor_opts, Vec::new());
     }
-    reply(s, &reply_ns, &cursor_opts, out)
+    reply(s, op, &reply_ns, &cursor_opts, out)
 }
 
 /// The documents of a read of view `db.coll` through `stages` (after the view's own

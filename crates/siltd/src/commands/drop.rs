@@ -22,7 +22,7 @@ pub(super) fn drop(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult 
         .get(&ns)
         .map(|c| c.indexes().len() + 1)
         .unwrap_or(1);
-    if s.store().drop_collection(&ns).map_err(coll_err)? {
+    if s.drop_collection(&ns).map_err(coll_err)? {
         Ok(doc! { "nIndexesWas": crate::num::int32(n), "ns": ns })
     } else {
         // MongoDB 7.0 reports success for a collection that does not exist.

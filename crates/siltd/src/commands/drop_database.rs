@@ -6,7 +6,7 @@ use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn drop_database(s: &Server, db: &str) -> CmdResult {
-    s.store().drop_database(db).map_err(coll_err)?;
+    s.drop_database(db).map_err(coll_err)?;
     s.views().remove_db(db);
     Ok(doc! { "dropped": db })
 }

@@ -104,12 +104,14 @@ pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult 
     }
     let q = parse_query(cmd, "filter")?;
     if tailable {
-        return tail(s, &ns, q, cmd);
+        return tail(s, &ns, q, cmd, op);
     }
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let batch = batch_size_arg(cmd)?;
     let src = run_query(s.store().get(&ns), q, op)?;
-    let (docs, id) = s.cursors().first_batch(&ns, src, batch, single)?;
+    let (docs, id) = s
+        .cursors()
+        .first_batch(op.cursor_owner(), &ns, src, batch, single)?;
     if id != 0 && bool_arg(cmd, "noCursorTimeout")?.unwrap_or(false) {
         s.cursors().keep_alive(id);
     }
@@ -167,7 +169,7 @@ fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> C
 
 /// A tailable cursor (capped collections only): the matching documents in insertion order,
 /// and later ones on later `getMore`s.
-fn tail(s: &Server, ns: &str, q: Query, cmd: &Document) -> CmdResult {
+fn tail(s: &Server, ns: &str, q: Query, cmd: &Document, op: &Ctx) -> CmdResult {
     let Some(coll) = s.store().get(ns).filter(|c| c.primary_key().is_natural()) else {
         return Err(QueryError::bad_value(format!(
             "error processing query: ns={ns}: tailable cursor requested on non capped collection"
@@ -194,8 +196,12 @@ fn tail(s: &Server, ns: &str, q: Query, cmd: &Document) -> CmdResult {
         text_meta: Vec::new(),
     };
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
-    let (docs, id) = s
-        .cursors()
-        .first_batch(ns, Box::new(shaped), batch_size_arg(cmd)?, single)?;
+    let (docs, id) = s.cursors().first_batch(
+        op.cursor_owner(),
+        ns,
+        Box::new(shaped),
+        batch_size_arg(cmd)?,
+        single,
+    )?;
     Ok(cursor_reply(ns, docs, id, true))
 }

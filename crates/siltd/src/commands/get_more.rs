@@ -6,9 +6,10 @@ use bson::{Bson, Document};
 use silt_query::QueryError;
 
 use super::common::{batch_size_arg, cursor_reply};
+use crate::ctx::Ctx;
 use crate::state::{CmdResult, Server};
 
-pub(super) fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let id = match cmd.get("getMore") {
         Some(Bson::Int64(i)) => *i,
         Some(Bson::Int32(i)) => i64::from(*i),
@@ -23,11 +24,17 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     })?;
     s.ops().getmore.fetch_add(1, AtomicOrdering::Relaxed);
     let ns = format!("{db}.{coll}");
-    // An awaitData cursor waits up to maxTimeMS (default one second) for new documents.
-    let wait = match super::common::int_arg(cmd, "maxTimeMS")? {
-        Some(ms) if ms >= 0 => std::time::Duration::from_millis(ms as u64),
-        _ => std::time::Duration::from_secs(1),
+    let max_time = match super::common::int_arg(cmd, "maxTimeMS")? {
+        Some(ms) if ms > 0 => Some(std::time::Duration::from_millis(ms.unsigned_abs())),
+        _ => None,
     };
-    let (docs, id) = s.cursors().get_more(id, &ns, batch_size_arg(cmd)?, wait)?;
+    let (docs, id) = s.cursors().get_more(
+        &op.cursor_owner(),
+        s.auth().enabled,
+        id,
+        &ns,
+        batch_size_arg(cmd)?,
+        max_time,
+    )?;
     Ok(cursor_reply(&ns, docs, id, false))
 }

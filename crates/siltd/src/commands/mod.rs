@@ -112,7 +112,8 @@ pub(crate) fn delete_batch(
     cap: usize,
 ) -> Result<usize, QueryError> {
     let conn = crate::conn::ConnInfo::new(0, "TTLMonitor".into());
-    let op = Ctx::new(&conn);
+    let none = Document::new();
+    let op = Ctx::new(&conn, &none);
     modify::delete_some(s, &op, ns, filter, None, true, None, cap).map(|d| d.len())
 }
 

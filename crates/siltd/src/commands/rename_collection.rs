@@ -37,8 +37,7 @@ pub(super) fn rename_collection(s: &Server, db: &str, cmd: &Document) -> CmdResu
         ));
     }
     let drop_target = bool_arg(cmd, "dropTarget")?.unwrap_or(false);
-    s.store()
-        .rename(from, to, drop_target)
+    s.rename_collection(from, to, drop_target)
         .map_err(|e| match e {
             silt_collection::CollError::NamespaceNotFound(_) => {
                 QueryError::namespace_not_found("Source collection does not exist")

@@ -473,7 +473,7 @@ pub(crate) const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Read,
         props: props::GET_MORE,
-        run: |s, db, c, _| super::get_more::get_more(s, db, c),
+        run: super::get_more::get_more,
     },
     Command {
         name: "getParameter",
@@ -565,7 +565,7 @@ pub(crate) const TABLE: &[Command] = &[
         admin_only: false,
         auth: Need::Read,
         props: props::KILL_CURSORS,
-        run: |s, db, c, _| super::kill_cursors::kill_cursors(s, db, c),
+        run: super::kill_cursors::kill_cursors,
     },
     Command {
         name: "killOp",
