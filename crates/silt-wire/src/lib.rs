@@ -38,12 +38,14 @@
 mod compression;
 mod error;
 mod reader;
+mod repeated;
 
 use bson::{Bson, Document};
 
 pub use compression::Compressor;
 pub use error::WireError;
 use reader::Reader;
+pub use repeated::RepeatedKey;
 
 /// Size of the standard message header.
 pub const HEADER_LEN: usize = 16;
@@ -259,6 +261,9 @@ pub struct OpMsg {
     pub body: Document,
     /// The kind-1 sections, as `(identifier, documents)` in wire order.
     pub sequences: Vec<(String, Vec<Document>)>,
+    /// Documents of the body and the sequences in which a key appeared twice (the decoded
+    /// documents keep the last value); paths into sequences start with the identifier.
+    pub repeated: Vec<RepeatedKey>,
 }
 
 impl OpMsg {
@@ -278,6 +283,7 @@ impl OpMsg {
             flags: 0,
             body,
             sequences: Vec::new(),
+            repeated: Vec::new(),
         }
     }
 
@@ -310,6 +316,12 @@ impl OpMsg {
         command
     }
 
+    /// [`OpMsg::into_command`], with the repeated keys noted while parsing.
+    pub fn into_command_noting(mut self) -> (Document, Vec<RepeatedKey>) {
+        let repeated = std::mem::take(&mut self.repeated);
+        (self.into_command(), repeated)
+    }
+
     /// Parses an OP_MSG body; `header` is needed to verify the checksum.
     fn parse(header: &MsgHeader, body: &[u8]) -> Result<Self, WireError> {
         let flags = Reader::new(body).u32("OP_MSG flagBits")?;
@@ -335,10 +347,14 @@ impl OpMsg {
         let mut r = Reader::new(sections);
         let mut main = None;
         let mut sequences: Vec<(String, Vec<Document>)> = Vec::new();
+        let mut repeated = Vec::new();
         while !r.is_empty() {
             match r.u8("OP_MSG section kind")? {
                 0 => {
-                    if main.replace(r.document()?).is_some() {
+                    if main
+                        .replace(r.document_noting(&[], &mut repeated)?)
+                        .is_some()
+                    {
                         return Err(WireError::Malformed(
                             "OP_MSG has more than one body section".into(),
                         ));
@@ -361,7 +377,8 @@ impl OpMsg {
                     }
                     let mut docs = Vec::new();
                     while !s.is_empty() {
-                        docs.push(s.document()?);
+                        let prefix = [id.clone(), docs.len().to_string()];
+                        docs.push(s.document_noting(&prefix, &mut repeated)?);
                     }
                     sequences.push((id, docs));
                 }
@@ -382,6 +399,7 @@ impl OpMsg {
             flags,
             body,
             sequences,
+            repeated,
         })
     }
 

@@ -3,7 +3,7 @@
 use bson::raw::{RawArray, RawArrayIter, RawBsonRef, RawDocument, RawIter};
 use bson::{Bson, Document, JavaScriptCodeWithScope};
 
-use crate::{WireError, MAX_BSON_DEPTH, MAX_BSON_INTERNAL_BYTES};
+use crate::{RepeatedKey, WireError, MAX_BSON_DEPTH, MAX_BSON_INTERNAL_BYTES};
 
 /// A cursor over a byte slice; every read is bounds-checked and fails with
 /// [`WireError::Truncated`] instead of panicking.
@@ -80,6 +80,16 @@ impl<'a> Reader<'a> {
     /// One BSON document: its declared length must fit the size limit and the
     /// remaining bytes, then [`decode_document`] decodes it strictly.
     pub(crate) fn document(&mut self) -> Result<Document, WireError> {
+        self.document_noting(&[], &mut Vec::new())
+    }
+
+    /// [`Reader::document`], noting each repeated key in `repeats` with its path after
+    /// `prefix`.
+    pub(crate) fn document_noting(
+        &mut self,
+        prefix: &[String],
+        repeats: &mut Vec<RepeatedKey>,
+    ) -> Result<Document, WireError> {
         let len = Reader::new(&self.buf[self.pos..]).i32("document length")?;
         if len < 5 {
             return Err(WireError::InvalidBson(format!(
@@ -100,7 +110,7 @@ impl<'a> Reader<'a> {
                 self.remaining()
             )));
         }
-        decode_document(self.take(len, "document")?, 0)
+        decode_noting(self.take(len, "document")?, 0, prefix, repeats)
     }
 }
 
@@ -108,6 +118,9 @@ impl<'a> Reader<'a> {
 struct Frame<'a> {
     key: &'a str,
     items: Items<'a>,
+    /// The document's bytes (none for an array), and whether a repeated key was noted in it.
+    raw: Option<&'a RawDocument>,
+    noted: bool,
 }
 
 enum Items<'a> {
@@ -118,12 +131,22 @@ enum Items<'a> {
 impl<'a> Frame<'a> {
     fn document(key: &'a str, doc: &'a RawDocument) -> Self {
         let items = Items::Document(doc.iter_elements(), Document::new());
-        Self { key, items }
+        Self {
+            key,
+            items,
+            raw: Some(doc),
+            noted: false,
+        }
     }
 
     fn array(key: &'a str, array: &'a RawArray) -> Self {
         let items = Items::Array(array.into_iter(), Vec::new());
-        Self { key, items }
+        Self {
+            key,
+            items,
+            raw: None,
+            noted: false,
+        }
     }
 
     /// The next element: its key (empty in arrays) and raw value.
@@ -137,12 +160,26 @@ impl<'a> Frame<'a> {
         }
     }
 
-    fn push(&mut self, key: &str, value: Bson) {
+    /// Add a decoded element; true if its key was already there (the first repeat only).
+    fn push(&mut self, key: &str, value: Bson) -> bool {
         match &mut self.items {
             Items::Document(_, doc) => {
-                doc.insert(key, value);
+                let repeated = doc.insert(key, value).is_some() && !self.noted;
+                self.noted |= repeated;
+                repeated
             }
-            Items::Array(_, array) => array.push(value),
+            Items::Array(_, array) => {
+                array.push(value);
+                false
+            }
+        }
+    }
+
+    /// This frame's name in its parent's path: its key, or its position in an array.
+    fn name(&self, parent: &Frame<'_>) -> String {
+        match &parent.items {
+            Items::Array(_, array) => array.len().to_string(),
+            Items::Document(..) => self.key.to_string(),
         }
     }
 
@@ -162,6 +199,16 @@ impl<'a> Frame<'a> {
 /// validating raw parser with an explicit stack instead and rejects nesting
 /// beyond [`MAX_BSON_DEPTH`].
 pub(crate) fn decode_document(bytes: &[u8], depth: usize) -> Result<Document, WireError> {
+    decode_noting(bytes, depth, &[], &mut Vec::new())
+}
+
+/// [`decode_document`], noting each document in which a key repeats (see `repeated.rs`).
+fn decode_noting(
+    bytes: &[u8],
+    depth: usize,
+    prefix: &[String],
+    repeats: &mut Vec<RepeatedKey>,
+) -> Result<Document, WireError> {
     let invalid = |e: bson::raw::Error| WireError::InvalidBson(e.to_string());
     let too_deep = || {
         WireError::InvalidBson(format!(
@@ -188,15 +235,17 @@ pub(crate) fn decode_document(bytes: &[u8], depth: usize) -> Result<Document, Wi
                             code: code.code.to_owned(),
                             scope,
                         };
-                        current.push(key, Bson::JavaScriptCodeWithScope(code));
+                        if current.push(key, Bson::JavaScriptCodeWithScope(code)) {
+                            note(prefix, &parents, &current, key, repeats);
+                        }
                         continue;
                     }
                     leaf => {
-                        current.push(
-                            key,
-                            Bson::try_from(leaf)
-                                .map_err(|e| WireError::InvalidBson(e.to_string()))?,
-                        );
+                        let value = Bson::try_from(leaf)
+                            .map_err(|e| WireError::InvalidBson(e.to_string()))?;
+                        if current.push(key, value) {
+                            note(prefix, &parents, &current, key, repeats);
+                        }
                         continue;
                     }
                 };
@@ -214,8 +263,33 @@ pub(crate) fn decode_document(bytes: &[u8], depth: usize) -> Result<Document, Wi
                 };
                 let done = std::mem::replace(&mut current, parent);
                 let key = done.key;
-                current.push(key, done.into_value());
+                if current.push(key, done.into_value()) {
+                    note(prefix, &parents, &current, key, repeats);
+                }
             }
         }
     }
+}
+
+/// Note that `key` repeats in `current`, whose ancestors are `parents` (the root first).
+fn note(
+    prefix: &[String],
+    parents: &[Frame<'_>],
+    current: &Frame<'_>,
+    key: &str,
+    repeats: &mut Vec<RepeatedKey>,
+) {
+    let mut path = prefix.to_vec();
+    let chain: Vec<&Frame<'_>> = parents.iter().chain(std::iter::once(current)).collect();
+    for pair in chain.windows(2) {
+        path.push(pair[1].name(pair[0]));
+    }
+    repeats.push(RepeatedKey {
+        path,
+        key: key.to_string(),
+        raw: current
+            .raw
+            .map(|r| r.as_bytes().to_vec())
+            .unwrap_or_default(),
+    });
 }

@@ -50,6 +50,7 @@ fn sample_msg() -> OpMsg {
                 doc! { "_id": 2, "b": [1, 2, 3] },
             ],
         )],
+        repeated: Vec::new(),
     }
 }
 
@@ -689,6 +690,7 @@ proptest! {
                 format!("seq_{name}"),
                 values.iter().map(|v| doc! { "v": *v, "s": &s }).collect(),
             )],
+            repeated: Vec::new(),
         };
         let message = msg.to_message(1, 0).unwrap();
         prop_assert_eq!(parse_msg(&message).unwrap(), msg);
@@ -782,4 +784,81 @@ proptest! {
             _ => prop_assert!(false, "decoder {:?} vs from_reader {:?} on {:?}", ours, theirs, bytes),
         }
     }
+}
+
+/// A document with `key` twice, the raw way (a `bson::Document` cannot hold it).
+fn twice(key: &str, a: i32, b: i32) -> Vec<u8> {
+    let mut body = Vec::new();
+    for v in [a, b] {
+        body.push(0x10);
+        body.extend_from_slice(key.as_bytes());
+        body.push(0);
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut out = (i32::try_from(body.len()).unwrap() + 5)
+        .to_le_bytes()
+        .to_vec();
+    out.extend_from_slice(&body);
+    out.push(0);
+    out
+}
+
+#[test]
+fn repeated_keys_are_noted_with_their_path_and_bytes() {
+    // {insert: "c", $db: "d"} with the sequence documents: [{_id: 1, _id: 2}], and a body
+    // field {f: {x: [{}, {v: 3, v: 4}]}}.
+    let inner = twice("v", 3, 4);
+    let mut arr = bson::to_vec(&doc! { "0": {} }).unwrap();
+    arr.pop();
+    arr.push(0x03);
+    arr.extend_from_slice(b"1\0");
+    arr.extend_from_slice(&inner);
+    arr.push(0);
+    let len = i32::try_from(arr.len()).unwrap().to_le_bytes();
+    arr[..4].copy_from_slice(&len);
+    let mut x = bson::to_vec(&doc! {}).unwrap();
+    x.pop();
+    x.push(0x04);
+    x.extend_from_slice(b"x\0");
+    x.extend_from_slice(&arr);
+    x.push(0);
+    let len = i32::try_from(x.len()).unwrap().to_le_bytes();
+    x[..4].copy_from_slice(&len);
+    let mut body = bson::to_vec(&doc! { "insert": "c", "$db": "d" }).unwrap();
+    body.pop();
+    body.push(0x03);
+    body.extend_from_slice(b"f\0");
+    body.extend_from_slice(&x);
+    body.push(0);
+    let len = i32::try_from(body.len()).unwrap().to_le_bytes();
+    body[..4].copy_from_slice(&len);
+
+    let doc = twice("_id", 1, 2);
+    let mut seq = b"documents\0".to_vec();
+    seq.extend_from_slice(&doc);
+    let mut sections = vec![0u8];
+    sections.extend_from_slice(&body);
+    sections.push(1);
+    sections.extend_from_slice(&(i32::try_from(seq.len()).unwrap() + 4).to_le_bytes());
+    sections.extend_from_slice(&seq);
+    let msg = parse_msg(&raw_message(
+        OP_MSG,
+        &[&0u32.to_le_bytes()[..], &sections].concat(),
+    ))
+    .unwrap();
+    assert_eq!(msg.repeated.len(), 2);
+    let body_repeat = &msg.repeated[0];
+    assert_eq!(body_repeat.path, ["f", "x", "1"]);
+    assert_eq!(body_repeat.key, "v");
+    assert_eq!(body_repeat.raw, inner);
+    assert!(body_repeat.is_under(&["f", "x"]) && body_repeat.is_at(&["f", "x", "1"]));
+    let seq_repeat = &msg.repeated[1];
+    assert_eq!(seq_repeat.path, ["documents", "0"]);
+    assert_eq!(seq_repeat.key, "_id");
+    assert_eq!(seq_repeat.raw, doc);
+    // The decoded document keeps the last value, as before.
+    assert_eq!(
+        msg.into_command().get_array("documents").unwrap()[0],
+        bson::Bson::Document(doc! { "_id": 2 })
+    );
 }

@@ -24,6 +24,8 @@ pub(crate) struct Ctx<'a> {
     pub txn_end: Option<&'a TxnEnd<'a>>,
     /// The command's `lsid`, if it runs in a session.
     pub lsid: Option<&'a Document>,
+    /// The command's repeated keys (`repeated.rs`).
+    pub repeated: &'a [silt_wire::RepeatedKey],
 }
 
 impl<'a> Ctx<'a> {
@@ -36,6 +38,15 @@ impl<'a> Ctx<'a> {
             bypass_validation: std::cell::Cell::new(false),
             txn_end: None,
             lsid: cmd.get_document("lsid").ok(),
+            repeated: &[],
+        }
+    }
+
+    /// A command of a request outside any transaction.
+    pub(crate) fn for_request(conn: &'a ConnInfo, req: &'a crate::request::Request<'a>) -> Ctx<'a> {
+        Ctx {
+            repeated: req.repeated,
+            ..Ctx::new(conn, req.cmd)
         }
     }
 

@@ -25,6 +25,7 @@ mod monitor;
 mod num;
 mod ops;
 mod redzone;
+mod repeated;
 mod replset;
 mod request;
 mod server;

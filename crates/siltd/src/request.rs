@@ -4,7 +4,9 @@
 //! once.
 //!
 //! 1. Count the command (`serverStatus.opcounters.command`) and start its clock.
-//! 2. Resolve it: its name and database, and its table entry (59 for an unknown name).
+//! 2. Resolve it: its name and database, and its table entry (59 for an unknown name); then
+//!    answer repeated field names as mongod does (`repeated.rs`: refuse, or rewrite a
+//!    filter's repeated conditions as the `$and` they mean).
 //! 3. Register it for `currentOp`/`killOp` while it runs (`ops.rs`).
 //! 4. Authorize it under `--auth` (`auth::authorize`).
 //! 5. Refuse a write in the free-space red zone (`redzone.rs`).
@@ -41,11 +43,20 @@ pub(crate) struct Request<'a> {
     pub name: String,
     pub entry: &'static Command,
     pub cmd: &'a Document,
+    /// The command's repeated keys (`repeated.rs`), for the handlers that refuse one statement.
+    pub repeated: &'a [silt_wire::RepeatedKey],
 }
 
 /// Run one command and build its reply (always a document; errors become `ok: 0`).
-pub(crate) fn run(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| steps(s, cmd, conn))) {
+pub(crate) fn run(
+    s: &Server,
+    cmd: Document,
+    repeated: &[silt_wire::RepeatedKey],
+    conn: &ConnInfo,
+) -> Document {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        steps(s, cmd, repeated, conn)
+    })) {
         Ok(d) => d,
         Err(_) => {
             tracing::error!(conn = conn.id, "command panicked");
@@ -56,7 +67,12 @@ pub(crate) fn run(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
     }
 }
 
-fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
+fn steps(
+    s: &Server,
+    mut cmd: Document,
+    repeated: &[silt_wire::RepeatedKey],
+    conn: &ConnInfo,
+) -> Document {
     // 1.
     s.ops().command.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
@@ -75,7 +91,10 @@ fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
                 .ok_or_else(|| QueryError::command_not_found(format!("no such command: '{name}'")))
         })
     };
-    let entry = match entry {
+    let entry = match entry.and_then(|e| {
+        crate::repeated::apply(&name, &mut cmd, repeated)?;
+        Ok(e)
+    }) {
         Ok(e) => e,
         Err(e) => return reply(s, Outcome::of(Err(e), false)),
     };
@@ -85,6 +104,7 @@ fn steps(s: &Server, cmd: Document, conn: &ConnInfo) -> Document {
         name,
         entry,
         cmd: &cmd,
+        repeated,
     };
     let out = {
         // 3.

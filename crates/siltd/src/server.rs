@@ -323,13 +323,13 @@ fn serve_connection(
         let reply_bytes = match req {
             Request::Msg(m) => {
                 let quiet = m.more_to_come();
-                let cmd = m.into_command();
+                let (cmd, repeated) = m.into_command_noting();
                 if let Some(wait) = awaitable_hello_wait(s, &cmd) {
                     // Drivers' monitors ask "tell me when the topology changes, or after
                     // maxAwaitTimeMS". A standalone's topology never changes: wait, then answer.
                     conns.sleep(wait);
                 }
-                let reply = crate::request::run(s, cmd, info);
+                let reply = crate::request::run(s, cmd, &repeated, info);
                 if quiet {
                     continue;
                 }
@@ -352,7 +352,7 @@ fn serve_connection(
                             _ => q.query.clone(),
                         };
                         cmd.insert("$db", db.to_string());
-                        let r = crate::request::run(s, cmd, info);
+                        let r = crate::request::run(s, cmd, &[], info);
                         OpReply::single(r)
                     }
                     None => OpReply {

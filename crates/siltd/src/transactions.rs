@@ -281,7 +281,7 @@ fn plain(s: &Server, req: &Request<'_>, conn: &ConnInfo, rc: Option<&Document>) 
         Ok(rc) => rc,
         Err(e) => return Outcome::err(e),
     };
-    let mut op = Ctx::new(conn, req.cmd);
+    let mut op = Ctx::for_request(conn, req);
     let mut at = None;
     if rc.level.as_deref() == Some("snapshot") {
         if !req.entry.props.snapshot_read {
@@ -458,7 +458,7 @@ fn retryable(
         let op = Ctx {
             snap: Some(txn.snapshot().clone()),
             txn: Some(&txn),
-            ..Ctx::new(conn, req.cmd)
+            ..Ctx::for_request(conn, req)
         };
         let r = request::invoke(s, req, &op);
         drop(op);
@@ -627,7 +627,7 @@ fn statement(
         };
         let op = Ctx {
             txn_end: Some(&end),
-            ..Ctx::new(conn, req.cmd)
+            ..Ctx::for_request(conn, req)
         };
         let r = request::invoke(s, req, &op);
         drop(op);
@@ -664,7 +664,7 @@ fn statement(
     let op = Ctx {
         snap: Some(active.txn.snapshot().clone()),
         txn: Some(&active.txn),
-        ..Ctx::new(conn, req.cmd)
+        ..Ctx::for_request(conn, req)
     };
     let r = request::invoke(s, req, &op);
     drop(op);

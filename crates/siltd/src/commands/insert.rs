@@ -19,7 +19,7 @@ pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     let ns = format!("{db}.{coll}");
     s.views().refuse_write(&ns)?;
     let c = s.store().get_or_create(&ns).map_err(coll_err)?;
-    if ignore_dups {
+    if ignore_dups && op.repeated.is_empty() {
         // The fast path: one insert-if-absent message per document, no read. Taken only when
         // every document keeps the write rules, the collection has no secondary index and
         // the writer is outside a transaction (see `Collection::insert_if_absent`);
@@ -44,7 +44,9 @@ pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     let mut errors = Vec::new();
     for (i, d) in docs.into_iter().enumerate() {
         s.ops().insert.fetch_add(1, AtomicOrdering::Relaxed);
-        let r = prepare_insert(d.clone())
+        let r = crate::repeated::insert_error(op.repeated, i)
+            .map_or(Ok(()), Err)
+            .and_then(|()| prepare_insert(d.clone()))
             .map_err(WriteFail::Other)
             .and_then(|d| op.insert(&c, &d).map_err(WriteFail::from));
         match r {

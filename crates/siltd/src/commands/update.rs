@@ -148,6 +148,9 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     for (i, st) in stmts.iter().enumerate() {
         s.ops().update.fetch_add(1, AtomicOrdering::Relaxed);
         let r = (|| -> Result<UpdateResult, WriteFail> {
+            if let Some(e) = crate::repeated::update_error(op.repeated, i) {
+                return Err(WriteFail::Other(e));
+            }
             let collation = effective_collation(s, Some(&ns), st)?;
             let _collation = Collation::scope(collation.as_ref());
             let mut lets = lets.clone();
