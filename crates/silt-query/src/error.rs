@@ -92,6 +92,9 @@ codes! {
     no_such_transaction => 251, "NoSuchTransaction";
     transaction_committed => 256, "TransactionCommitted";
     operation_not_supported_in_transaction => 263, "OperationNotSupportedInTransaction";
+    client_metadata_cannot_be_mutated => 186, "ClientMetadataCannotBeMutated";
+    query_plan_killed => 175, "QueryPlanKilled";
+    cursor_in_use => 292, "CursorInUse";
 }
 
 impl QueryError {

@@ -377,15 +377,15 @@ impl Cursors {
             .get(&id)
             .cloned()
             .ok_or_else(|| QueryError::cursor_not_found(format!("cursor id {id} not found")))?;
-        let mut cur = c
-            .try_lock()
-            .ok_or_else(|| QueryError::located(292, format!("cursor id {id} is already in use")))?;
+        let mut cur = c.try_lock().ok_or_else(|| {
+            QueryError::cursor_in_use(format!("cursor id {id} is already in use"))
+        })?;
         // mongod's order: a killed cursor is reported (and erased) first, then who asks, then
         // the namespace and maxTimeMS; those refusals leave the cursor as it was.
         if let Some(why) = cur.killed.clone() {
             drop(cur);
             self.map.lock().remove(&id);
-            return Err(QueryError::located(175, why));
+            return Err(QueryError::query_plan_killed(why));
         }
         owner.may_continue(id, &cur.owner, auth)?;
         if cur.ns != ns {

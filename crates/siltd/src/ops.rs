@@ -237,9 +237,16 @@ impl Ops {
     }
 
     /// The handshake's client metadata (only the first is kept, as MongoDB does).
-    pub(crate) fn set_client_metadata(&self, id: u64, metadata: &Document) {
-        if let Some(c) = self.conns.lock().get_mut(&id) {
-            c.metadata.get_or_insert_with(|| metadata.clone());
+    /// Keep connection `id`'s client metadata (from its first `hello`); false if it already
+    /// had some (mongod refuses a second: 186).
+    pub(crate) fn set_client_metadata(&self, id: u64, metadata: &Document) -> bool {
+        match self.conns.lock().get_mut(&id) {
+            Some(c) if c.metadata.is_some() => false,
+            Some(c) => {
+                c.metadata = Some(metadata.clone());
+                true
+            }
+            None => true,
         }
     }
 

@@ -102,25 +102,28 @@ fn pipeline_arg(cmd: &Document) -> QResult<Vec<Document>> {
 /// The `cursor` option (required).
 fn cursor_arg(cmd: &Document) -> QResult<Document> {
     match cmd.get("cursor") {
-        Some(Bson::Document(c)) => Ok(c.clone()),
+        Some(Bson::Document(c)) => {
+            // Checked before the pipeline runs, as mongod parses it.
+            super::common::batch_size(c, "cursor.batchSize")?;
+            Ok(c.clone())
+        }
         None => Err(QueryError::failed_to_parse(
             "The 'cursor' option is required, except for aggregate with the explain argument",
         )),
-        Some(_) => Err(QueryError::type_mismatch("cursor field must be an object")),
+        Some(_) => Err(QueryError::type_mismatch(
+            "cursor field must be missing or an object",
+        )),
     }
 }
 
 /// The results as a cursor's first batch.
 fn reply(s: &Server, op: &Ctx, ns: &str, cursor_opts: &Document, out: Vec<Document>) -> CmdResult {
-    let batch = int_arg(cursor_opts, "batchSize")?;
-    if batch.is_some_and(|b| b < 0) {
-        return Err(QueryError::bad_value("batchSize must be non-negative"));
-    }
+    let batch = super::common::batch_size(cursor_opts, "cursor.batchSize")?;
     let (docs, id) = s.cursors().first_batch(
         op.cursor_owner(),
         ns,
         Box::new(VecSource(out.into())),
-        batch.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+        batch,
         false,
     )?;
     Ok(cursor_reply(ns, docs, id, true))

@@ -1,6 +1,6 @@
 //! Argument helpers and facts shared by the command handlers.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bson::{Bson, Document};
 use std::sync::Arc;
@@ -107,7 +107,7 @@ pub(super) fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
         Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => *d as i64,
         Some(other) => {
             return Err(QueryError::type_mismatch(format!(
-                "BSON field '{name}' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+                "BSON field '{name}' is the wrong type '{}', expected types '[long, int, decimal, double']",
                 type_name(other)
             )))
         }
@@ -127,12 +127,10 @@ pub(super) fn cursor_reply(ns: &str, batch: Vec<Document>, id: i64, first: bool)
     bson::doc! { "cursor": c }
 }
 
+/// When the command must stop, from its `maxTimeMS` (validated by `max_time::parse` before
+/// the handler ran).
 pub(super) fn deadline(cmd: &Document) -> QResult<Option<Instant>> {
-    Ok(match int_arg(cmd, "maxTimeMS")? {
-        Some(ms) if ms < 0 => return Err(QueryError::bad_value("maxTimeMS must be non-negative")),
-        Some(0) | None => None,
-        Some(ms) => Some(Instant::now() + Duration::from_millis(ms as u64)),
-    })
+    Ok(super::max_time::deadline(cmd))
 }
 
 pub(super) fn non_negative(cmd: &Document, name: &str) -> QResult<Option<u64>> {
@@ -164,8 +162,39 @@ pub(super) fn new_matcher(filter: &Document) -> QResult<Matcher> {
     Matcher::new_with_expr(filter, silt_query::expr::eval_expr)
 }
 
+/// The command's `batchSize` (`find`, `getMore`); see [`batch_size`].
 pub(super) fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
-    Ok(non_negative(cmd, "batchSize")?.map(|b| usize::try_from(b).unwrap_or(usize::MAX)))
+    let name = cmd.keys().next().map_or("", String::as_str);
+    batch_size(cmd, &format!("{name}.batchSize"))
+}
+
+/// A `batchSize` as mongod reads it: a number, a fraction truncated (1.9 is 1); negative is
+/// 51024; another type is 14 naming `path` (`find.batchSize`, `cursor.batchSize`).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a double batch size is truncated toward zero and saturates, as mongod reads it"
+)]
+pub(super) fn batch_size(doc: &Document, path: &str) -> QResult<Option<usize>> {
+    let n = match doc.get("batchSize") {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(Bson::Int32(i)) => i64::from(*i),
+        Some(Bson::Int64(i)) => *i,
+        Some(Bson::Double(d)) => d.trunc() as i64,
+        Some(Bson::Decimal128(d)) => d.to_string().parse::<f64>().map_or(0, |f| f.trunc() as i64),
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{path}' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                type_name(other)
+            )))
+        }
+    };
+    if n < 0 {
+        return Err(QueryError::located(
+            51024,
+            format!("BSON field 'batchSize' value must be >= 0, actual value '{n}'"),
+        ));
+    }
+    Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
 }
 
 pub(super) fn scale_arg(cmd: &Document) -> Result<i64, QueryError> {

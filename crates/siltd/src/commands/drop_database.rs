@@ -1,6 +1,6 @@
 //! The `dropDatabase` command.
 
-use bson::doc;
+use bson::Document;
 
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
@@ -8,5 +8,5 @@ use crate::state::{CmdResult, Server};
 pub(super) fn drop_database(s: &Server, db: &str) -> CmdResult {
     s.drop_database(db).map_err(coll_err)?;
     s.views().remove_db(db);
-    Ok(doc! { "dropped": db })
+    Ok(Document::new())
 }

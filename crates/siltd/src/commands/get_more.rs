@@ -24,10 +24,8 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     })?;
     s.ops().getmore.fetch_add(1, AtomicOrdering::Relaxed);
     let ns = format!("{db}.{coll}");
-    let max_time = match super::common::int_arg(cmd, "maxTimeMS")? {
-        Some(ms) if ms > 0 => Some(std::time::Duration::from_millis(ms.unsigned_abs())),
-        _ => None,
-    };
+    let max_time = super::max_time::parse("getMore", cmd)?
+        .map(|ms| std::time::Duration::from_millis(u64::from(ms)));
     let (docs, id) = s.cursors().get_more(
         &op.cursor_owner(),
         s.auth().enabled,

@@ -3,15 +3,22 @@
 use bson::{doc, Bson, Document};
 
 use super::common::MAX_WIRE_VERSION;
+use silt_query::QueryError;
+
 use crate::conn::ConnInfo;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> CmdResult {
     if let Ok(meta) = cmd.get_document("client") {
-        s.inprog().set_client_metadata(conn.id, meta);
+        if !s.inprog().set_client_metadata(conn.id, meta) {
+            return Err(QueryError::client_metadata_cannot_be_mutated(
+                "The client metadata document may only be sent in the first hello",
+            ));
+        }
     }
     let mut d = Document::new();
-    if name == "hello" || cmd.get_bool("helloOk").unwrap_or(false) {
+    // Only to a client that asked (`helloOk: true`), as mongod answers.
+    if cmd.get_bool("helloOk").unwrap_or(false) {
         d.insert("helloOk", true);
     }
     if name == "hello" {

@@ -67,6 +67,7 @@ mod list_commands;
 mod list_databases;
 mod list_indexes;
 mod log_rotate;
+mod max_time;
 mod merge_authz;
 mod modify;
 mod profile;
@@ -148,5 +149,6 @@ pub(crate) fn lookup(name: &str) -> Option<&'static Command> {
 /// each field (`args.rs`).
 pub(crate) fn check_fields(c: &Command, name: &str, cmd: &Document) -> Result<(), QueryError> {
     api::check(c, cmd)?;
-    args::check(name, c.fields, cmd)
+    args::check(name, c.fields, cmd)?;
+    max_time::parse(name, cmd).map(drop)
 }

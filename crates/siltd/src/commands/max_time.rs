@@ -1,0 +1,76 @@
+//! `maxTimeMS`, a generic argument of every command, parsed as mongod parses it before any
+//! handler runs: an integer in `0..=i32::MAX` (0: no limit). A negative value is 51024, one
+//! above `i32::MAX` or a fraction is 2, `null` is 2 ("must be a number"), another type is 14
+//! naming the command's field.
+
+use std::time::{Duration, Instant};
+
+use bson::{Bson, Document};
+use silt_query::{QResult, QueryError};
+
+use super::common::type_name;
+
+/// mongod's interval for the value, as its message prints it.
+const INT32_INTERVAL: &str = "[-2147483648, 2147483647]";
+
+/// The command's `maxTimeMS` in milliseconds; `None` when absent or 0 (no limit).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a double is floored and saturates into i64, as mongod reports it"
+)]
+pub(crate) fn parse(command: &str, cmd: &Document) -> QResult<Option<u32>> {
+    let n = match cmd.get("maxTimeMS") {
+        None => return Ok(None),
+        Some(Bson::Null) => return Err(QueryError::bad_value("maxTimeMS must be a number")),
+        Some(Bson::Int32(i)) => i64::from(*i),
+        Some(Bson::Int64(i)) => *i,
+        Some(Bson::Double(d)) => {
+            if *d < 0.0 {
+                negative(d.floor() as i64)?;
+            }
+            if d.fract() != 0.0 {
+                return Err(QueryError::bad_value("maxTimeMS has non-integral value"));
+            }
+            *d as i64
+        }
+        Some(Bson::Decimal128(d)) => match d.to_string().parse::<f64>() {
+            Ok(f) if f.fract() == 0.0 => f as i64,
+            _ => return Err(QueryError::bad_value("maxTimeMS has non-integral value")),
+        },
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{command}.maxTimeMS' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                type_name(other)
+            )))
+        }
+    };
+    negative(n)?;
+    let ms = u32::try_from(n)
+        .ok()
+        .filter(|ms| i32::try_from(*ms).is_ok())
+        .ok_or_else(|| {
+            QueryError::bad_value(format!(
+                "{n} value for maxTimeMS is out of range {INT32_INTERVAL}"
+            ))
+        })?;
+    Ok((ms > 0).then_some(ms))
+}
+
+fn negative(n: i64) -> QResult<()> {
+    if n < 0 {
+        return Err(QueryError::located(
+            51024,
+            format!("BSON field 'maxTimeMS' value must be >= 0, actual value '{n}'"),
+        ));
+    }
+    Ok(())
+}
+
+/// When a command with this `maxTimeMS` must stop (checked when the command starts).
+pub(crate) fn deadline(cmd: &Document) -> Option<Instant> {
+    let name = cmd.keys().next().map_or("", String::as_str);
+    parse(name, cmd)
+        .ok()
+        .flatten()
+        .map(|ms| Instant::now() + Duration::from_millis(u64::from(ms)))
+}
