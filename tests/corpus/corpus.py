@@ -83,7 +83,10 @@ def run_case(client, case):
     for k, v in expect.get("reply", {}).items():
         got = reply
         for part in k.split("."):
-            got = got.get(part) if isinstance(got, dict) else None
+            if isinstance(got, list) and part.isdigit():
+                got = got[int(part)] if int(part) < len(got) else None
+            else:
+                got = got.get(part) if isinstance(got, dict) else None
         if got != v:
             return f"reply.{k} = {got!r}, expected {v!r}"
     return None

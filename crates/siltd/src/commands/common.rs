@@ -80,6 +80,15 @@ pub(super) fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a D
 }
 
 /// An optional boolean argument (numbers are accepted as MongoDB does).
+/// A field as mongod's parser names it in errors: `insert.ordered` for a field of the command
+/// itself (the document with `$db`), the bare name inside a nested document.
+pub(super) fn field_path(cmd: &Document, name: &str) -> String {
+    match cmd.keys().next() {
+        Some(command) if cmd.contains_key("$db") => format!("{command}.{name}"),
+        _ => name.to_string(),
+    }
+}
+
 pub(super) fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
     match cmd.get(name) {
         None | Some(Bson::Null) => Ok(None),
@@ -88,7 +97,8 @@ pub(super) fn bool_arg(cmd: &Document, name: &str) -> QResult<Option<bool>> {
         Some(Bson::Int64(i)) => Ok(Some(*i != 0)),
         Some(Bson::Double(d)) => Ok(Some(*d != 0.0)),
         Some(other) => Err(QueryError::type_mismatch(format!(
-            "BSON field '{name}' is the wrong type '{}', expected type 'bool'",
+            "BSON field '{}' is the wrong type '{}', expected type 'bool'",
+            field_path(cmd, name),
             type_name(other)
         ))),
     }
@@ -105,14 +115,17 @@ pub(super) fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
         Some(Bson::Int32(i)) => i64::from(*i),
         Some(Bson::Int64(i)) => *i,
         Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-        Some(other) => {
-            return Err(QueryError::type_mismatch(format!(
-                "BSON field '{name}' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                type_name(other)
-            )))
-        }
+        Some(other) => return Err(wrong_number_type(&field_path(cmd, name), other)),
     };
     Ok(Some(v))
+}
+
+/// 14: a field that must be a number is `other` (mongod's message, its quotes included).
+pub(super) fn wrong_number_type(path: &str, other: &Bson) -> QueryError {
+    let t = type_name(other);
+    QueryError::type_mismatch(format!(
+        "BSON field '{path}' is the wrong type '{t}', expected types '[long, int, decimal, double']"
+    ))
 }
 
 pub(crate) use silt_bson::compare::type_name;
@@ -181,12 +194,7 @@ pub(super) fn batch_size(doc: &Document, path: &str) -> QResult<Option<usize>> {
         Some(Bson::Int64(i)) => *i,
         Some(Bson::Double(d)) => d.trunc() as i64,
         Some(Bson::Decimal128(d)) => d.to_string().parse::<f64>().map_or(0, |f| f.trunc() as i64),
-        Some(other) => {
-            return Err(QueryError::type_mismatch(format!(
-                "BSON field '{path}' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                type_name(other)
-            )))
-        }
+        Some(other) => return Err(wrong_number_type(path, other)),
     };
     if n < 0 {
         return Err(QueryError::located(

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bson::{Bson, Document};
 use silt_query::{QResult, QueryError};
 
-use super::common::type_name;
+use super::common::wrong_number_type;
 
 /// mongod's interval for the value, as its message prints it.
 const INT32_INTERVAL: &str = "[-2147483648, 2147483647]";
@@ -38,10 +38,7 @@ pub(crate) fn parse(command: &str, cmd: &Document) -> QResult<Option<u32>> {
             _ => return Err(QueryError::bad_value("maxTimeMS has non-integral value")),
         },
         Some(other) => {
-            return Err(QueryError::type_mismatch(format!(
-                "BSON field '{command}.maxTimeMS' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                type_name(other)
-            )))
+            return Err(wrong_number_type(&format!("{command}.maxTimeMS"), other));
         }
     };
     negative(n)?;

@@ -50,12 +50,11 @@ pub(super) fn prepare_insert(mut d: Document) -> QResult<Document> {
             nd.extend(d);
             d = nd;
         }
-        Some(Bson::Array(_)) => return Err(QueryError::bad_value("can't use an array for _id")),
-        Some(Bson::RegularExpression(_)) => {
-            return Err(QueryError::bad_value("can't use a regex for _id"))
-        }
-        Some(Bson::Undefined) => {
-            return Err(QueryError::bad_value("can't use a undefined for _id"))
+        Some(v @ (Bson::Array(_) | Bson::RegularExpression(_) | Bson::Undefined)) => {
+            return Err(QueryError::invalid_id_field(format!(
+                "The '_id' value cannot be of type {}",
+                type_name(v)
+            )))
         }
         Some(Bson::Document(sub)) if sub.keys().any(|k| k.starts_with('$')) => {
             return Err(QueryError::dollar_prefixed_field_name(
@@ -121,18 +120,20 @@ impl WriteFail {
 }
 
 pub(super) fn docs_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Vec<&'a Document>> {
+    let command = cmd.keys().next().map_or("", String::as_str);
     let arr = match cmd.get(name) {
         Some(Bson::Array(a)) => a,
         Some(other) => {
             return Err(QueryError::type_mismatch(format!(
-                "BSON field '{name}' is the wrong type '{}', expected type 'array'",
+                "BSON field '{command}.{name}' is the wrong type '{}', expected type 'array'",
                 type_name(other)
             )))
         }
         None => {
-            return Err(QueryError::failed_to_parse(format!(
-                "BSON field '{name}' is missing but a required field"
-            )))
+            return Err(QueryError::located(
+                40414,
+                format!("BSON field '{command}.{name}' is missing but a required field"),
+            ))
         }
     };
     if arr.is_empty() || arr.len() > silt_wire::MAX_WRITE_BATCH {
@@ -143,10 +144,11 @@ pub(super) fn docs_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Vec<&'a Doc
         )));
     }
     arr.iter()
-        .map(|v| match v {
+        .enumerate()
+        .map(|(i, v)| match v {
             Bson::Document(d) => Ok(d),
             other => Err(QueryError::type_mismatch(format!(
-                "BSON field '{name}' items must be objects, not '{}'",
+                "BSON field '{command}.{name}.{i}' is the wrong type '{}', expected type 'object'",
                 type_name(other)
             ))),
         })
