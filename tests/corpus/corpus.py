@@ -56,15 +56,18 @@ def load():
             spec = json_util.loads(f.read(), json_options=json_util.JSONOptions(
                 document_class=SON))
         for case in spec["cases"]:
+            if "db" in spec:
+                case.setdefault("db", spec["db"])
             out.append((os.path.basename(path)[:-5], case))
     return out
 
 
 def run_case(client, case):
-    """Run one case; returns None if the reply is as expected, else what differed."""
+    """Run one case (on database `corpus`, or the case's or file's `db`); returns None if
+    the reply is as expected, else what differed."""
     from pymongo.errors import OperationFailure
-    db = client[DB]
     client.drop_database(DB)
+    db = client[case.get("db", DB)]
     for cmd in case.get("setup", []):
         db.command(build(cmd))
     expect = case["expect"]

@@ -1,4 +1,6 @@
-//! The `getParameter` command.
+//! The `getParameter` command: named parameters (`{getParameter: 1, quiet: 1}`), every one
+//! (`'*'` or `{allParameters: true}`), and `{showDetails: true}`, which gives each as
+//! `{value, settableAtRuntime, settableAtStartup}`, as mongod does.
 
 use std::sync::atomic::Ordering;
 
@@ -7,10 +9,40 @@ use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
+/// A `showDetails`/`allParameters` flag: a bool or a number (nonzero is true), null false.
+fn flag(opts: &Document, name: &str) -> Result<bool, QueryError> {
+    Ok(match opts.get(name) {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(Bson::Int32(i)) => *i != 0,
+        Some(Bson::Int64(i)) => *i != 0,
+        Some(Bson::Double(d)) => *d != 0.0,
+        Some(Bson::Decimal128(d)) => d.to_string().parse::<f64>().is_ok_and(|f| f != 0.0),
+        Some(other) => {
+            let t = super::common::type_name(other);
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field 'getParameter.{name}' is the wrong type '{t}', expected types '[bool, long, int, decimal, double']"
+            )));
+        }
+    })
+}
+
+/// Whether a parameter can be set by `setParameter` and at start-up (`--setParameter`).
+fn settable(name: &str) -> (bool, bool) {
+    match name {
+        "featureCompatibilityVersion" => (false, false),
+        "maxBSONDepth" | "authSchemaVersion" => (false, true),
+        _ => (true, true),
+    }
+}
+
 pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
     let fast = s.fast().enabled.load(Ordering::Relaxed);
-    let all = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*")
-        || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get_bool("allParameters").unwrap_or(false));
+    let (all, details) = match cmd.get("getParameter") {
+        Some(Bson::String(s)) if s == "*" => (true, false),
+        Some(Bson::Document(d)) => (flag(d, "allParameters")?, flag(d, "showDetails")?),
+        _ => (false, false),
+    };
     let known = |name: &str| -> Option<Bson> {
         match name {
             "featureCompatibilityVersion" => {
@@ -68,11 +100,22 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "internalDocumentSourceGroupMaxMemoryBytes",
         "maxSessions",
     ];
+    let shown = |name: &str, v: Bson| -> Bson {
+        if !details {
+            return v;
+        }
+        let (runtime, startup) = settable(name);
+        Bson::Document(doc! {
+            "value": v,
+            "settableAtRuntime": runtime,
+            "settableAtStartup": startup,
+        })
+    };
     let mut out = Document::new();
     if all {
         for n in names {
             if let Some(v) = known(n) {
-                out.insert(n, v);
+                out.insert(n, shown(n, v));
             }
         }
         return Ok(out);
@@ -82,7 +125,7 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             continue;
         }
         if let Some(v) = known(k) {
-            out.insert(k.clone(), v);
+            out.insert(k.clone(), shown(k, v));
         }
     }
     if out.is_empty() {
