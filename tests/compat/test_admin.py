@@ -131,3 +131,29 @@ def test_compressed_traffic(server, compressor):
     finally:
         c.drop_database("compress_test")
         c.close()
+
+
+def test_collections_have_uuids_that_survive_rename_and_restart():
+    """listCollections' info.uuid: a UUID (binary subtype 4) given at create, the same after
+    renameCollection and after a restart (change streams and tools rely on it)."""
+    import uuid
+    from conftest import Siltd
+    s = Siltd().start()
+    try:
+        c = s.client(uuidRepresentation="standard")
+        c.u.create_collection("a")
+        c.u.create_collection("b")
+        infos = {x["name"]: x["info"] for x in c.u.list_collections()}
+        ua = infos["a"]["uuid"]
+        # pymongo decodes listCollections with its default codec: a Binary of subtype 4.
+        assert uuid.UUID(bytes=bytes(ua)) and ua.subtype == 4
+        assert infos["a"]["readOnly"] is False
+        assert ua != infos["b"]["uuid"]
+        c.admin.command("renameCollection", "u.a", to="u.z")
+        assert {x["name"]: x["info"]["uuid"] for x in c.u.list_collections()}["z"] == ua
+        s.stop()
+        s.start()
+        c = s.client(uuidRepresentation="standard")
+        assert {x["name"]: x["info"]["uuid"] for x in c.u.list_collections()}["z"] == ua
+    finally:
+        s.cleanup()

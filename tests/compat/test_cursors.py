@@ -165,7 +165,11 @@ def test_a_cursor_dies_with_its_collection(client, how):
             client.drop_database(db.name)
         with pytest.raises(OperationFailure) as e:
             db.command("getMore", cid, collection="c", session=sess)
-        assert e.value.code == 175
+        assert e.value.code == 175 and e.value.details["codeName"] == "QueryPlanKilled"
+        if how == "rename":
+            assert f"collection renamed from '{db.name}.c' to '{db.name}.d'. UUID " in str(e.value)
+        else:
+            assert "collection dropped. UUID " in str(e.value)
         with pytest.raises(OperationFailure) as e:
             db.command("getMore", cid, collection="c", session=sess)
         assert e.value.code == 43

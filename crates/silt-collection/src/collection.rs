@@ -91,6 +91,9 @@ pub(crate) fn stripe_of(parts: &[&[u8]]) -> usize {
 /// One collection: its primary dictionary, options and secondary indexes.
 pub struct Collection {
     pub(crate) ns: String,
+    /// The collection's UUID: given at creation, kept across renames and restarts
+    /// (`listCollections` `info.uuid`).
+    uuid: bson::Uuid,
     pub(crate) layout: RwLock<Arc<Layout>>,
     pub(crate) options: RwLock<Document>,
     pub(crate) locks: Vec<Mutex<()>>,
@@ -170,16 +173,18 @@ pub(crate) type KeySet = Vec<(Vec<u8>, Vec<Bson>)>;
 impl Collection {
     pub(crate) fn new(
         ns: String,
+        uuid: bson::Uuid,
         layout: Layout,
         options: Document,
         indexes: Vec<Arc<Index>>,
         catalog: Dict,
     ) -> Arc<Collection> {
-        Arc::new_cyclic(|me| Collection::with_self(ns, layout, options, indexes, catalog, me))
+        Arc::new_cyclic(|me| Collection::with_self(ns, uuid, layout, options, indexes, catalog, me))
     }
 
     fn with_self(
         ns: String,
+        uuid: bson::Uuid,
         layout: Layout,
         options: Document,
         indexes: Vec<Arc<Index>>,
@@ -191,6 +196,7 @@ impl Collection {
         let validator = compile_validator(&ns, &options);
         let collation = default_collation(&ns, &options);
         Collection {
+            uuid,
             pk,
             collation,
             validator: RwLock::new(validator),
@@ -214,6 +220,11 @@ impl Collection {
     }
 
     /// The catalog entry (the caller holds `meta_lock`).
+    /// The collection's UUID (kept across renames and restarts).
+    pub fn uuid(&self) -> bson::Uuid {
+        self.uuid
+    }
+
     pub(crate) fn meta_doc(&self) -> Document {
         let indexes = self.indexes.read().clone();
         let idx: Vec<Bson> = indexes
@@ -222,6 +233,7 @@ impl Collection {
             .collect();
         let layout = self.layout();
         let mut meta = doc! {
+            "uuid": self.uuid,
             "dict": layout.primary.first().name(),
             "options": self.options.read().clone(),
             "indexes": idx,

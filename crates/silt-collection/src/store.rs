@@ -103,9 +103,20 @@ impl Store {
                 let coverable = ix.get_bool("coverable").unwrap_or(false);
                 indexes.push(Arc::new(Index::new(spec, parts, mk, coverable)));
             }
-            let c = Collection::new(ns.clone(), layout, options, indexes, catalog.clone());
+            // Catalogs from before collections had UUIDs get one now, kept from here on.
+            let stored = match meta.get("uuid") {
+                Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
+                    .ok()
+                    .map(bson::Uuid::from_bytes),
+                _ => None,
+            };
+            let uuid = stored.unwrap_or_else(bson::Uuid::new);
+            let c = Collection::new(ns.clone(), uuid, layout, options, indexes, catalog.clone());
             if meta.get_bool("countUncertain").unwrap_or(false) {
                 c.count_uncertain.store(true, Ordering::Release);
+            }
+            if stored.is_none() {
+                c.persist_meta()?;
             }
             colls.insert(ns, c);
         }
@@ -237,6 +248,7 @@ impl Store {
         }
         let c = Collection::new(
             ns.to_string(),
+            bson::Uuid::new(),
             layout,
             options,
             indexes,
@@ -299,6 +311,7 @@ impl Store {
         let indexes = c.indexes.read().clone();
         let nc = Collection::new(
             to.to_string(),
+            c.uuid(),
             (*c.layout()).clone(),
             options,
             indexes,

@@ -316,21 +316,30 @@ impl Server {
     /// Drop collection `ns` (false: there was none) and kill the cursors over it. Every drop a
     /// client asks for goes through here, so no cursor outlives its collection.
     pub(crate) fn drop_collection(&self, ns: &str) -> Result<bool, silt_collection::CollError> {
+        let uuid = self.store.get(ns).map(|c| c.uuid());
         let dropped = self.store.drop_collection(ns)?;
-        if dropped {
+        if let (true, Some(uuid)) = (dropped, uuid) {
             self.cursors
-                .kill_namespace(|c| c == ns, |c| format!("collection dropped: {c}"));
+                .kill_namespace(|c| c == ns, |_| format!("collection dropped. UUID {uuid}"));
         }
         Ok(dropped)
     }
 
     /// Drop database `db` and kill the cursors over its collections.
     pub(crate) fn drop_database(&self, db: &str) -> Result<(), silt_collection::CollError> {
+        let uuids: std::collections::HashMap<String, bson::Uuid> = self
+            .store
+            .list_collections(db)
+            .into_iter()
+            .map(|(name, c)| (format!("{db}.{name}"), c.uuid()))
+            .collect();
         self.store.drop_database(db)?;
-        let prefix = format!("{db}.");
         self.cursors.kill_namespace(
-            |c| c.starts_with(&prefix),
-            |c| format!("database {db} dropped: {c}"),
+            |c| uuids.contains_key(c),
+            |c| match uuids.get(c) {
+                Some(u) => format!("collection dropped. UUID {u}"),
+                None => "collection dropped".into(),
+            },
         );
         Ok(())
     }
@@ -343,13 +352,22 @@ impl Server {
         to: &str,
         drop_target: bool,
     ) -> Result<(), silt_collection::CollError> {
+        let uuid = |ns: &str| {
+            self.store
+                .get(ns)
+                .map(|c| c.uuid().to_string())
+                .unwrap_or_default()
+        };
+        let (moved, replaced) = (uuid(from), uuid(to));
         self.store.rename(from, to, drop_target)?;
         self.cursors.kill_namespace(
             |c| c == from,
-            |c| format!("collection renamed: {c} is now {to}"),
+            |_| format!("collection renamed from '{from}' to '{to}'. UUID {moved}"),
         );
-        self.cursors
-            .kill_namespace(|c| c == to, |c| format!("collection dropped: {c}"));
+        self.cursors.kill_namespace(
+            |c| c == to,
+            |_| format!("collection dropped. UUID {replaced}"),
+        );
         Ok(())
     }
 

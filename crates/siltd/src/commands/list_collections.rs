@@ -20,10 +20,10 @@ pub(super) fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResul
         if let Some(ci) = clustered {
             options.insert("clusteredIndex", ci);
             full.insert("options", options);
-            full.insert("info", doc! { "readOnly": false });
+            full.insert("info", doc! { "readOnly": false, "uuid": c.uuid() });
         } else {
             full.insert("options", options);
-            full.insert("info", doc! { "readOnly": false });
+            full.insert("info", doc! { "readOnly": false, "uuid": c.uuid() });
             full.insert(
                 "idIndex",
                 doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
