@@ -1,7 +1,9 @@
-//! `maxTimeMS`, a generic argument of every command, parsed as mongod parses it before any
-//! handler runs: an integer in `0..=i32::MAX` (0: no limit). A negative value is 51024, one
-//! above `i32::MAX` or a fraction is 2, `null` is 2 ("must be a number"), another type is 14
-//! naming the command's field.
+//! `maxTimeMS`, a generic argument of every command, parsed as mongod 7.0 parses it before any
+//! handler runs: an integer in `0..=i32::MAX` (0: no limit). Out of that range is 2 ("<v>
+//! value for maxTimeMS is out of range [0, 2147483647]"), a fraction 2, `null` or another
+//! type 2 ("maxTimeMS must be a number"). `aggregate` parses it through its own IDL first,
+//! so there a negative value is 51024 and a type other than a number or null is 14 naming
+//! `aggregate.maxTimeMS`.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +13,7 @@ use silt_query::{QResult, QueryError};
 use super::common::wrong_number_type;
 
 /// mongod's interval for the value, as its message prints it.
-const INT32_INTERVAL: &str = "[-2147483648, 2147483647]";
+const INTERVAL: &str = "[0, 2147483647]";
 
 /// The command's `maxTimeMS` in milliseconds; `None` when absent or 0 (no limit).
 #[expect(
@@ -19,13 +21,14 @@ const INT32_INTERVAL: &str = "[-2147483648, 2147483647]";
     reason = "a double is floored and saturates into i64, as mongod reports it"
 )]
 pub(crate) fn parse(command: &str, cmd: &Document) -> QResult<Option<u32>> {
+    let idl = command == "aggregate";
     let n = match cmd.get("maxTimeMS") {
         None => return Ok(None),
-        Some(Bson::Null) => return Err(QueryError::bad_value("maxTimeMS must be a number")),
+        Some(Bson::Null) => return Err(not_a_number()),
         Some(Bson::Int32(i)) => i64::from(*i),
         Some(Bson::Int64(i)) => *i,
         Some(Bson::Double(d)) => {
-            if *d < 0.0 {
+            if idl && *d < 0.0 {
                 negative(d.floor() as i64)?;
             }
             if d.fract() != 0.0 {
@@ -37,22 +40,30 @@ pub(crate) fn parse(command: &str, cmd: &Document) -> QResult<Option<u32>> {
             Ok(f) if f.fract() == 0.0 => f as i64,
             _ => return Err(QueryError::bad_value("maxTimeMS has non-integral value")),
         },
-        Some(other) => {
+        Some(other) if idl => {
             return Err(wrong_number_type(&format!("{command}.maxTimeMS"), other));
         }
+        Some(_) => return Err(not_a_number()),
     };
-    negative(n)?;
+    if idl {
+        negative(n)?;
+    }
     let ms = u32::try_from(n)
         .ok()
         .filter(|ms| i32::try_from(*ms).is_ok())
         .ok_or_else(|| {
             QueryError::bad_value(format!(
-                "{n} value for maxTimeMS is out of range {INT32_INTERVAL}"
+                "{n} value for maxTimeMS is out of range {INTERVAL}"
             ))
         })?;
     Ok((ms > 0).then_some(ms))
 }
 
+fn not_a_number() -> QueryError {
+    QueryError::bad_value("maxTimeMS must be a number")
+}
+
+/// `aggregate`'s IDL check: 51024 for a negative value.
 fn negative(n: i64) -> QResult<()> {
     if n < 0 {
         return Err(QueryError::located(
