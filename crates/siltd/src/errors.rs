@@ -75,26 +75,80 @@ fn location_name(code: i32) -> &'static str {
 }
 
 /// Database names MongoDB accepts.
-pub(crate) fn check_db_name(db: &str) -> Result<(), QueryError> {
-    if db.is_empty() || db.len() > 63 || db.contains(['/', '\\', '.', ' ', '"', '$', '\0']) {
-        return Err(QueryError::invalid_namespace(format!(
-            "Invalid database name: '{db}'"
-        )));
-    }
-    Ok(())
+/// `coll`: the collection the command names, for the messages that print the namespace.
+pub(crate) fn check_db_name(db: &str, coll: Option<&str>) -> Result<(), QueryError> {
+    let ns = match coll {
+        Some(c) => format!("{db}.{c}"),
+        None => db.to_string(),
+    };
+    let msg = if db.is_empty() {
+        format!("Invalid database name: '{db}'")
+    } else if db.len() > 63 {
+        format!("db name must be at most 63 characters, found: {}", db.len())
+    } else if db.contains('.') {
+        format!("'.' is an invalid character in a db name: {db}")
+    } else if db.contains('\0') {
+        "namespaces cannot have embedded null characters".into()
+    } else if db.contains('$') {
+        format!("Invalid namespace: {ns}")
+    } else if db.contains(['/', '\\', ' ', '"']) {
+        format!("Invalid namespace specified '{ns}'")
+    } else {
+        return Ok(());
+    };
+    Err(QueryError::invalid_namespace(msg))
 }
 
 /// Collection names MongoDB accepts.
 pub(crate) fn check_coll_name(db: &str, coll: &str) -> Result<(), QueryError> {
-    if coll.is_empty() || coll.contains('\0') || coll.starts_with('.') || coll.contains('$') {
-        return Err(QueryError::invalid_namespace(format!(
-            "Invalid collection name: {db}.{coll}"
-        )));
+    let msg = if coll.is_empty() {
+        format!("Invalid namespace specified '{db}.'")
+    } else if coll.contains('\0') {
+        "namespaces cannot have embedded null characters".into()
+    } else if coll.starts_with('.') {
+        format!("Collection names cannot start with '.': {coll}")
+    } else if coll.contains('$') {
+        format!("Invalid collection name: {coll}")
+    } else if db.len() + 1 + coll.len() > 255 {
+        format!("Fully qualified namespace is too long. Namespace: {db}.{coll} Max: 255")
+    } else {
+        return Ok(());
+    };
+    Err(QueryError::invalid_namespace(msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// mongod 7.0's texts (drivers refuse most of these names before sending them, so the
+    /// corpus cannot reach them).
+    #[test]
+    fn namespace_texts() {
+        let msg = |r: Result<(), QueryError>| r.unwrap_err().msg;
+        assert_eq!(
+            msg(check_db_name("database.test", Some("c"))),
+            "'.' is an invalid character in a db name: database.test"
+        );
+        assert_eq!(
+            msg(check_db_name("name_with_a-$", Some("c"))),
+            "Invalid namespace: name_with_a-$.c"
+        );
+        assert_eq!(
+            msg(check_db_name("data base", Some("c"))),
+            "Invalid namespace specified 'data base.c'"
+        );
+        assert_eq!(
+            msg(check_db_name(&"a".repeat(64), None)),
+            "db name must be at most 63 characters, found: 64"
+        );
+        assert!(check_db_name("ok_db-1", Some("c")).is_ok());
+        assert_eq!(
+            msg(check_coll_name("d", &"x".repeat(300))),
+            format!(
+                "Fully qualified namespace is too long. Namespace: d.{} Max: 255",
+                "x".repeat(300)
+            )
+        );
     }
-    if db.len() + 1 + coll.len() > 255 {
-        return Err(QueryError::invalid_namespace(format!(
-            "Fully qualified namespace is too long: {db}.{coll}"
-        )));
-    }
-    Ok(())
 }

@@ -165,6 +165,11 @@ pub(crate) struct Top {
 
 impl Top {
     pub(crate) fn record(&self, ns: &str, op: crate::commands::OpKind, micros: u64) {
+        // `top` answers with the namespaces as field names: one a command was refused for
+        // (an embedded NUL) cannot be one, and must not make every later `top` fail.
+        if ns.contains('\0') {
+            return;
+        }
         let (kind, lock) = op.top();
         let add = |e: &TopEntry| {
             for k in ["total", kind, lock] {

@@ -86,7 +86,11 @@ fn steps(
     let entry = if name.is_empty() {
         Err(QueryError::failed_to_parse("empty command document"))
     } else {
-        check_db_name(&db).and_then(|()| {
+        let coll = match cmd.iter().next() {
+            Some((_, Bson::String(c))) => Some(c.as_str()),
+            _ => None,
+        };
+        check_db_name(&db, coll).and_then(|()| {
             commands::lookup(&name)
                 .ok_or_else(|| QueryError::command_not_found(format!("no such command: '{name}'")))
         })

@@ -139,7 +139,7 @@ fn ns_of(spec: &Bson, db: &str, stage: &str, coll_field: &str) -> QResult<(Strin
             ))
         }
     };
-    crate::errors::check_db_name(&tdb)?;
+    crate::errors::check_db_name(&tdb, None)?;
     crate::errors::check_coll_name(&tdb, &tcoll)?;
     if tcoll.starts_with("system.") {
         return Err(QueryError::invalid_namespace(format!(

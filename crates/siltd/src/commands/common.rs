@@ -18,10 +18,16 @@ pub(super) fn coll_arg(db: &str, cmd: &Document, name: &str) -> QResult<String> 
             crate::errors::check_coll_name(db, c)?;
             Ok(c.clone())
         }
-        Some(other) => Err(QueryError::invalid_namespace(format!(
-            "collection name has invalid type {}",
-            type_name(other)
-        ))),
+        // mongod's namespace parser; createIndexes and dropIndexes read the name themselves.
+        Some(other) if matches!(name, "createIndexes" | "dropIndexes") => {
+            Err(QueryError::bad_value(format!(
+                "collection name has invalid type {}",
+                type_name(other)
+            )))
+        }
+        Some(_) => Err(QueryError::invalid_namespace(
+            "Failed to parse namespace element",
+        )),
         None => Err(QueryError::failed_to_parse(format!("missing '{name}'"))),
     }
 }

@@ -81,7 +81,7 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
             upsert,
             cmd.get("hint"),
         )
-        .map_err(|f| f.into_error())?;
+        .map_err(|f| executor_error(f.into_error()))?;
         let mut leo = doc! {
             "n": if r.matched > 0 || r.upserted.is_some() { 1 } else { 0 },
             "updatedExisting": r.matched > 0,
@@ -99,4 +99,17 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
         doc! { "lastErrorObject": leo, "value": shape(value)? }
     };
     Ok(reply)
+}
+
+/// mongod adds this context to what goes wrong while its plan executor updates a document
+/// (a bad value for an operator, an immutable field, a path that cannot be created, a
+/// duplicate key); a write conflict is retried, not reported, and keeps its own text.
+fn executor_error(mut e: QueryError) -> QueryError {
+    if e.code != 112 {
+        e.msg = format!(
+            "Plan executor error during findAndModify :: caused by :: {}",
+            e.msg
+        );
+    }
+    e
 }

@@ -27,10 +27,9 @@ pub(super) fn rename_collection(s: &Server, db: &str, cmd: &Document) -> CmdResu
         .map_err(|_| QueryError::type_mismatch("'to' must be a string"))?;
     let (fdb, fc) = split_ns(from)?;
     let (tdb, tc) = split_ns(to)?;
-    crate::errors::check_db_name(fdb)?;
-    crate::errors::check_db_name(tdb)?;
+    crate::errors::check_db_name(fdb, Some(fc))?;
+    crate::errors::check_db_name(tdb, Some(tc))?;
     crate::errors::check_coll_name(tdb, tc)?;
-    let _ = fc;
     if from == to {
         return Err(QueryError::illegal_operation(
             "Can't rename a collection to itself",
