@@ -168,6 +168,16 @@ pub fn parse_pipeline(stages: &[Document]) -> QResult<Pipeline> {
     Ok(Pipeline { stages: out })
 }
 
+/// mongod's context on the errors of a projection stage's paths and expressions: "Invalid
+/// $project :: caused by :: ...". (Errors in the stage's own shape are not wrapped.)
+fn invalid(stage: &str, mut e: QueryError) -> QueryError {
+    const WRAPPED: [i32; 7] = [15998, 16410, 16406, 31249, 31250, 40352, 168];
+    if WRAPPED.contains(&e.code) && !e.msg.starts_with("Invalid ") {
+        e.msg = format!("Invalid {stage} :: caused by :: {}", e.msg);
+    }
+    e
+}
+
 fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
     Ok(match name {
         "$match" => {
@@ -195,9 +205,11 @@ fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {
                 expr,
             }
         }
-        "$project" => Stage::Project(Projection::project(spec)?),
-        "$addFields" | "$set" => Stage::Project(Projection::add_fields(name, spec)?),
-        "$unset" => Stage::Project(Projection::unset(spec)?),
+        "$project" => Stage::Project(Projection::project(spec).map_err(|e| invalid(name, e))?),
+        "$addFields" | "$set" => {
+            Stage::Project(Projection::add_fields(name, spec).map_err(|e| invalid(name, e))?)
+        }
+        "$unset" => Stage::Project(Projection::unset(spec).map_err(|e| invalid(name, e))?),
         "$group" => Stage::Group(Group::parse(spec)?),
         "$sort" => Stage::Sort {
             spec: SortSpec::parse(spec)?,

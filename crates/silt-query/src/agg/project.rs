@@ -59,10 +59,8 @@ fn key_parts(key: &str) -> QResult<Vec<String>> {
             } else if p.starts_with('$') {
                 Err(QueryError::located(
                     16410,
-                    format!(
-                        "FieldPath field names may not start with '$'. Consider using $getField \
-                         or $setField. (in path '{key}')"
-                    ),
+                    "FieldPath field names may not start with '$'. Consider using $getField or \
+                     $setField.",
                 ))
             } else {
                 Ok(p.to_string())

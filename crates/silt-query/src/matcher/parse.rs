@@ -528,22 +528,41 @@ fn regex_document(context: &Document) -> QResult<RegexMatch> {
     RegexMatch::new(&pattern, &options)
 }
 
+/// A value as mongod prints a BSON element's value in its parse errors: a whole double keeps
+/// its `.0` (`-1.0`), a string its quotes.
+fn elem_text(v: &Bson) -> String {
+    match v {
+        Bson::Double(d) if d.is_finite() && d.fract() == 0.0 => format!("{d:.1}"),
+        Bson::Double(d) => format!("{d}"),
+        other => crate::expr::fmt_value(other),
+    }
+}
+
+/// A bit position or mask: a whole, non-negative number; else mongod's reason.
+fn bit_number(v: &Bson) -> Result<i64, &'static str> {
+    if as_num(v).is_none() {
+        return Err("Expected a number in");
+    }
+    match integral(v) {
+        None => Err("Expected an integer"),
+        Some(i) if i < 0 => Err("Expected a non-negative number in"),
+        Some(i) => Ok(i),
+    }
+}
+
 fn bits(path: &FieldPath, op: BitsOp, name: &str, arg: &Bson) -> QResult<MatchExpr> {
+    // mongod's texts: a position is named by its index in the list, a mask by the operator.
     let mask = match arg {
         Bson::Array(a) => {
             let mut positions = Vec::with_capacity(a.len());
-            for e in a {
-                let p = integral(e)
-                    .and_then(|p| i32::try_from(p).ok())
-                    .ok_or_else(|| {
-                        QueryError::bad_value(format!(
-                            "bit positions must be an integer but got: {e}"
-                        ))
-                    })?;
-                let p = u32::try_from(p).map_err(|_| {
-                    QueryError::bad_value(format!("bit positions must be >= 0 but got: {e}"))
+            for (i, e) in a.iter().enumerate() {
+                let p = bit_number(e).map_err(|why| {
+                    QueryError::bad_value(format!(
+                        "Failed to parse bit position. {why}: {i}: {}",
+                        elem_text(e)
+                    ))
                 })?;
-                positions.push(p);
+                positions.push(u32::try_from(p).unwrap_or(u32::MAX));
             }
             BitMask::from_positions(positions)
         }
@@ -560,14 +579,15 @@ fn bits(path: &FieldPath, op: BitsOp, name: &str, arg: &Bson) -> QResult<MatchEx
             )
         }
         _ if as_num(arg).is_some() => {
-            let m = integral(arg).filter(|m| *m >= 0).ok_or_else(|| {
-                QueryError::failed_to_parse(format!("Expected a positive number in: {name}: {arg}"))
+            let m = bit_number(arg).map_err(|why| {
+                QueryError::failed_to_parse(format!("{why}: {name}: {}", elem_text(arg)))
             })?;
             BitMask::from_positions((0..63).filter(|p| m >> p & 1 == 1).collect())
         }
         _ => {
             return Err(QueryError::bad_value(format!(
-                "{name} takes an Array, a number, or a BinData but received: {arg}"
+                "{path} takes an Array, a number, or a BinData but received: {name}: {}",
+                elem_text(arg)
             )))
         }
     };
