@@ -928,7 +928,11 @@ fn parse_errors() {
             "cannot compare to undefined",
         ),
         (doc! {"a": {"$bitsAllSet": "x"}}, 2, "takes an Array"),
-        (doc! {"a": {"$bitsAllSet": [-1]}}, 2, "Expected a non-negative number in: 0: -1"),
+        (
+            doc! {"a": {"$bitsAllSet": [-1]}},
+            2,
+            "Expected a non-negative number in: 0: -1",
+        ),
         (doc! {"$alwaysTrue": 2}, 9, "must be an integer value of 1"),
         (doc! {"$where": "1"}, 238, "not supported"),
     ];
