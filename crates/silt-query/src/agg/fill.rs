@@ -291,19 +291,11 @@ impl Densify {
         })?;
         let unit = match range.get("unit") {
             None => None,
-            Some(Bson::String(u)) => Some(match u.as_str() {
-                "millisecond" => 1.0,
-                "second" => 1_000.0,
-                "minute" => 60_000.0,
-                "hour" => 3_600_000.0,
-                "day" => 86_400_000.0,
-                "week" => 604_800_000.0,
-                other => {
-                    return Err(QueryError::not_implemented(format!(
-                        "$densify unit '{other}' is not supported (millisecond to week are)"
-                    )))
-                }
-            }),
+            Some(Bson::String(u)) => Some(super::window_fns::unit_ms(u).ok_or_else(|| {
+                QueryError::not_implemented(format!(
+                    "$densify unit '{u}' is not supported (millisecond to week are)"
+                ))
+            })?),
             Some(_) => return Err(bad("unit must be a string")),
         };
         let bounds = match range.get("bounds") {
