@@ -106,7 +106,7 @@ def test_aggregate_errors(sales):
     assert e.value.code == 40324
     with pytest.raises(OperationFailure) as e:
         list(sales.aggregate([{"$project": {"x": {"$frob": 1}}}]))
-    assert e.value.code == 168
+    assert e.value.code == 31325
     with pytest.raises(OperationFailure) as e:
         list(sales.aggregate([{"$group": {"n": {"$sum": 1}}}]))
     assert e.value.code == 15955

@@ -126,7 +126,7 @@ def test_let_errors(db):
     assert e.value.code == 14
     with pytest.raises(OperationFailure) as e:
         list(db.c.find({"$expr": {"$eq": ["$x", "$$Bad"]}}, let={"Bad": 1}))
-    assert e.value.code == 16867
+    assert e.value.code == 9
     with pytest.raises(OperationFailure) as e:
         list(db.c.find({"$expr": {"$eq": ["$x", "$$nope"]}}))
     assert e.value.code == 17276

@@ -98,7 +98,7 @@ impl Store {
                     code: 86,
                     msg: format!(
                         "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
-                        spec.to_doc()
+                        silt_query::expr::fmt_doc(&spec.to_doc())
                     ),
                 });
             }
@@ -115,8 +115,8 @@ impl Store {
                             "An equivalent index already exists with a different name and \
                              options. Requested index: {}, existing index: {} (only one text \
                              index per collection allowed)",
-                            spec.to_doc(),
-                            h.to_doc()
+                            silt_query::expr::fmt_doc(&spec.to_doc()),
+                            silt_query::expr::fmt_doc(&h.to_doc())
                         ),
                     });
                 }
@@ -133,8 +133,8 @@ impl Store {
                         code,
                         msg: format!(
                             "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
-                            spec.to_doc(),
-                            have.to_doc()
+                            silt_query::expr::fmt_doc(&spec.to_doc()),
+                            silt_query::expr::fmt_doc(&have.to_doc())
                         ),
                     });
                 }
@@ -156,8 +156,8 @@ impl Store {
                         code: 85,
                         msg: format!(
                             "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
-                            spec.to_doc(),
-                            have.to_doc()
+                            silt_query::expr::fmt_doc(&spec.to_doc()),
+                            silt_query::expr::fmt_doc(&have.to_doc())
                         ),
                     });
                 }

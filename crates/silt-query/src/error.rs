@@ -104,6 +104,13 @@ impl QueryError {
         self
     }
 
+    /// This error with mongod's context added in front: "`what` :: caused by :: message",
+    /// code and name unchanged.
+    pub fn context(mut self, what: &str) -> QueryError {
+        self.msg = format!("{what} :: caused by :: {}", self.msg);
+        self
+    }
+
     /// An error with an explicit code and name.
     pub fn coded(code: i32, code_name: &'static str, msg: impl Into<String>) -> QueryError {
         QueryError {

@@ -16,7 +16,8 @@ use bson::{Bson, Document};
 use silt_bson::compare::{as_num, Num};
 
 use crate::error::{QResult, QueryError};
-use crate::matcher::{MatchExpr, Matcher};
+use crate::expr::path_parts;
+use crate::matcher::Matcher;
 
 #[derive(Clone, Debug)]
 enum Node {
@@ -45,7 +46,8 @@ fn find<'n>(nodes: &'n [(String, Node)], k: &str) -> Option<&'n Node> {
 pub struct Projection {
     root: Nodes,
     inclusion: bool,
-    positional: Option<String>,
+    /// The path of a positional `path.$` (top-level key).
+    positional: Option<Vec<String>>,
     /// A projection with computed fields, run as `$project`.
     computed: Option<Box<crate::agg::AggProjection>>,
 }
@@ -55,7 +57,7 @@ pub struct Projection {
 fn scan_spec(spec: &Document) -> (bool, bool) {
     let (mut computed, mut find_only) = (false, false);
     for (k, v) in spec {
-        if k.ends_with(".$") || k == "$" {
+        if k.ends_with(".$") {
             find_only = true;
         }
         match v {
@@ -80,22 +82,42 @@ fn scan_spec(spec: &Document) -> (bool, bool) {
 #[derive(Default)]
 struct ParseCtx {
     inclusion: Option<bool>,
-    positional: Option<String>,
+    positional: Option<Vec<String>>,
     has_elem_match: bool,
     has_slice: bool,
     id_included: bool,
     id_excluded: bool,
 }
 
-/// Where a positional `.$` is in a spec key: the path before it.
-fn positional_prefix(key: &str) -> Option<&str> {
-    if key == "$" {
-        return Some("");
+/// mongod's words for a positional `.$` that is not at the end of its path.
+const POSITIONAL_MIDDLE: &str = "As of 4.4, it's illegal to specify positional operator in the \
+     middle of a path.Positional projection may only be used at the end, for example: a.b.$. If \
+     the query previously used a form like a.b.$.d, remove the parts following the '$' and the \
+     results will be equivalent.";
+
+/// Whether a projection key ends in the positional `.$`, with mongod 7's refusals, in its
+/// order: any positional projection in an aggregation stage (31324), a `.$.` in the middle of
+/// the path (31394). (`$` alone is no positional projection but a field path mongod refuses.)
+pub(crate) fn positional_in_key(key: &str, in_agg: bool) -> QResult<bool> {
+    let at_end = key.ends_with(".$");
+    if at_end && in_agg {
+        return Err(QueryError::located(
+            31324,
+            "Cannot use positional projection in aggregation projection",
+        ));
     }
-    if let Some(i) = key.find(".$.") {
-        return Some(&key[..i]);
+    if key.contains(".$.") {
+        return Err(QueryError::located(31394, POSITIONAL_MIDDLE));
     }
-    key.strip_suffix(".$")
+    Ok(at_end)
+}
+
+/// `{field: {}}` in a projection (mongod 7 names no path).
+pub(crate) fn empty_sub_projection() -> QueryError {
+    QueryError::located(
+        51270,
+        "An empty sub-projection is not a valid value. Found empty object at path",
+    )
 }
 
 fn is_bool_or_number(v: &Bson) -> bool {
@@ -192,6 +214,23 @@ fn child_dir<'n>(nodes: &'n mut Nodes, parts: &[&str], full: &str) -> QResult<&'
 
 impl Projection {
     pub fn new(spec: &Document) -> QResult<Projection> {
+        // A positional key's own refusals come first, whatever else the spec holds.
+        for (k, v) in spec {
+            if positional_in_key(k, false)? {
+                if let Bson::Document(_) = v {
+                    return Err(QueryError::located(
+                        31271,
+                        "positional projection cannot be used with an expression or sub object",
+                    ));
+                }
+                if !is_bool_or_number(v) {
+                    return Err(QueryError::located(
+                        31308,
+                        "positional projection cannot be used with a literal",
+                    ));
+                }
+            }
+        }
         let (computed, find_only) = scan_spec(spec);
         if computed {
             if find_only {
@@ -294,7 +333,6 @@ impl Projection {
         let mut ctx = ApplyCtx {
             doc,
             matcher,
-            positional: self.positional.as_deref(),
             key: None,
         };
         let mut out = if self.inclusion {
@@ -302,6 +340,9 @@ impl Projection {
         } else {
             exclude_doc(&self.root, doc)
         };
+        if let Some(path) = &self.positional {
+            apply_positional(&mut out, path, &mut ctx)?;
+        }
         for (k, node) in &self.root {
             let Node::ElemMatch(m) = node else {
                 continue;
@@ -330,40 +371,30 @@ fn parse_level(
             Some(p) => format!("{p}.{k}"),
             None => k.clone(),
         };
-        let parts: Vec<&str> = k.split('.').collect();
-        if parts.iter().any(|p| p.is_empty()) {
-            return Err(QueryError::located(
-                15998,
-                format!("FieldPath field names may not be empty strings: '{full}'"),
-            ));
-        }
-        let positional = positional_prefix(k);
+        let positional = positional_in_key(k, false)?;
         match v {
-            Bson::Document(_) if positional.is_some() => {
+            Bson::Document(_) if positional => {
                 return Err(QueryError::located(
                     31271,
                     "positional projection cannot be used with an expression or sub object",
                 ))
             }
-            Bson::Document(sub) if sub.is_empty() => {
-                return Err(QueryError::located(
-                    51270,
-                    format!(
-                        "An empty sub-projection is not a valid value. Found empty object at \
-                         path {full}"
-                    ),
-                ))
-            }
-            Bson::Document(sub) if sub.len() == 1 && sub.keys().all(|s| s.starts_with('$')) => {
-                let (op, arg) = sub.iter().next().expect("one field");
-                parse_operator(ctx, &full, &parts, prefix.is_none(), op, arg, nodes)?;
-            }
             Bson::Document(sub) => {
-                let dir = child_dir(nodes, &parts, &full)?;
-                parse_level(ctx, sub, Some(&full), dir)?;
+                let parts = path_parts(k)?;
+                let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+                if sub.is_empty() {
+                    return Err(empty_sub_projection());
+                }
+                if sub.len() == 1 && sub.keys().all(|s| s.starts_with('$')) {
+                    let (op, arg) = sub.iter().next().expect("one field");
+                    parse_operator(ctx, &full, &parts, prefix.is_none(), op, arg, nodes)?;
+                } else {
+                    let dir = child_dir(nodes, &parts, &full)?;
+                    parse_level(ctx, sub, Some(&full), dir)?;
+                }
             }
             _ if !is_bool_or_number(v) => {
-                if positional.is_some() {
+                if positional {
                     return Err(QueryError::located(
                         31308,
                         "positional projection cannot be used with a literal",
@@ -381,36 +412,34 @@ fn parse_level(
             }
             _ if true_value(v) => {
                 let top_id = prefix.is_none() && k == "_id";
-                match positional {
-                    Some(before) => {
-                        if ctx.positional.is_some() {
-                            return Err(QueryError::located(
-                                31276,
-                                "Cannot specify more than one positional projection per query.",
-                            ));
-                        }
-                        if ctx.has_elem_match {
-                            return Err(QueryError::located(
-                                31256,
-                                "Cannot specify positional operator and $elemMatch.",
-                            ));
-                        }
-                        if prefix.is_some() || before.is_empty() {
-                            return Err(QueryError::not_implemented(format!(
-                                "positional projection '{full}' is only supported on a \
-                                 top-level path"
-                            )));
-                        }
-                        let mut pparts = before.split('.');
-                        let first = pparts.next().unwrap_or_default();
-                        let rest = pparts.map(str::to_string).collect();
-                        add_node(nodes, &[first], Node::Positional(rest), &full)?;
-                        ctx.positional = Some(first.to_string());
+                if positional {
+                    if ctx.positional.is_some() {
+                        return Err(QueryError::located(
+                            31276,
+                            "Cannot specify more than one positional projection per query.",
+                        ));
                     }
-                    None => {
-                        add_node(nodes, &parts, Node::Include, &full)?;
-                        ctx.id_included |= top_id;
+                    if ctx.has_elem_match {
+                        return Err(QueryError::located(
+                            31256,
+                            "Cannot specify positional operator and $elemMatch.",
+                        ));
                     }
+                    let path = path_parts(&k[..k.len() - 2])?;
+                    if prefix.is_some() {
+                        return Err(QueryError::not_implemented(format!(
+                            "positional projection '{full}' inside a sub-projection is not \
+                             supported; write it as a dotted path at the top level"
+                        )));
+                    }
+                    let rest = path[1..].to_vec();
+                    add_node(nodes, &[path[0].as_str()], Node::Positional(rest), &full)?;
+                    ctx.positional = Some(path);
+                } else {
+                    let parts = path_parts(k)?;
+                    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+                    add_node(nodes, &parts, Node::Include, &full)?;
+                    ctx.id_included |= top_id;
                 }
                 if !top_id {
                     if ctx.inclusion == Some(false) {
@@ -423,12 +452,14 @@ fn parse_level(
                 }
             }
             _ => {
-                if positional.is_some() {
+                if positional {
                     return Err(QueryError::located(
-                        16410,
-                        format!("FieldPath field names may not start with '$': {full}"),
+                        31395,
+                        "positional projection cannot be used with exclusion",
                     ));
                 }
+                let parts = path_parts(k)?;
+                let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
                 add_node(nodes, &parts, Node::Exclude, &full)?;
                 if prefix.is_none() && k == "_id" {
                     ctx.id_excluded = true;
@@ -543,29 +574,22 @@ fn parse_operator(
 struct ApplyCtx<'a> {
     doc: &'a Document,
     matcher: Option<&'a Matcher>,
-    positional: Option<&'a str>,
     key: Option<usize>,
 }
 
 impl ApplyCtx<'_> {
-    /// The array index the query matched (computed once per document).
+    /// The array index the query matched (computed once per document): mongod's
+    /// "elemMatchKey".
     fn key(&mut self) -> QResult<usize> {
         if let Some(k) = self.key {
             return Ok(k);
         }
-        let field = self.positional.unwrap_or_default();
         let m = self.matcher.ok_or_else(|| {
             QueryError::located(
                 51050,
                 "Projections with a positional operator require a matcher",
             )
         })?;
-        if !mentions_field(m.expr(), field) {
-            return Err(QueryError::located(
-                31277,
-                format!("Positional projection '{field}.$' does not match the query document."),
-            ));
-        }
         match m.matches_with_key(self.doc)? {
             (true, Some(k)) => {
                 self.key = Some(k);
@@ -579,16 +603,26 @@ impl ApplyCtx<'_> {
     }
 }
 
-/// Whether some path predicate in `e` starts with the top-level `field`.
-fn mentions_field(e: &MatchExpr, field: &str) -> bool {
-    match e {
-        MatchExpr::And(kids) | MatchExpr::Or(kids) | MatchExpr::Nor(kids) => {
-            kids.iter().any(|k| mentions_field(k, field))
+/// The positional step, run on the projected document as mongod runs it: the first array
+/// met along `path` keeps only the element at the query's matched index (51247 when the
+/// projected array has no such element); no array on the path leaves the document as it is.
+fn apply_positional(out: &mut Document, path: &[String], ctx: &mut ApplyCtx) -> QResult<()> {
+    let mut cur = out;
+    for name in path {
+        match cur.get_mut(name) {
+            Some(Bson::Array(a)) => {
+                let i = ctx.key()?;
+                let e = a.get(i).cloned().ok_or_else(|| {
+                    QueryError::located(51247, "positional operator '.$' element mismatch")
+                })?;
+                *a = vec![e];
+                return Ok(());
+            }
+            Some(Bson::Document(d)) => cur = d,
+            _ => return Ok(()),
         }
-        MatchExpr::Not(k) => mentions_field(k, field),
-        MatchExpr::Leaf { path, .. } => path.parts().first().is_some_and(|p| p == field),
-        _ => false,
     }
+    Ok(())
 }
 
 fn include_doc(nodes: &[(String, Node)], doc: &Document, ctx: &mut ApplyCtx) -> QResult<Document> {
@@ -602,7 +636,7 @@ fn include_doc(nodes: &[(String, Node)], doc: &Document, ctx: &mut ApplyCtx) -> 
             Node::Exclude | Node::ElemMatch(_) => None,
             Node::Slice { skip, limit } => Some(slice(v, *skip, *limit)),
             Node::Children(kids) => include_value(kids, v, ctx)?,
-            Node::Positional(rest) => positional(v, rest, ctx)?,
+            Node::Positional(rest) => positional_include(v, rest, ctx)?,
         };
         if let Some(p) = projected {
             out.insert(k.clone(), p);
@@ -675,38 +709,20 @@ fn slice(v: &Bson, skip: Option<i64>, limit: i64) -> Bson {
     Bson::Array(a[start..end].to_vec())
 }
 
-/// `field.rest.$`: the first array met along the path keeps only the matched element (with
-/// the remaining path projected inside it).
-fn positional(v: &Bson, rest: &[String], ctx: &mut ApplyCtx) -> QResult<Option<Bson>> {
-    match v {
-        Bson::Array(a) => {
-            let i = ctx.key()?;
-            let e = a.get(i).ok_or_else(|| {
-                QueryError::located(51247, "positional operator '.$' element mismatch")
-            })?;
-            let kept = if rest.is_empty() {
-                Some(e.clone())
-            } else {
-                let mut node = Node::Include;
-                for p in rest[1..].iter().rev() {
-                    node = Node::Children(vec![(p.clone(), node)]);
-                }
-                include_value(&[(rest[0].clone(), node)], e, ctx)?
-            };
-            Ok(Some(Bson::Array(kept.into_iter().collect())))
-        }
-        _ if rest.is_empty() => Ok(Some(v.clone())),
-        Bson::Document(d) => {
-            let mut out = Document::new();
-            if let Some(child) = d.get(&rest[0]) {
-                if let Some(p) = positional(child, &rest[1..], ctx)? {
-                    out.insert(rest[0].clone(), p);
-                }
-            }
-            Ok(Some(Bson::Document(out)))
-        }
-        _ => Ok(None),
+/// The value a positional `field.rest.$` includes before its positional step: `rest` under
+/// `field`, as an inclusion would.
+fn positional_include(v: &Bson, rest: &[String], ctx: &mut ApplyCtx) -> QResult<Option<Bson>> {
+    let Some((last, above)) = rest.split_last() else {
+        return Ok(Some(v.clone()));
+    };
+    let mut node = Node::Children(vec![(last.clone(), Node::Include)]);
+    for p in above.iter().rev() {
+        node = Node::Children(vec![(p.clone(), node)]);
     }
+    let Node::Children(kids) = node else {
+        unreachable!("built as children")
+    };
+    include_value(&kids, v, ctx)
 }
 
 #[cfg(test)]
@@ -972,15 +988,44 @@ mod tests {
             apply_q(doc! {"a.b.$": 1, "_id": 0}, doc! {"a.b": 3}, d3).unwrap(),
             doc! {"a": {"b": [3]}}
         );
-        // Errors: no matcher, query not on the field, no element matched.
+        // Errors: no matcher, query not on the field (mongod 7 finds no matched element),
+        // no element matched; the projected array has no element at the matched index.
         let pr = p(doc! {"grades.$": 1});
         assert_eq!(pr.apply(&d, None).unwrap_err().code, 51050);
         assert_eq!(
             apply_q(doc! {"grades.$": 1}, doc! {"other": 1}, d.clone())
                 .unwrap_err()
                 .code,
-            31277
+            51246
         );
+        assert_eq!(
+            apply_q(doc! {"grades.x.$": 1}, doc! {"grades": 85}, d.clone())
+                .unwrap_err()
+                .code,
+            51247
+        );
+        // No array on the path: the document is left as included.
+        assert_eq!(
+            apply_q(doc! {"other.$": 1}, doc! {"other": 1}, d.clone()).unwrap(),
+            doc! {"_id": 1, "other": 1}
+        );
+        // Parse-time rules, in mongod 7's order.
+        for (spec, code) in [
+            (doc! {"": 1}, 40352),
+            (doc! {"v..d": 1}, 15998),
+            (doc! {"v..$": 1}, 40353),
+            (doc! {"$": 1}, 16410),
+            (doc! {"$.foo.$": 1}, 16410),
+            (doc! {"v.$foo": 1}, 16410),
+            (doc! {"v.$.foo": 1}, 31394),
+            (doc! {"v.$.foo.$": 1}, 31394),
+            (doc! {"v.$": 0}, 31395),
+            (doc! {"v.$": "x"}, 31308),
+            (doc! {"v.$": {"a": 1}}, 31271),
+            (doc! {"v": {}}, 51270),
+        ] {
+            assert_eq!(err(spec.clone()).code, code, "{spec}");
+        }
         assert_eq!(
             apply_q(doc! {"grades.$": 1}, doc! {"grades": 1000}, d.clone())
                 .unwrap_err()

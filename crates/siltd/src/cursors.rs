@@ -419,7 +419,7 @@ impl Cursors {
             Err(e) => {
                 drop(cur);
                 self.map.lock().remove(&id);
-                return Err(e);
+                return Err(e.context("Executor error during getMore"));
             }
         };
         drop(cur);

@@ -11,6 +11,13 @@ pub(crate) fn int32<T: TryInto<i32> + PartialOrd + Default + Copy>(n: T) -> i32 
         .unwrap_or(if n < T::default() { i32::MIN } else { i32::MAX })
 }
 
+/// A size or count as mongod's `appendNumber` writes it: an `int32` when it fits, an `int64`
+/// otherwise (so a client reading `int32` sizes sees the type mongod sends).
+pub(crate) fn number<T: TryInto<i64> + Copy>(n: T) -> bson::Bson {
+    let n: i64 = n.try_into().unwrap_or(i64::MAX);
+    i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32)
+}
+
 /// A duration in whole milliseconds, as an `int64` reply field.
 pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)

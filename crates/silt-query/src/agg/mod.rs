@@ -168,14 +168,16 @@ pub fn parse_pipeline(stages: &[Document]) -> QResult<Pipeline> {
     Ok(Pipeline { stages: out })
 }
 
-/// mongod's context on the errors of a projection stage's paths and expressions: "Invalid
-/// $project :: caused by :: ...". (Errors in the stage's own shape are not wrapped.)
-fn invalid(stage: &str, mut e: QueryError) -> QueryError {
-    const WRAPPED: [i32; 7] = [15998, 16410, 16406, 31249, 31250, 40352, 168];
-    if WRAPPED.contains(&e.code) && !e.msg.starts_with("Invalid ") {
-        e.msg = format!("Invalid {stage} :: caused by :: {}", e.msg);
+/// mongod's context on what goes wrong parsing a projection stage's specification: "Invalid
+/// $project :: caused by :: ...". Errors in the stage's own shape (not an object, an empty or
+/// non-string `$unset`) are not wrapped.
+fn invalid(stage: &str, e: QueryError) -> QueryError {
+    const SHAPE: [i32; 5] = [15969, 40272, 31002, 31119, 31120];
+    if SHAPE.contains(&e.code) {
+        e
+    } else {
+        e.context(&format!("Invalid {stage}"))
     }
-    e
 }
 
 fn parse_stage(name: &str, spec: &Bson, first: bool) -> QResult<Stage> {

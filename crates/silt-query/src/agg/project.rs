@@ -37,36 +37,20 @@ pub(crate) struct Projection {
     fields: Vec<(String, Node)>,
 }
 
-fn project_err(code: i32, msg: impl std::fmt::Display) -> QueryError {
-    QueryError::located(code, format!("Invalid $project :: caused by :: {msg}"))
+/// Split and validate a field path used as a projection key (mongod's `FieldPath` rules).
+fn key_parts(key: &str) -> QResult<Vec<String>> {
+    crate::expr::path_parts(key)
 }
 
-/// Split and validate a field path used as a projection key.
-fn key_parts(key: &str) -> QResult<Vec<String>> {
-    if key.is_empty() {
-        return Err(QueryError::located(
-            40352,
-            "FieldPath cannot be constructed with empty string",
-        ));
+/// mongod's error for `{field: {$name: ...}}` when `$name` is no expression: a
+/// projection that meant an expression, not a sub-projection.
+fn unknown_expression(d: &Document, e: QueryError) -> QueryError {
+    match d.keys().next() {
+        Some(op) if e.code == 168 && e.msg == format!("Unrecognized expression '{op}'") => {
+            QueryError::located(31325, format!("Unknown expression {op}"))
+        }
+        _ => e,
     }
-    key.split('.')
-        .map(|p| {
-            if p.is_empty() {
-                Err(QueryError::located(
-                    15998,
-                    "FieldPath field names may not be empty strings.",
-                ))
-            } else if p.starts_with('$') {
-                Err(QueryError::located(
-                    16410,
-                    "FieldPath field names may not start with '$'. Consider using $getField or \
-                     $setField.",
-                ))
-            } else {
-                Ok(p.to_string())
-            }
-        })
-        .collect()
 }
 
 /// Whether a specification value is an operator expression (`{$op: ...}`).
@@ -132,7 +116,7 @@ impl Projection {
             ));
         };
         if spec.is_empty() {
-            return Err(project_err(
+            return Err(QueryError::located(
                 51272,
                 "projection specification must have at least one field",
             ));
@@ -148,19 +132,19 @@ impl Projection {
             match node {
                 Node::Include | Node::Computed(_) if mode == Some(Mode::Exclusion) => {
                     return Err(if matches!(node, Node::Include) {
-                        project_err(
+                        QueryError::located(
                             31253,
                             format!("Cannot do inclusion on field {path} in exclusion projection"),
                         )
                     } else {
-                        project_err(
+                        QueryError::located(
                             31252,
                             "Cannot use expression other than $meta in exclusion projection",
                         )
                     });
                 }
                 Node::Exclude if mode == Some(Mode::Inclusion) => {
-                    return Err(project_err(
+                    return Err(QueryError::located(
                         31254,
                         format!("Cannot do exclusion on field {path} in inclusion projection"),
                     ));
@@ -178,7 +162,7 @@ impl Projection {
             _ => Mode::Inclusion,
         });
         if mode == Mode::Exclusion && matches!(id_node, Some(Node::Computed(_))) {
-            return Err(project_err(
+            return Err(QueryError::located(
                 31252,
                 "Cannot use expression other than $meta in exclusion projection",
             ));
@@ -194,7 +178,7 @@ impl Projection {
                 continue;
             }
             let full = parts.join(".");
-            insert(&mut fields, &parts, node, &full).map_err(|e| project_err(e.code, e.msg))?;
+            insert(&mut fields, &parts, node, &full)?;
         }
         Ok(Projection { mode, fields })
     }
@@ -215,9 +199,7 @@ impl Projection {
         let mut fields = Vec::new();
         for (parts, node) in leaves {
             let full = parts.join(".");
-            insert(&mut fields, &parts, node, &full).map_err(|e| {
-                QueryError::located(e.code, format!("Invalid {stage} :: caused by :: {}", e.msg))
-            })?;
+            insert(&mut fields, &parts, node, &full)?;
         }
         Ok(Projection {
             mode: Mode::AddFields,
@@ -289,8 +271,9 @@ fn collect_project(
     out: &mut Vec<(Vec<String>, Node)>,
 ) -> QResult<()> {
     for (k, v) in spec {
+        crate::projection::positional_in_key(k, true)?;
         let mut parts = prefix.to_vec();
-        parts.extend(key_parts(k).map_err(|e| project_err(e.code, e.msg))?);
+        parts.extend(key_parts(k)?);
         let node = match v {
             Bson::Boolean(b) => {
                 if *b {
@@ -307,16 +290,14 @@ fn collect_project(
                 }
             }
             Bson::Document(d) if d.is_empty() => {
-                return Err(project_err(
-                    51270,
-                    format!(
-                        "An empty sub-projection is not a valid value. Found empty object at \
-                         path {}",
-                        parts.join(".")
-                    ),
-                ))
+                return Err(crate::projection::empty_sub_projection());
             }
-            Bson::Document(d) if !is_operator(d) => {
+            // `{$op: ...}` is an expression; more fields than one make a sub-projection (whose
+            // `$`-names are then refused as field paths).
+            Bson::Document(d) if d.len() == 1 && is_operator(d) => {
+                Node::Computed(Expr::parse(v).map_err(|e| unknown_expression(d, e))?)
+            }
+            Bson::Document(d) => {
                 collect_project(d, &parts, out)?;
                 continue;
             }

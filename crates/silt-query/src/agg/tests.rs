@@ -605,7 +605,7 @@ fn lookup_pipeline_forms_and_errors() {
             bson!([{"$lookup": {"from": "c", "let": {"X": "$a"}, "pipeline": [], "as": "x"}}]),
             vec![]
         ),
-        16867
+        9
     );
     assert_eq!(
         err_code(
@@ -824,7 +824,13 @@ fn project_errors() {
         (bson!({"a.b": 1, "a": 1}), 31250),
         (bson!({"$a": 1}), 16410),
         (bson!({"a..b": 1}), 15998),
-        (bson!({"a": {"$bogus": 1}}), 168),
+        (bson!({"a": {"$bogus": 1}}), 31325),
+        (bson!({"a": {"$type": 1, "$op": 1}}), 16410),
+        (bson!({"a.$": 1}), 31324),
+        (bson!({"a..$": 1}), 31324),
+        (bson!({"a.$.b": 1}), 31394),
+        (bson!({"a.": 1}), 40353),
+        (bson!({"a": {"$type": [1, 2]}}), 16020),
     ];
     for (spec, code) in cases {
         assert_eq!(
@@ -1221,7 +1227,7 @@ fn pipeline_introspection_and_stage_errors() {
     assert_eq!(err_code(bson!([{"$out": "x"}]), vec![]), 238);
     assert_eq!(
         err_code(bson!([{"$project": {"x": {"$foo": 1}}}]), vec![]),
-        168
+        31325
     );
 }
 

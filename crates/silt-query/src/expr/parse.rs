@@ -68,30 +68,52 @@ pub(crate) fn check_var_name(name: &str) -> QResult<()> {
     if name == "CURRENT" {
         return Ok(());
     }
+    var_name_rules(name, |c| c.is_ascii_lowercase())
+}
+
+/// Validate a variable name an expression reads (`$$name`): a system variable may start
+/// with a capital letter.
+fn check_read_var_name(name: &str) -> QResult<()> {
+    var_name_rules(name, |c| c.is_ascii_alphabetic())
+}
+
+/// mongod 7's variable-name rules (FailedToParse): a first character `first_ok` accepts
+/// (or any non-ASCII one), then letters, digits, `_` or non-ASCII characters.
+fn var_name_rules(name: &str, first_ok: fn(char) -> bool) -> QResult<()> {
     let mut chars = name.chars();
     let Some(first) = chars.next() else {
-        return Err(QueryError::located(
-            16866,
+        return Err(QueryError::failed_to_parse(
             "empty variable names are not allowed",
         ));
     };
-    if !first.is_ascii_lowercase() && first.is_ascii() {
-        return Err(QueryError::located(
-            16867,
-            format!("'{name}' starts with an invalid character for a user variable name"),
-        ));
+    if first.is_ascii() && !first_ok(first) {
+        return Err(QueryError::failed_to_parse(format!(
+            "'{name}' starts with an invalid character for a user variable name"
+        )));
     }
     if let Some(c) = chars.find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii())) {
-        return Err(QueryError::located(
-            16868,
-            format!("'{name}' contains an invalid character for a variable name: '{c}'"),
-        ));
+        return Err(QueryError::failed_to_parse(format!(
+            "'{name}' contains an invalid character for a variable name: '{c}'"
+        )));
     }
     Ok(())
 }
 
-/// Split and validate the components of a field path (after its `$` or `$$name`).
+/// Split and validate a field path (after its `$` or `$$name`, or a projection key): mongod's
+/// `FieldPath` rules, in its order. The one place these rules live.
 pub(crate) fn path_parts(rest: &str) -> QResult<Vec<String>> {
+    if rest.is_empty() {
+        return Err(QueryError::located(
+            40352,
+            "FieldPath cannot be constructed with empty string",
+        ));
+    }
+    if rest.ends_with('.') {
+        return Err(QueryError::located(
+            40353,
+            "FieldPath must not end with a '.'.",
+        ));
+    }
     rest.split('.')
         .map(|p| {
             if p.is_empty() {
@@ -99,11 +121,16 @@ pub(crate) fn path_parts(rest: &str) -> QResult<Vec<String>> {
                     15998,
                     "FieldPath field names may not be empty strings.",
                 ))
-            } else if p.starts_with('$') {
+            } else if p.starts_with('$') && !matches!(p, "$id" | "$ref" | "$db") {
                 Err(QueryError::located(
                     16410,
                     "FieldPath field names may not start with '$'. Consider using $getField or \
                      $setField.",
+                ))
+            } else if p.contains('\0') {
+                Err(QueryError::located(
+                    16411,
+                    "FieldPath field names may not contain '\\0'.",
                 ))
             } else {
                 Ok(p.to_string())
@@ -179,15 +206,15 @@ impl Parser {
     fn path(&mut self, s: &str) -> QResult<Expr> {
         if let Some(rest) = s.strip_prefix("$$") {
             let (name, path) = match rest.split_once('.') {
-                Some((n, p)) => (n, path_parts(p)?),
-                None => (rest, Vec::new()),
+                Some((n, p)) => (n, p),
+                None => (rest, ""),
             };
-            if name.is_empty() {
-                return Err(QueryError::located(
-                    16869,
-                    "empty variable names are not allowed",
-                ));
-            }
+            check_read_var_name(name)?;
+            let path = if path.is_empty() && !rest.contains('.') {
+                Vec::new()
+            } else {
+                path_parts(path)?
+            };
             if !BUILTIN_VARS.contains(&name) && !self.scope.iter().any(|v| v == name) {
                 return Err(QueryError::located(
                     17276,
@@ -218,10 +245,7 @@ impl Parser {
                 return Err(QueryError::located(
                     15983,
                     format!(
-                        "an expression specification must contain exactly one field, the name \
-                         of the expression. Found {} fields in {}, while parsing object {}",
-                        d.len(),
-                        fmt_doc(d),
+                        "An object representing an expression must have exactly one field: {}",
                         fmt_doc(d)
                     ),
                 ));

@@ -19,6 +19,19 @@ pub(super) fn build_info() -> CmdResult {
         "sysInfo": "deprecated",
         "storageEngines": ["silt"],
         "openssl": { "running": "disabled" },
+        // How this binary was built, in mongod's field names where they apply.
+        "buildEnvironment": {
+            "distmod": "",
+            "distarch": std::env::consts::ARCH,
+            "cc": "rustc",
+            "ccflags": "",
+            "cxx": "",
+            "cxxflags": "",
+            "linkflags": "",
+            "target_arch": std::env::consts::ARCH,
+            "target_os": std::env::consts::OS,
+            "cppdefines": "",
+        },
         "silt": { "version": env!("CARGO_PKG_VERSION"), "engine": "fractal tree" },
     })
 }

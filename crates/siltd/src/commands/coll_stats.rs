@@ -4,6 +4,7 @@ use bson::{doc, Document};
 use silt_query::QueryError;
 
 use super::common::{coll_arg, scale_arg};
+use crate::num::number;
 use crate::state::{CmdResult, Server};
 
 /// The storage figures of one collection (for `collStats` and `$collStats`).
@@ -20,17 +21,18 @@ pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document
     let avg = st.size.checked_div(st.count).unwrap_or(0);
     let options = c.options();
     let capped = options.get_bool("capped").unwrap_or(false);
-    let mut sizes = doc! { c.primary_index_name(): 0i64 };
+    let scaled = |n: u64| number(i64::try_from(n).unwrap_or(i64::MAX) / scale);
+    let mut sizes = doc! { c.primary_index_name(): 0 };
     for (n, b) in &st.index_sizes {
-        sizes.insert(n.clone(), *b as i64 / scale);
+        sizes.insert(n.clone(), scaled(*b));
     }
     let mut out = doc! {
         "ns": ns,
-        "size": st.size as i64 / scale,
-        "count": st.count as i64,
-        "avgObjSize": avg as i64,
-        "storageSize": st.storage_size as i64 / scale,
-        "freeStorageSize": 0i64,
+        "size": scaled(st.size),
+        "count": number(st.count),
+        "avgObjSize": number(avg),
+        "storageSize": scaled(st.storage_size),
+        "freeStorageSize": 0,
         "capped": capped,
     };
     if capped {
@@ -44,17 +46,17 @@ pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document
             },
             None => 0,
         };
-        out.insert("max", num("max"));
-        out.insert("maxSize", num("size") / scale);
+        out.insert("max", number(num("max")));
+        out.insert("maxSize", number(num("size") / scale));
     }
     out.extend(doc! {
         "nindexes": crate::num::int32(st.index_sizes.len() + 1),
         "indexDetails": {},
         "indexBuilds": [],
-        "totalIndexSize": st.total_index_size as i64 / scale,
-        "totalSize": (st.storage_size + st.total_index_size) as i64 / scale,
+        "totalIndexSize": scaled(st.total_index_size),
+        "totalSize": scaled(st.storage_size + st.total_index_size),
         "indexSizes": sizes,
-        "scaleFactor": scale,
+        "scaleFactor": number(scale),
         "silt": { "clusteredBy": "_id", "note": "the _id index is the collection's own tree" },
     });
     // TokuMX's shape for a partitioned collection: the totals above, and each partition.
@@ -65,6 +67,22 @@ pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document
     Ok(out)
 }
 
+/// mongod 7's `collStats` of a collection that does not exist: zeros, no indexes.
+fn missing_stats(ns: &str, scale: i64) -> Document {
+    doc! {
+        "ns": ns,
+        "size": 0,
+        "count": 0,
+        "storageSize": 0,
+        "totalSize": 0,
+        "nindexes": 0,
+        "totalIndexSize": 0,
+        "indexDetails": {},
+        "indexSizes": {},
+        "scaleFactor": number(scale),
+    }
+}
+
 pub(super) fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let name = if cmd.contains_key("collStats") {
         "collStats"
@@ -73,5 +91,9 @@ pub(super) fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     };
     let coll = coll_arg(db, cmd, name)?;
     let scale = scale_arg(cmd)?;
-    storage_stats(s, &format!("{db}.{coll}"), scale)
+    let ns = format!("{db}.{coll}");
+    if s.store().get(&ns).is_none() && !s.views().is_view(&ns) {
+        return Ok(missing_stats(&ns, scale));
+    }
+    storage_stats(s, &ns, scale)
 }

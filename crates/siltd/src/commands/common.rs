@@ -79,7 +79,8 @@ pub(super) fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a D
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Document(d)) => Ok(Some(d)),
         Some(other) => Err(QueryError::type_mismatch(format!(
-            "BSON field '{name}' is the wrong type '{}', expected type 'object'",
+            "BSON field '{}' is the wrong type '{}', expected type 'object'",
+            field_path(cmd, name),
             type_name(other)
         ))),
     }
@@ -90,6 +91,8 @@ pub(super) fn doc_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a D
 /// itself (the document with `$db`), the bare name inside a nested document.
 pub(super) fn field_path(cmd: &Document, name: &str) -> String {
     match cmd.keys().next() {
+        // `find` (explain's too) is parsed as a `FindCommandRequest`.
+        Some(command) if command == "find" => format!("FindCommandRequest.{name}"),
         Some(command) if cmd.contains_key("$db") => format!("{command}.{name}"),
         _ => name.to_string(),
     }
@@ -124,6 +127,53 @@ pub(super) fn int_arg(cmd: &Document, name: &str) -> QResult<Option<i64>> {
         Some(other) => return Err(wrong_number_type(&field_path(cmd, name), other)),
     };
     Ok(Some(v))
+}
+
+/// 14: field `path` (`cmd.field`) is `other` where mongod's parser wants type `expected`.
+pub(super) fn wrong_type(path: &str, other: Option<&Bson>, expected: &str) -> QueryError {
+    let t = other.map_or("missing", type_name);
+    QueryError::type_mismatch(format!(
+        "BSON field '{path}' is the wrong type '{t}', expected type '{expected}'"
+    ))
+}
+
+/// 40414: required field `path` (`cmd.field`) is absent.
+pub(super) fn missing_field(path: &str) -> QueryError {
+    QueryError::located(
+        40414,
+        format!("BSON field '{path}' is missing but a required field"),
+    )
+}
+
+/// A boolean of mongod's `optionalBool` type (`find`'s flags): a bool or absent; anything
+/// else, `null` included, is 14.
+pub(super) fn optional_bool(cmd: &Document, name: &str) -> QResult<Option<bool>> {
+    match cmd.get(name) {
+        None => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(other) => Err(QueryError::type_mismatch(format!(
+            "Field '{name}' should be a boolean value, but found: {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// A boolean of mongod's `safeBool` type: a bool or a number (non-zero is true); another type
+/// is 14 naming the five accepted.
+pub(super) fn safe_bool(cmd: &Document, name: &str) -> QResult<Option<bool>> {
+    match cmd.get(name) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
+            Ok(Some(silt_query::matcher::is_truthy(v)))
+        }
+        Some(other) => Err(QueryError::type_mismatch(format!(
+            "BSON field '{}' is the wrong type '{}', expected types '[bool, long, int, decimal, \
+             double']",
+            field_path(cmd, name),
+            type_name(other)
+        ))),
+    }
 }
 
 /// 14: a field that must be a number is `other` (mongod's message, its quotes included).
@@ -183,8 +233,7 @@ pub(super) fn new_matcher(filter: &Document) -> QResult<Matcher> {
 
 /// The command's `batchSize` (`find`, `getMore`); see [`batch_size`].
 pub(super) fn batch_size_arg(cmd: &Document) -> QResult<Option<usize>> {
-    let name = cmd.keys().next().map_or("", String::as_str);
-    batch_size(cmd, &format!("{name}.batchSize"))
+    batch_size(cmd, &field_path(cmd, "batchSize"))
 }
 
 /// A `batchSize` as mongod reads it: a number, a fraction truncated (1.9 is 1); negative is

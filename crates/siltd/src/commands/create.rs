@@ -75,13 +75,14 @@ pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
         )))
         }
     }
-    match cmd.get("capped") {
-        None | Some(Bson::Null) | Some(Bson::Boolean(false)) => {
+    // `capped` is mongod's safeBool: a bool or a number.
+    match super::common::safe_bool(cmd, "capped")? {
+        None | Some(false) => {
             if cmd.contains_key("capped") {
                 options.insert("capped", false);
             }
         }
-        Some(Bson::Boolean(true)) => {
+        Some(true) => {
             // Documents kept in insertion order; the oldest go when `size` bytes or `max`
             // documents are exceeded (`Collection::enforce_cap`).
             let num = |k: &str| -> Result<Option<i64>, QueryError> {
@@ -90,10 +91,7 @@ pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                     Some(v) => match silt_bson::compare::as_num(v) {
                         Some(silt_bson::compare::Num::Int(n)) => Ok(Some(n)),
                         Some(silt_bson::compare::Num::Float(f)) => Ok(Some(f as i64)),
-                        None => Err(QueryError::type_mismatch(format!(
-                            "BSON field 'create.{k}' is the wrong type '{}', expected a number",
-                            silt_bson::compare::type_name(v)
-                        ))),
+                        None => Err(super::common::wrong_number_type(&format!("create.{k}"), v)),
                     },
                 }
             };
@@ -101,8 +99,9 @@ pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                 QueryError::invalid_options("the 'size' field is required when 'capped' is true")
             })?;
             if size <= 0 {
-                return Err(QueryError::invalid_options(
-                    "the 'size' field of a capped collection must be positive",
+                return Err(QueryError::located(
+                    51024,
+                    format!("BSON field 'size' value must be >= 1, actual value '{size}'"),
                 ));
             }
             // MongoDB rounds the size up to a multiple of 256 bytes, and at least 4096.
@@ -112,12 +111,6 @@ pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             if let Some(max) = num("max")?.filter(|m| *m > 0) {
                 options.insert("max", max);
             }
-        }
-        Some(other) => {
-            return Err(QueryError::type_mismatch(format!(
-                "BSON field 'create.capped' is the wrong type '{}', expected type 'bool'",
-                silt_bson::compare::type_name(other)
-            )))
         }
     }
     // The default collation of the collection's commands and indexes (and of its `_id_`).

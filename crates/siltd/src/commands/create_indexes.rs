@@ -3,7 +3,7 @@
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
-use super::common::coll_arg;
+use super::common::{coll_arg, missing_field, wrong_type};
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
@@ -88,15 +88,96 @@ fn lower_cpu_priority() {
     }
 }
 
+/// mongod's context on a spec its validation refuses: "Error in specification { ... } ::
+/// caused by :: ...", the spec printed as mongod prints documents.
+fn in_spec(spec: &Document, e: QueryError) -> QueryError {
+    e.context(&format!(
+        "Error in specification {}",
+        silt_query::expr::fmt_doc(spec)
+    ))
+}
+
+/// The checks mongod's spec validation makes before anything else, in its order: boolean
+/// options must be bools or numbers; `key` and `name` are required.
+fn check_spec(spec: &Document) -> Result<(), QueryError> {
+    for (k, v) in spec {
+        let boolean = matches!(k.as_str(), "unique" | "sparse" | "hidden" | "background");
+        let bool_like = matches!(
+            v,
+            Bson::Boolean(_)
+                | Bson::Int32(_)
+                | Bson::Int64(_)
+                | Bson::Double(_)
+                | Bson::Decimal128(_)
+        );
+        if boolean && !bool_like {
+            let shown = silt_query::expr::fmt_doc(&doc! { k: v.clone() });
+            let shown = shown.trim_start_matches("{ ").trim_end_matches(" }");
+            return Err(QueryError::type_mismatch(format!(
+                "The field '{k} has value {shown}, which is not convertible to bool"
+            )));
+        }
+    }
+    if !spec.contains_key("key") {
+        return Err(QueryError::failed_to_parse(
+            "The 'key' field is a required property of an index specification",
+        ));
+    }
+    if !spec.contains_key("name") {
+        return Err(QueryError::failed_to_parse(
+            "The 'name' field is a required property of an index specification",
+        ));
+    }
+    Ok(())
+}
+
+/// An `_id` index (`key: {_id: 1}`) takes only `key`, `name`, `v`, `ns` and `collation`
+/// (mongod's words, its spec printed with the `v` it adds).
+fn check_id_spec(spec: &Document) -> Result<(), QueryError> {
+    let id_key = spec.get_document("key").is_ok_and(|k| {
+        k.len() == 1
+            && match k.get("_id").and_then(silt_bson::compare::as_num) {
+                Some(silt_bson::compare::Num::Int(n)) => n == 1,
+                Some(silt_bson::compare::Num::Float(f)) => f == 1.0,
+                None => false,
+            }
+    });
+    if !id_key {
+        return Ok(());
+    }
+    let allowed = ["key", "name", "v", "ns", "collation"];
+    if let Some(k) = spec.keys().find(|k| !allowed.contains(&k.as_str())) {
+        let mut normal = spec.clone();
+        if !normal.contains_key("v") {
+            normal.insert("v", 2);
+        }
+        return Err(QueryError::invalid_index_specification_option(format!(
+            "The field '{k}' is not valid for an _id index specification. Specification: {}",
+            silt_query::expr::fmt_doc(&normal)
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
     s.views().refuse_write(&ns)?;
-    let specs = cmd
-        .get_array("indexes")
-        .map_err(|_| QueryError::type_mismatch("'indexes' must be an array"))?;
+    let specs = match cmd.get("indexes") {
+        Some(Bson::Array(a)) => a,
+        None => return Err(missing_field("createIndexes.indexes")),
+        Some(Bson::Null) => {
+            return Err(QueryError::located(
+                10065,
+                "invalid parameter: expected an object (indexes)",
+            ))
+        }
+        other => return Err(wrong_type("createIndexes.indexes", other, "array")),
+    };
     if specs.is_empty() {
-        return Err(QueryError::bad_value("Must specify at least one index"));
+        return Err(QueryError::bad_value(
+            "Must specify at least one index to create",
+        ));
     }
     // mongorestore sends `ignoreUnknownIndexOptions: true` (as does any tool restoring specs
     // from another server): options no version of MongoDB knows are then dropped, as mongod
@@ -119,12 +200,16 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
         .store()
         .get(&ns)
         .and_then(|c| c.default_collation().cloned());
-    for spec in specs {
+    for (i, spec) in specs.iter().enumerate() {
         let Bson::Document(spec) = spec else {
-            return Err(QueryError::type_mismatch(
-                "each index spec must be a document",
+            return Err(wrong_type(
+                &format!("createIndexes.indexes.{i}"),
+                Some(spec),
+                "object",
             ));
         };
+        check_spec(spec).map_err(|e| in_spec(spec, e))?;
+        check_id_spec(spec)?;
         let mut with_default;
         let spec = match &default {
             Some(d) if !spec.contains_key("collation") => {
@@ -165,16 +250,6 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
             )));
         }
         let spec = &kept;
-        if !spec.contains_key("key") {
-            return Err(QueryError::failed_to_parse(
-                "The 'key' field is a required property of an index specification",
-            ));
-        }
-        if !spec.contains_key("name") {
-            return Err(QueryError::failed_to_parse(
-                "The 'name' field is a required property of an index specification",
-            ));
-        }
         if let Some(c) = spec.get("collation") {
             // MongoDB's codes for a bad collation, before the spec's own checks.
             let c = silt_query::collation::Collation::parse(c)?;
@@ -186,8 +261,23 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
                 ));
             }
         }
-        let p = silt_collection::IndexSpec::parse(spec)
-            .map_err(|e| QueryError::cannot_create_index(e.0))?;
+        let p = silt_collection::IndexSpec::parse(spec).map_err(|e| {
+            let mut normal = spec.clone();
+            if !normal.contains_key("v") {
+                normal.insert("v", 2);
+            }
+            in_spec(&normal, QueryError::cannot_create_index(e.0))
+        })?;
+        if parsed
+            .iter()
+            .any(|q: &silt_collection::IndexSpec| q.same_as(&p))
+        {
+            return Err(QueryError::coded(
+                68,
+                "IndexAlreadyExists",
+                format!("Identical index already exists: {}", p.name),
+            ));
+        }
         if p.text.is_none() {
             let text_only = [
                 "weights",

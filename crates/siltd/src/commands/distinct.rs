@@ -6,7 +6,6 @@ use bson::{doc, Bson, Document};
 use silt_bson::compare::collated_equal as values_equal;
 use silt_collection::MatchSource;
 use silt_query::plan::{self};
-use silt_query::QueryError;
 
 use super::common::{coll_arg, deadline, doc_arg, new_matcher};
 use crate::ctx::Ctx;
@@ -19,11 +18,8 @@ pub(super) fn distinct(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     let ns = format!("{db}.{coll}");
     let key = match cmd.get("key") {
         Some(Bson::String(k)) => k.clone(),
-        _ => {
-            return Err(QueryError::type_mismatch(
-                "BSON field 'distinct.key' is missing or not a string",
-            ))
-        }
+        None => return Err(super::common::missing_field("distinct.key")),
+        other => return Err(super::common::wrong_type("distinct.key", other, "string")),
     };
     let filter = doc_arg(cmd, "query")?.cloned().unwrap_or_default();
     let mut values: Vec<Bson> = Vec::new();

@@ -14,6 +14,24 @@ pub(super) fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         "deleteIndexes"
     };
     let coll = coll_arg(db, cmd, name)?;
+    // mongod's IDL: `index` is required, a string, an object or an array of strings.
+    match cmd.get("index") {
+        None => return Err(super::common::missing_field(&format!("{name}.index"))),
+        Some(Bson::String(_) | Bson::Document(_)) => {}
+        Some(Bson::Array(a)) if a.iter().all(|x| matches!(x, Bson::String(_))) => {}
+        Some(Bson::Array(_)) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}.index' is the wrong type 'array', expected types '[string']"
+            )))
+        }
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{name}.index' is the wrong type '{}', expected types '[string, \
+                 object']",
+                super::common::type_name(other)
+            )))
+        }
+    }
     let ns = format!("{db}.{coll}");
     let Some(c) = s.store().get(&ns) else {
         return Err(QueryError::namespace_not_found(format!(
@@ -42,26 +60,31 @@ pub(super) fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                         ))
                     }
                     Bson::String(n) => v.push(n.clone()),
-                    _ => return Err(QueryError::type_mismatch("index names must be strings")),
+                    _ => unreachable!("checked: an array of strings"),
                 }
             }
             v
         }
         Some(Bson::Document(k)) => {
-            let want = silt_collection::IndexSpec::parse(&doc! { "key": k.clone(), "name": "x" })
-                .map_err(|e| QueryError::bad_value(e.0))?;
-            if want.fields == [("_id".to_string(), false)] {
+            // A pattern no index could have (`{a: "nope"}`) is simply not found.
+            let want =
+                silt_collection::IndexSpec::parse(&doc! { "key": k.clone(), "name": "x" }).ok();
+            if want
+                .as_ref()
+                .is_some_and(|w| w.fields == [("_id".to_string(), false)])
+            {
                 return Err(cant_id());
             }
             let found: Vec<String> = idxs
                 .iter()
-                .filter(|i| i.spec.same_key(&want))
+                .filter(|i| want.as_ref().is_some_and(|w| i.spec.same_key(w)))
                 .map(|i| i.name().to_string())
                 .collect();
             match found.len() {
                 0 => {
                     return Err(QueryError::index_not_found(format!(
-                        "can't find index with key: {k}"
+                        "can't find index with key: {}",
+                        silt_query::expr::fmt_doc(k)
                     )))
                 }
                 1 => found,
@@ -73,11 +96,7 @@ pub(super) fn drop_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
                 }
             }
         }
-        _ => {
-            return Err(QueryError::type_mismatch(
-                "BSON field 'dropIndexes.index' must be a string, an array or an object",
-            ))
-        }
+        _ => unreachable!("checked: a string, an object or an array"),
     };
     let was = s.store().drop_indexes(&ns, &names).map_err(coll_err)?;
     Ok(doc! { "nIndexesWas": crate::num::int32(was) })

@@ -130,12 +130,13 @@ pub(super) const FIND: Fields = only(
         "noCursorTimeout",
         // A storage-cache hint: the results are the same.
         "readOnce",
+        // Type-checked by the handler, which refuses `true` (not implemented).
+        "returnKey",
+        "showRecordId",
     ],
     &[
         "min",
         "max",
-        "returnKey",
-        "showRecordId",
         "term",
         "allowSpeculativeMajorityRead",
         "$_requestResumeToken",

@@ -8,12 +8,20 @@ use bson::{doc, Bson, Document};
 use silt_collection::{Collection, MatchSource};
 use silt_query::{QResult, QueryError};
 
-use super::common::{batch_size_arg, bool_arg, coll_arg, cursor_reply, doc_arg, non_negative};
+use super::common::{
+    batch_size_arg, bool_arg, coll_arg, cursor_reply, doc_arg, non_negative, optional_bool,
+};
 use super::query::{parse_query, Query};
 use crate::ctx::Ctx;
 use crate::cursors::{DocSource, Scored, Shaped, VecSource};
 use crate::ops::read_stop;
 use crate::state::{CmdResult, Server};
+
+/// mongod's context on what goes wrong while the query runs (not while it is parsed or
+/// planned): "Executor error during find command :: caused by :: ...".
+fn executor_error(e: QueryError) -> QueryError {
+    e.context("Executor error during find command")
+}
 
 /// A stream of the query's results over `coll` (none if it does not exist).
 fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<dyn DocSource>> {
@@ -42,7 +50,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
     let inner: Box<dyn DocSource> = match &q.sort {
         _ if q.reverse => {
             let mut all = Vec::new();
-            while let Some(d) = src.next_doc()? {
+            while let Some(d) = src.next_doc().map_err(executor_error)? {
                 all.push(d);
             }
             all.reverse();
@@ -59,8 +67,10 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
             });
             let mut all = Vec::new();
             let mut budget = silt_query::memory::Budget::new(silt_query::memory::Use::Sort);
-            while let Some(d) = src.next_doc()? {
-                budget.charge(silt_query::memory::doc_size(&d))?;
+            while let Some(d) = src.next_doc().map_err(executor_error)? {
+                budget
+                    .charge(silt_query::memory::doc_size(&d))
+                    .map_err(executor_error)?;
                 all.push(d);
                 if let Some(k) = keep {
                     if all.len() > k
@@ -89,10 +99,37 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
     }))
 }
 
+/// `find`'s flags are mongod's `optionalBool`s: a bool or nothing (14 otherwise, `null`
+/// included). `returnKey` and `showRecordId` change what is returned and are not implemented.
+fn check_flags(cmd: &Document) -> QResult<()> {
+    const FLAGS: [&str; 10] = [
+        "singleBatch",
+        "allowDiskUse",
+        "allowPartialResults",
+        "oplogReplay",
+        "tailable",
+        "awaitData",
+        "noCursorTimeout",
+        "readOnce",
+        "returnKey",
+        "showRecordId",
+    ];
+    for flag in FLAGS {
+        let set = optional_bool(cmd, flag)?.unwrap_or(false);
+        if set && matches!(flag, "returnKey" | "showRecordId") {
+            return Err(super::args::not_implemented(&format!(
+                "FindCommandRequest.{flag}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "find")?;
     let ns = format!("{db}.{coll}");
     s.ops().query.fetch_add(1, AtomicOrdering::Relaxed);
+    check_flags(cmd)?;
     let tailable = bool_arg(cmd, "tailable")?.unwrap_or(false);
     if bool_arg(cmd, "awaitData")?.unwrap_or(false) && !tailable {
         return Err(QueryError::failed_to_parse(
@@ -111,7 +148,8 @@ pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult 
     let src = run_query(s.store().get(&ns), q, op)?;
     let (docs, id) = s
         .cursors()
-        .first_batch(op.cursor_owner(), &ns, src, batch, single)?;
+        .first_batch(op.cursor_owner(), &ns, src, batch, single)
+        .map_err(executor_error)?;
     if id != 0 && bool_arg(cmd, "noCursorTimeout")?.unwrap_or(false) {
         s.cursors().keep_alive(id);
     }

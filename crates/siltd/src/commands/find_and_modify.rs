@@ -8,7 +8,7 @@ use silt_query::plan::SortSpec;
 use silt_query::projection::Projection;
 use silt_query::{QResult, QueryError};
 
-use super::common::{bool_arg, coll_arg, doc_arg};
+use super::common::{coll_arg, doc_arg, safe_bool};
 use super::modify::{array_filters_arg, delete_docs, update_docs, update_spec};
 use crate::ctx::Ctx;
 use crate::state::{CmdResult, Server};
@@ -28,9 +28,9 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
         Some(sd) if !sd.is_empty() => Some(SortSpec::parse(sd)?),
         _ => None,
     };
-    let remove = bool_arg(cmd, "remove")?.unwrap_or(false);
-    let return_new = bool_arg(cmd, "new")?.unwrap_or(false);
-    let upsert = bool_arg(cmd, "upsert")?.unwrap_or(false);
+    let remove = safe_bool(cmd, "remove")?.unwrap_or(false);
+    let return_new = safe_bool(cmd, "new")?.unwrap_or(false);
+    let upsert = safe_bool(cmd, "upsert")?.unwrap_or(false);
     let fields = match doc_arg(cmd, "fields")? {
         Some(f) if !f.is_empty() => Some(Projection::new(f)?),
         _ => None,
@@ -49,9 +49,15 @@ pub(super) fn find_and_modify(s: &Server, db: &str, cmd: &Document, op: &Ctx) ->
                 "Cannot specify both an update and remove=true",
             ));
         }
-        if upsert || return_new {
+        if upsert {
             return Err(QueryError::failed_to_parse(
-                "Cannot specify either new=true or upsert=true with remove=true",
+                "Cannot specify both upsert=true and remove=true ",
+            ));
+        }
+        if return_new {
+            return Err(QueryError::failed_to_parse(
+                "Cannot specify both new=true and remove=true; 'remove' always returns the \
+                 deleted document",
             ));
         }
         s.ops().delete.fetch_add(1, AtomicOrdering::Relaxed);

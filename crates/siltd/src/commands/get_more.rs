@@ -5,23 +5,31 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use bson::{Bson, Document};
 use silt_query::QueryError;
 
-use super::common::{batch_size_arg, cursor_reply};
+use super::common::{batch_size_arg, cursor_reply, wrong_type};
 use crate::ctx::Ctx;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
+    // mongod's IDL: the cursor id is a long, the collection a non-empty string.
     let id = match cmd.get("getMore") {
         Some(Bson::Int64(i)) => *i,
-        Some(Bson::Int32(i)) => i64::from(*i),
-        _ => {
-            return Err(QueryError::type_mismatch(
-                "BSON field 'getMore.getMore' is the wrong type, expected type 'long'",
+        other => return Err(wrong_type("getMore.getMore", other, "long")),
+    };
+    let coll = match cmd.get("collection") {
+        Some(Bson::String(c)) => c.as_str(),
+        None => {
+            return Err(QueryError::located(
+                40414,
+                "BSON field 'getMore.collection' is missing but a required field",
             ))
         }
+        other => return Err(wrong_type("getMore.collection", other, "string")),
     };
-    let coll = cmd.get_str("collection").map_err(|_| {
-        QueryError::type_mismatch("BSON field 'getMore.collection' must be a string")
-    })?;
+    if coll.is_empty() {
+        return Err(QueryError::invalid_namespace(
+            "Collection names cannot be empty",
+        ));
+    }
     s.ops().getmore.fetch_add(1, AtomicOrdering::Relaxed);
     let ns = format!("{db}.{coll}");
     let max_time = super::max_time::parse("getMore", cmd)?

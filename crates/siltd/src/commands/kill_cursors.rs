@@ -1,22 +1,28 @@
 //! The `killCursors` command.
 
 use bson::{doc, Bson, Document};
-use silt_query::QueryError;
 
-use super::common::coll_arg;
+use super::common::{coll_arg, missing_field, wrong_type};
 use crate::ctx::Ctx;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn kill_cursors(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
-    let ids = cmd.get_array("cursors").map_err(|_| {
-        QueryError::type_mismatch("BSON field 'killCursors.cursors' must be an array")
-    })?;
+    let ids = match cmd.get("cursors") {
+        Some(Bson::Array(a)) => a,
+        None => return Err(missing_field("killCursors.cursors")),
+        other => return Err(wrong_type("killCursors.cursors", other, "array")),
+    };
     let mut wanted = Vec::with_capacity(ids.len());
-    for v in ids {
+    for (i, v) in ids.iter().enumerate() {
         wanted.push(match v {
-            Bson::Int64(i) => *i,
-            Bson::Int32(i) => i64::from(*i),
-            _ => return Err(QueryError::type_mismatch("cursor ids must be longs")),
+            Bson::Int64(id) => *id,
+            other => {
+                return Err(wrong_type(
+                    &format!("killCursors.cursors.{i}"),
+                    Some(other),
+                    "long",
+                ))
+            }
         });
     }
     let ns = format!("{db}.{}", coll_arg(db, cmd, "killCursors")?);

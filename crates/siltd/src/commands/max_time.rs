@@ -1,9 +1,9 @@
 //! `maxTimeMS`, a generic argument of every command, parsed as mongod 7.0 parses it before any
 //! handler runs: an integer in `0..=i32::MAX` (0: no limit). Out of that range is 2 ("<v>
 //! value for maxTimeMS is out of range [0, 2147483647]"), a fraction 2, `null` or another
-//! type 2 ("maxTimeMS must be a number"). `aggregate` parses it through its own IDL first,
-//! so there a negative value is 51024 and a type other than a number or null is 14 naming
-//! `aggregate.maxTimeMS`.
+//! type 2 ("maxTimeMS must be a number"). `aggregate` and `getMore` parse it through their
+//! own IDL first, so there a type other than a number or null is 14 naming
+//! `<command>.maxTimeMS`, and in `aggregate` a negative value is 51024.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ const INTERVAL: &str = "[0, 2147483647]";
 )]
 pub(crate) fn parse(command: &str, cmd: &Document) -> QResult<Option<u32>> {
     let idl = command == "aggregate";
+    let idl_types = idl || command == "getMore";
     let n = match cmd.get("maxTimeMS") {
         None => return Ok(None),
         Some(Bson::Null) => return Err(not_a_number()),
@@ -40,7 +41,7 @@ pub(crate) fn parse(command: &str, cmd: &Document) -> QResult<Option<u32>> {
             Ok(f) if f.fract() == 0.0 => f as i64,
             _ => return Err(QueryError::bad_value("maxTimeMS has non-integral value")),
         },
-        Some(other) if idl => {
+        Some(other) if idl_types => {
             return Err(wrong_number_type(&format!("{command}.maxTimeMS"), other));
         }
         Some(_) => return Err(not_a_number()),

@@ -72,9 +72,21 @@ impl Query {
     }
 }
 
+/// `find`'s `filter`, `sort` and `projection` (mongod's words for another type); other
+/// commands name the field as their parser does.
+fn object_arg<'a>(cmd: &'a Document, name: &str) -> QResult<Option<&'a Document>> {
+    let is_find = cmd.keys().next().is_some_and(|k| k == "find");
+    match cmd.get(name) {
+        Some(v) if is_find && !matches!(v, Bson::Document(_) | Bson::Null) => Err(
+            QueryError::type_mismatch(format!("Expected field {name}to be of type object")),
+        ),
+        _ => doc_arg(cmd, name),
+    }
+}
+
 pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> {
     let lets = LetVars::parse(cmd.get("let"), "find", bson::DateTime::now())?;
-    let filter = lets.filter(&doc_arg(cmd, filter_field)?.cloned().unwrap_or_default());
+    let filter = lets.filter(&object_arg(cmd, filter_field)?.cloned().unwrap_or_default());
     let matcher = Arc::new(new_matcher(&filter)?);
     let natural_dir = |v: &Bson| -> QResult<bool> {
         match silt_bson::compare::as_num(v) {
@@ -85,7 +97,7 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
         }
     };
     let mut natural = None;
-    let sort = match doc_arg(cmd, "sort")? {
+    let sort = match object_arg(cmd, "sort")? {
         Some(s) if s.contains_key("$natural") => {
             if s.len() > 1 {
                 return Err(QueryError::bad_value(
@@ -103,7 +115,7 @@ pub(super) fn parse_query(cmd: &Document, filter_field: &str) -> QResult<Query> 
             natural = Some(natural_dir(d)?);
         }
     }
-    let projection_spec = doc_arg(cmd, "projection")?
+    let projection_spec = object_arg(cmd, "projection")?
         .filter(|p| !p.is_empty())
         .cloned();
     // `{$meta: "textScore"}` fields are added after projecting (they neither include nor

@@ -60,6 +60,42 @@ fn opcounters(o: &OpCounters) -> Document {
     }
 }
 
+/// mongod's `catalogStats`: collections and views over every database, the system ones
+/// (`admin`, `config`, `local`, `system.*`) counted apart.
+fn catalog_stats(s: &Server) -> Document {
+    let (mut colls, mut internal, mut capped, mut views, mut internal_views) = (0, 0, 0, 0, 0);
+    for db in s.store().list_databases() {
+        let system_db = matches!(db.as_str(), "admin" | "config" | "local");
+        for (name, c) in s.store().list_collections(&db) {
+            if system_db || name.starts_with("system.") {
+                internal += 1;
+            } else {
+                colls += 1;
+            }
+            if c.options().get_bool("capped").unwrap_or(false) {
+                capped += 1;
+            }
+        }
+        let n = s.views().of_db(&db).len();
+        if system_db {
+            internal_views += n;
+        } else {
+            views += n;
+        }
+    }
+    doc! {
+        "collections": crate::num::int32(colls),
+        "capped": crate::num::int32(capped),
+        "clustered": 0,
+        "timeseries": 0,
+        "views": crate::num::int32(views),
+        "internalCollections": crate::num::int32(internal),
+        "internalViews": crate::num::int32(internal_views),
+        "csfle": 0,
+        "queryableEncryption": 0,
+    }
+}
+
 pub(crate) fn server_status(s: &Server) -> CmdResult {
     let o = &s.ops();
     let up = s.uptime();
@@ -137,6 +173,7 @@ pub(crate) fn server_status(s: &Server) -> CmdResult {
             "fastUpdates": s.fast().metrics(),
             "ttl": s.ttl().metrics(),
         },
+        "catalogStats": catalog_stats(s),
         "storageEngine": {
             "name": "silt",
             "supportsCommittedReads": true,
