@@ -194,11 +194,7 @@ pub type Result<T, E = CollError> = std::result::Result<T, E>;
 
 /// `{ a: 1, b: "x" }`, as MongoDB prints a duplicate key.
 pub fn fmt_key(d: &Document) -> String {
-    if d.is_empty() {
-        return "{}".into();
-    }
-    let parts: Vec<String> = d.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-    format!("{{ {} }}", parts.join(", "))
+    silt_query::expr::fmt_doc(d)
 }
 
 /// The encoded primary key of a document with this `_id`.

@@ -47,7 +47,7 @@ impl SortSpec {
                         "$meta sort keys other than textScore are not supported",
                     ))
                 }
-                _ => direction(v).ok_or_else(bad_order)?,
+                _ => crate::plan::sort::key_direction(k, v)?,
             };
             if k.is_empty() || k.split('.').any(str::is_empty) {
                 return Err(QueryError::located(
@@ -97,28 +97,6 @@ impl SortSpec {
         keyed.sort_by(|a, b| self.compare_keys(&a.0, &b.0));
         keyed.into_iter().map(|(_, d)| d).collect()
     }
-}
-
-/// `Some(true)` for 1, `Some(false)` for -1 (of any numeric type).
-fn direction(v: &Bson) -> Option<bool> {
-    let x = match silt_bson::compare::as_num(v)? {
-        silt_bson::compare::Num::Int(i) => i as f64,
-        silt_bson::compare::Num::Float(f) => f,
-    };
-    if x == 1.0 {
-        Some(true)
-    } else if x == -1.0 {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-fn bad_order() -> QueryError {
-    QueryError::located(
-        15975,
-        "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
-    )
 }
 
 fn key_for_path(doc: &Document, path: &FieldPath, asc: bool) -> Bson {

@@ -723,7 +723,7 @@ fn sort_semantics() {
     assert_eq!(ids(out), vec![0, 2, 4, 6]);
     assert_eq!(err_code(bson!([{"$sort": {}}]), vec![]), 15976);
     assert_eq!(err_code(bson!([{"$sort": {"a": 2}}]), vec![]), 15975);
-    assert_eq!(err_code(bson!([{"$sort": {"a": "x"}}]), vec![]), 15975);
+    assert_eq!(err_code(bson!([{"$sort": {"a": "x"}}]), vec![]), 15974);
     assert_eq!(err_code(bson!([{"$sort": 1}]), vec![]), 15973);
 }
 

@@ -254,6 +254,10 @@ pub fn type_name(v: Option<&Bson>) -> &'static str {
 /// A value as MongoDB's error messages print it (`{ a: 1 }`, `[ 1, 2 ]`, `"s"`).
 pub fn fmt_value(v: &Bson) -> String {
     match v {
+        // mongod prints a whole double with its ".0" (`{ _id: 1.0 }`).
+        Bson::Double(d) if d.is_finite() && d.fract() == 0.0 && d.abs() < 1e15 => {
+            format!("{d:.1}")
+        }
         Bson::Double(d) => convert::double_to_string(*d),
         Bson::String(s) | Bson::Symbol(s) => format!("\"{s}\""),
         Bson::Document(d) => fmt_doc(d),

@@ -19,7 +19,7 @@
 mod bounds;
 mod choose;
 mod explain;
-mod sort;
+pub(crate) mod sort;
 
 use bson::{Bson, Document};
 

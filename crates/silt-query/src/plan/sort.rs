@@ -8,6 +8,35 @@ use silt_bson::compare::cmp_collated as cmp_values;
 
 use crate::{QResult, QueryError};
 
+/// The direction of one sort key that is not `$meta` (find's and `$sort`'s rule): 1 or -1
+/// in any numeric type; another number is 15975, another type 15974 naming the element.
+pub(crate) fn key_direction(key: &str, v: &Bson) -> QResult<bool> {
+    let x = match silt_bson::compare::as_num(v) {
+        Some(silt_bson::compare::Num::Int(i)) => i as f64,
+        Some(silt_bson::compare::Num::Float(f)) => f,
+        None => {
+            let shown = crate::expr::fmt_doc(&bson::doc! { key: v.clone() });
+            return Err(QueryError::located(
+                15974,
+                format!(
+                    "Illegal key in $sort specification: {}",
+                    shown.trim_start_matches("{ ").trim_end_matches(" }")
+                ),
+            ));
+        }
+    };
+    if x == 1.0 {
+        Ok(true)
+    } else if x == -1.0 {
+        Ok(false)
+    } else {
+        Err(QueryError::located(
+            15975,
+            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+        ))
+    }
+}
+
 /// A parsed sort specification.
 #[derive(Debug, Clone)]
 pub struct SortSpec(pub Vec<(String, bool)>);
@@ -20,10 +49,6 @@ impl SortSpec {
                 return Err(QueryError::bad_value("empty sort field name"));
             }
             let asc = match v {
-                Bson::Int32(1) | Bson::Int64(1) => true,
-                Bson::Int32(-1) | Bson::Int64(-1) => false,
-                Bson::Double(d) if *d == 1.0 => true,
-                Bson::Double(d) if *d == -1.0 => false,
                 // A `$text` query's score, highest first (`crate::text::SCORE_FIELD`).
                 Bson::Document(m) if m.get_str("$meta") == Ok("textScore") && m.len() == 1 => {
                     keys.push((crate::text::SCORE_FIELD.to_string(), false));
@@ -34,12 +59,7 @@ impl SortSpec {
                         "$meta sort {m} is not supported (only textScore)"
                     )))
                 }
-                _ => {
-                    return Err(QueryError::located(
-                        15975,
-                        "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
-                    ))
-                }
+                _ => key_direction(k, v)?,
             };
             keys.push((k.clone(), asc));
         }

@@ -158,9 +158,21 @@ pub(crate) fn sasl_start(
         ScramError::Protocol(m) | ScramError::Failed(m) => QueryError::bad_value(m),
     })?;
     let user = s.auth().users.get(db, &first.user);
-    let cred = match user.as_ref().and_then(|u| u.credential(mech)) {
-        Some(c) => c.clone(),
-        None => Credential::decoy(mech, &s.auth().secret, &format!("{db}.{}", first.user)),
+    let cred = match (&user, user.as_ref().and_then(|u| u.credential(mech))) {
+        (_, Some(c)) => c.clone(),
+        // mongod tells a user that exists without this mechanism's credentials so.
+        (Some(_), None) => {
+            let m = mech.name();
+            return Err(QueryError::coded(
+                334,
+                "MechanismUnavailable",
+                format!(
+                    "Unable to use {m} based authentication for user without any {m} \
+                     credentials registered"
+                ),
+            ));
+        }
+        (None, None) => Credential::decoy(mech, &s.auth().secret, &format!("{db}.{}", first.user)),
     };
     let skip_empty = cmd
         .get_document("options")
@@ -256,12 +268,20 @@ pub(crate) fn sasl_continue(
 
 /// `hello`'s authentication fields: `saslSupportedMechs` for `"<db>.<user>"`, and the
 /// answer to `speculativeAuthenticate` (a `saslStart` riding on the handshake).
-pub(crate) fn hello_fields(s: &Server, conn: &ConnInfo, cmd: &Document, out: &mut Document) {
+pub(crate) fn hello_fields(
+    s: &Server,
+    conn: &ConnInfo,
+    cmd: &Document,
+    out: &mut Document,
+) -> Result<(), QueryError> {
     if let Ok(name) = cmd.get_str("saslSupportedMechs") {
-        if let Some((db, user)) = name.split_once('.') {
-            if let Some(u) = s.auth().users.get(db, user) {
-                out.insert("saslSupportedMechs", u.mechanisms());
-            }
+        let Some((db, user)) = name.split_once('.') else {
+            return Err(QueryError::bad_value(
+                "UserName must contain a '.' separated database.user pair",
+            ));
+        };
+        if let Some(u) = s.auth().users.get(db, user) {
+            out.insert("saslSupportedMechs", u.mechanisms());
         }
     }
     if let Ok(spec) = cmd.get_document("speculativeAuthenticate") {
@@ -280,13 +300,14 @@ pub(crate) fn hello_fields(s: &Server, conn: &ConnInfo, cmd: &Document, out: &mu
                 )
                 .and_then(|(m, first)| s.auth().users.get(db, &first.user)?.credential(m).cloned());
             if has_mech.is_none() {
-                return;
+                return Ok(());
             }
             if let Ok(reply) = sasl_start(s, conn, db, spec) {
                 out.insert("speculativeAuthenticate", reply);
             }
         }
     }
+    Ok(())
 }
 
 /// Whether the connection comes from the loopback interface.

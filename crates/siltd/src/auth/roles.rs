@@ -165,10 +165,20 @@ pub(crate) fn parse_roles(
     cmd: &str,
     defs: &super::RoleDefs,
 ) -> Result<Vec<Role>, QueryError> {
-    let Some(Bson::Array(a)) = v else {
-        return Err(QueryError::bad_value(format!(
-            "\"{cmd}\" command requires a \"roles\" array"
-        )));
+    let a = match v {
+        Some(Bson::Array(a)) => a,
+        None => {
+            return Err(QueryError::located(
+                40414,
+                format!("BSON field '{cmd}.roles' is missing but a required field"),
+            ))
+        }
+        Some(other) => {
+            return Err(QueryError::type_mismatch(format!(
+                "BSON field '{cmd}.roles' is the wrong type '{}', expected type 'array'",
+                silt_bson::compare::type_name(other)
+            )))
+        }
     };
     let mut out: Vec<Role> = Vec::new();
     for r in a {

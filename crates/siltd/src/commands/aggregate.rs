@@ -10,7 +10,7 @@ use silt_query::{QResult, QueryError};
 
 use silt_collection::{MatchSource, Planned, Snapshot};
 
-use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, int_arg, new_matcher};
+use super::common::{bool_arg, coll_arg, cursor_reply, deadline, host, new_matcher};
 use crate::ctx::Ctx;
 use crate::cursors::{DocSource, VecSource};
 use crate::errors::coll_err;
@@ -319,6 +319,34 @@ pub(super) fn view_docs(
     pipeline_docs(s, db, &format!("{db}.{source}"), cmd, all, op)
 }
 
+/// `$collStats.storageStats.scale`: a number of at least 1 (mongod's IDL words).
+fn coll_stats_scale(ss: &Document) -> QResult<i64> {
+    let scale = match ss.get("scale") {
+        None | Some(Bson::Null) => return Ok(1),
+        Some(v) => match silt_bson::compare::as_num(v) {
+            Some(silt_bson::compare::Num::Int(n)) => n,
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "a double scale saturates, as mongod reads it"
+            )]
+            Some(silt_bson::compare::Num::Float(f)) => f as i64,
+            None => {
+                return Err(super::common::wrong_number_type(
+                    "$collStats.storageStats.scale",
+                    v,
+                ))
+            }
+        },
+    };
+    if scale < 1 {
+        return Err(QueryError::located(
+            51024,
+            format!("BSON field 'scale' value must be >= 1, actual value '{scale}'"),
+        ));
+    }
+    Ok(scale)
+}
+
 /// Run `stages` over collection `ns` (`hint` and `maxTimeMS` come from `cmd`).
 fn pipeline_docs(
     s: &Server,
@@ -342,20 +370,32 @@ fn pipeline_docs(
     let first = stages.first().and_then(|d| d.keys().next().cloned());
     let (input_stages, input): (&[Document], Vec<Document>) =
         if first.as_deref() == Some("$collStats") {
-            let spec = stages[0]
-                .get_document("$collStats")
-                .cloned()
-                .unwrap_or_default();
+            let spec = match stages[0].get("$collStats") {
+                Some(Bson::Document(d)) => d.clone(),
+                other => {
+                    let shown = silt_query::expr::fmt_doc(
+                        &doc! { "$collStats": other.cloned().unwrap_or(Bson::Null) },
+                    );
+                    return Err(QueryError::located(
+                        5447000,
+                        format!(
+                            "$collStats must take a nested object but found: {}",
+                            shown.trim_start_matches("{ ").trim_end_matches(" }")
+                        ),
+                    ));
+                }
+            };
             let mut d = doc! { "ns": &ns, "localTime": bson::DateTime::now() };
             if spec.contains_key("storageStats") {
                 let scale = match spec.get_document("storageStats") {
-                    Ok(ss) => int_arg(ss, "scale")?.unwrap_or(1).max(1),
+                    Ok(ss) => coll_stats_scale(ss)?,
                     Err(_) => 1,
                 };
-                d.insert(
-                    "storageStats",
-                    super::coll_stats::storage_stats(s, &ns, scale)?,
-                );
+                let stats = super::coll_stats::storage_stats(s, &ns, scale).map_err(|e| {
+                    e.context("Unable to retrieve storageStats in $collStats stage")
+                        .context("PlanExecutor error during aggregation")
+                })?;
+                d.insert("storageStats", stats);
             }
             if spec.contains_key("count") {
                 let n = match s.store().get(&ns) {

@@ -270,7 +270,7 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
         })?;
         if parsed
             .iter()
-            .any(|q: &silt_collection::IndexSpec| q.same_as(&p))
+            .any(|q: &silt_collection::IndexSpec| q.name == p.name && q.same_as(&p))
         {
             return Err(QueryError::coded(
                 68,

@@ -41,6 +41,7 @@ pub(super) struct Password<'a> {
 
 /// The password of a user command, checked as mongod checks it.
 pub(super) fn password(cmd: &Document) -> Result<Option<Password<'_>>, QueryError> {
+    let command = cmd.keys().next().map_or("", String::as_str);
     let client_digested = match cmd.get("digestPassword") {
         None | Some(Bson::Null) => false,
         Some(Bson::Boolean(b)) => !b,
@@ -52,14 +53,20 @@ pub(super) fn password(cmd: &Document) -> Result<Option<Password<'_>>, QueryErro
     };
     match cmd.get("pwd") {
         None => Ok(None),
-        Some(Bson::String(p)) if p.is_empty() => {
-            Err(QueryError::bad_value("Password cannot be empty"))
-        }
+        // mongod's words come from ICU, which it asks to prepare the password.
+        Some(Bson::String(p)) if p.is_empty() => Err(QueryError::located(
+            50687,
+            "Error preflighting UTF-8 conversion: U_STRING_NOT_TERMINATED_WARNING",
+        )),
         Some(Bson::String(p)) => Ok(Some(Password {
             text: p,
             client_digested,
         })),
-        Some(_) => Err(QueryError::type_mismatch("\"pwd\" must be a string")),
+        other => Err(super::common::wrong_type(
+            &format!("{command}.pwd"),
+            other,
+            "string",
+        )),
     }
 }
 
@@ -77,9 +84,23 @@ pub(super) fn credentials(
             } else {
                 Credential::new(*m, user, pwd.text)
             };
-            c.map(|c| (*m, c)).map_err(QueryError::bad_value)
+            c.map(|c| (*m, c)).map_err(|e| saslprep_error(&e))
         })
         .collect()
+}
+
+/// mongod's error for a password SASLprep refuses (ICU's status names).
+fn saslprep_error(why: &str) -> QueryError {
+    let status = if why.contains("prohibited") {
+        "U_STRINGPREP_PROHIBITED_ERROR"
+    } else if why.contains("unassigned") {
+        "U_STRINGPREP_UNASSIGNED_ERROR"
+    } else if why.contains("bidi") || why.contains("RandALCat") {
+        "U_STRINGPREP_CHECK_BIDI_ERROR"
+    } else {
+        return QueryError::bad_value(why.to_string());
+    };
+    QueryError::located(50692, format!("Error preflighting normalization: {status}"))
 }
 
 /// The user name a user command names (its first field).

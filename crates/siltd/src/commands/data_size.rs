@@ -17,9 +17,17 @@ pub(super) fn data_size(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
     let started = std::time::Instant::now();
     let ns = match cmd.get("dataSize") {
         Some(Bson::String(ns)) if ns.contains('.') => ns.clone(),
-        _ => {
-            return Err(QueryError::invalid_namespace(
-                "dataSize needs a namespace string db.collection",
+        Some(Bson::String(ns)) => {
+            return Err(QueryError::invalid_namespace(format!(
+                "Namespace {ns} is not a valid collection name"
+            )))
+        }
+        None => return Err(super::common::missing_field("dataSize.dataSize")),
+        other => {
+            return Err(super::common::wrong_type(
+                "dataSize.dataSize",
+                other,
+                "string",
             ))
         }
     };

@@ -2,13 +2,13 @@
 
 use std::sync::atomic::Ordering as AtomicOrdering;
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use silt_query::agg::LetVars;
 use silt_query::collation::Collation;
 use silt_query::{QResult, QueryError};
 
 use super::args;
-use super::common::{bool_arg, check_hint, coll_arg, doc_arg, effective_collation, int_arg};
+use super::common::{bool_arg, check_hint, coll_arg, doc_arg, effective_collation};
 use super::modify::delete_docs;
 use super::write::{docs_arg, write_error};
 use crate::ctx::Ctx;
@@ -21,11 +21,47 @@ const DELETE_STATEMENT: &[&str] = &["q", "limit", "hint", "collation", "sampleId
 /// MongoDB's delete statement fields siltd does not implement.
 const DELETE_REFUSED: &[&str] = &[];
 
+/// A delete statement's required `q` and `limit`, checked before any statement runs (mongod
+/// parses the whole command first): the limit is read as mongod reads it, as a double (a
+/// string reads as 0), and must be 0 (all) or 1.
+fn statement_limit(st: &Document) -> QResult<u8> {
+    match st.get("q") {
+        Some(Bson::Document(_)) => {}
+        None => return Err(super::common::missing_field("delete.deletes.q")),
+        other => {
+            return Err(super::common::wrong_type(
+                "delete.deletes.q",
+                other,
+                "object",
+            ))
+        }
+    }
+    let limit = match st.get("limit") {
+        None => return Err(super::common::missing_field("delete.deletes.limit")),
+        Some(v) => match silt_bson::compare::as_num(v) {
+            Some(silt_bson::compare::Num::Int(i)) => i as f64,
+            Some(silt_bson::compare::Num::Float(f)) => f,
+            None => 0.0,
+        },
+    };
+    if limit == 0.0 {
+        Ok(0)
+    } else if limit == 1.0 {
+        Ok(1)
+    } else {
+        Err(QueryError::failed_to_parse(format!(
+            "The limit field in delete objects must be 0 or 1. Got {limit}"
+        )))
+    }
+}
+
 pub(super) fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "delete")?;
     let stmts = docs_arg(cmd, "deletes")?;
+    let mut limits = Vec::with_capacity(stmts.len());
     for st in &stmts {
         args::check_statement("delete.deletes", DELETE_STATEMENT, DELETE_REFUSED, st)?;
+        limits.push(statement_limit(st)?);
     }
     let ordered = bool_arg(cmd, "ordered")?.unwrap_or(true);
     let ns = format!("{db}.{coll}");
@@ -39,16 +75,8 @@ pub(super) fn delete(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
             let collation = effective_collation(s, Some(&ns), st)?;
             let _collation = Collation::scope(collation.as_ref());
             let q = lets.filter(&doc_arg(st, "q")?.cloned().unwrap_or_default());
-            let limit = int_arg(st, "limit")?.ok_or_else(|| {
-                QueryError::failed_to_parse("BSON field 'delete.deletes.limit' is missing")
-            })?;
-            if limit != 0 && limit != 1 {
-                return Err(QueryError::failed_to_parse(format!(
-                    "The limit field in delete objects must be 0 or 1. Got {limit}"
-                )));
-            }
             check_hint(st)?;
-            Ok(delete_docs(s, op, &ns, &q, None, limit == 0, st.get("hint"))?.len())
+            Ok(delete_docs(s, op, &ns, &q, None, limits[i] == 0, st.get("hint"))?.len())
         })();
         match r {
             Ok(k) => n += k as i64,

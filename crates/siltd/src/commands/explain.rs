@@ -216,10 +216,20 @@ pub(super) fn explain_command(
             }
         }
     }
-    r.insert("command", inner.clone());
+    // The command as mongod echoes it: with its `$db`.
+    let mut command = inner.clone();
+    if !command.contains_key("$db") {
+        command.insert("$db", db);
+    }
+    r.insert("command", command);
     r.insert(
         "serverInfo",
-        doc! { "host": "siltd", "version": "7.0.0-silt" },
+        doc! {
+            "host": super::common::hostname(),
+            "port": i32::from(s.cfg().port),
+            "version": super::common::MONGO_VERSION,
+            "gitVersion": "siltdb",
+        },
     );
     Ok(r)
 }

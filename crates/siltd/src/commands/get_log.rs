@@ -15,9 +15,8 @@ pub(super) fn get_log(s: &Server, cmd: &Document) -> CmdResult {
         Some(Bson::String(n)) if n == "startupWarnings" => {
             Ok(doc! { "totalLinesWritten": 0, "log": [] })
         }
-        Some(Bson::String(n)) => Err(QueryError::bad_value(format!("No log named '{n}'"))),
-        _ => Err(QueryError::type_mismatch(
-            "Argument to getLog must be of type String",
-        )),
+        Some(Bson::String(n)) => Err(QueryError::operation_failed(format!("No log named '{n}'"))),
+        None | Some(Bson::Null) => Err(super::common::missing_field("getLog.getLog")),
+        other => Err(super::common::wrong_type("getLog.getLog", other, "string")),
     }
 }

@@ -31,7 +31,7 @@ fn flag(opts: &Document, name: &str) -> Result<bool, QueryError> {
 fn settable(name: &str) -> (bool, bool) {
     match name {
         "featureCompatibilityVersion" => (false, false),
-        "maxBSONDepth" | "authSchemaVersion" => (false, true),
+        "maxBSONDepth" | "authSchemaVersion" | "authenticationMechanisms" => (false, true),
         _ => (true, true),
     }
 }
@@ -49,6 +49,12 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
                 Some(Bson::Document(doc! { "version": super::common::FCV }))
             }
             "quiet" => Some(Bson::Boolean(false)),
+            "authenticationMechanisms" => Some(Bson::Array(
+                crate::auth::scram::Mech::ALL
+                    .iter()
+                    .map(|m| Bson::String(m.name().to_string()))
+                    .collect(),
+            )),
             "logLevel" => Some(Bson::Int32(crate::logging::level())),
             "logComponentVerbosity" => Some(Bson::Document(
                 doc! { "verbosity": crate::logging::level() },
@@ -85,6 +91,7 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
     let names = [
         "featureCompatibilityVersion",
         "quiet",
+        "authenticationMechanisms",
         "logLevel",
         "logComponentVerbosity",
         "authSchemaVersion",

@@ -54,7 +54,7 @@ pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> 
     d.insert("minWireVersion", 0);
     d.insert("maxWireVersion", MAX_WIRE_VERSION);
     d.insert("readOnly", false);
-    crate::auth::hello_fields(s, conn, cmd, &mut d);
+    crate::auth::hello_fields(s, conn, cmd, &mut d)?;
     if let Some(Bson::Array(wanted)) = cmd.get("compression") {
         let agreed: Vec<Bson> = wanted
             .iter()

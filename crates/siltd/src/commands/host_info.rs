@@ -21,7 +21,28 @@ pub(super) fn host_info() -> CmdResult {
             "cpuArch": std::env::consts::ARCH,
             "numaEnabled": false,
         },
-        "os": { "type": std::env::consts::OS, "name": std::env::consts::OS },
+        "os": os(),
         "extra": {},
     })
+}
+
+/// mongod's `os` on Linux: the kernel's name, the distribution's (`/etc/os-release`) and the
+/// kernel release.
+fn os() -> bson::Document {
+    let name = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::OS.to_string());
+    let version = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default();
+    let kind = match std::env::consts::OS {
+        "linux" => "Linux",
+        other => other,
+    };
+    doc! { "type": kind, "name": name, "version": version }
 }

@@ -5,15 +5,24 @@ use silt_query::QueryError;
 
 use super::create_user::{credentials, custom_data, mechanisms, password, user_name};
 use crate::auth::roles::parse_roles;
-use crate::auth::users::not_found;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn update_user(s: &Server, db: &str, cmd: &Document) -> CmdResult {
-    let name = user_name(cmd, "updateUser")?;
-    let Some(mut u) = s.auth().users.get(db, name) else {
-        return Err(not_found(name, db));
+    // The arguments' types first (mongod's IDL), then the user; an empty name is just a user
+    // that does not exist.
+    let name = match cmd.get("updateUser") {
+        Some(bson::Bson::String(n)) if n.is_empty() => "",
+        _ => user_name(cmd, "updateUser")?,
     };
     let pwd = password(cmd)?;
+    let Some(mut u) = s.auth().users.get(db, name) else {
+        // updateUser names the user without quotes (dropUser quotes it).
+        return Err(QueryError::coded(
+            11,
+            "UserNotFound",
+            format!("User {name}@{db} not found"),
+        ));
+    };
     let mechs = mechanisms(cmd)?;
     let roles = match cmd.get("roles") {
         Some(v) => Some(parse_roles(Some(v), db, "updateUser", &s.auth().roles)?),

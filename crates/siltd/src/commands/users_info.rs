@@ -64,20 +64,36 @@ struct Show {
     restrictions: bool,
 }
 
-/// One name of `usersInfo`: `(db, user)`.
+/// One name of `usersInfo`: `(db, user)`, refused in mongod's `UserName` words.
 fn named(v: &Bson, db: &str) -> Result<(String, String), QueryError> {
     match v {
         Bson::String(u) => Ok((db.to_string(), u.clone())),
-        Bson::Document(d) => match (d.get_str("user"), d.get_str("db")) {
-            (Ok(u), Ok(b)) => Ok((b.to_string(), u.to_string())),
-            _ => Err(QueryError::bad_value(
-                "User name must contain string fields 'user' and 'db'",
-            )),
-        },
-        _ => Err(QueryError::bad_value(
-            "User name must be either a string or an object",
-        )),
+        Bson::Document(d) => {
+            if let Some(k) = d.keys().find(|k| !matches!(k.as_str(), "user" | "db")) {
+                // mongod's message lacks the closing quote.
+                return Err(QueryError::bad_value(format!(
+                    "UserName contains an unknown field named: '{k}"
+                )));
+            }
+            let field = |name: &str| match d.get(name) {
+                Some(Bson::String(s)) => Ok(s.clone()),
+                None => Err(QueryError::bad_value(format!(
+                    "UserName must contain a field named: {name}"
+                ))),
+                Some(other) => Err(QueryError::bad_value(format!(
+                    "UserName must contain a string field named: {name}. But, has type {}",
+                    silt_bson::compare::type_name(other)
+                ))),
+            };
+            let user = field("user")?;
+            Ok((field("db")?, user))
+        }
+        _ => Err(not_a_user_name()),
     }
+}
+
+fn not_a_user_name() -> QueryError {
+    QueryError::bad_value("UserName must be either a string or an object")
 }
 
 pub(super) fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -112,11 +128,7 @@ pub(super) fn users_info(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         }
         Some(Bson::Int32(1) | Bson::Int64(1)) => s.auth().users.list(Some(db)),
         Some(Bson::Double(x)) if *x == 1.0 => s.auth().users.list(Some(db)),
-        _ => {
-            return Err(QueryError::bad_value(
-                "usersInfo must be 1, a user name, a {user, db} document, an array of these, or {forAllDBs: true}",
-            ))
-        }
+        _ => return Err(not_a_user_name()),
     };
     let users: Vec<Document> = users
         .iter()

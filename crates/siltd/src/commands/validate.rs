@@ -46,8 +46,11 @@ pub(super) fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         );
     }
     let valid = r.errors.is_empty();
-    let mut out = doc! {
-        "ns": &ns,
+    let mut out = doc! { "ns": &ns };
+    if let Some(c) = s.store().get(&ns) {
+        out.insert("uuid", c.uuid());
+    }
+    out.extend(doc! {
         "nInvalidDocuments": crate::num::int32(r.corrupt_records),
         "nNonCompliantDocuments": 0i32,
         "nrecords": crate::num::int32(r.nrecords),
@@ -61,12 +64,19 @@ pub(super) fn validate(s: &Server, db: &str, cmd: &Document) -> CmdResult {
         "extraIndexEntries": Vec::<Bson>::new(),
         "missingIndexEntries": Vec::<Bson>::new(),
         "corruptRecords": Vec::<Bson>::new(),
-        "silt": {
-            "extraIndexEntries": r.extra_index_entries as i64,
-            "missingIndexEntries": r.missing_index_entries as i64,
-            "full": full,
-        },
-    };
+    });
+    // siltd counts index inconsistencies where mongod lists them: the counts go under `silt`,
+    // only when there is something to report, so a clean reply is mongod's.
+    if r.extra_index_entries > 0 || r.missing_index_entries > 0 {
+        out.insert(
+            "silt",
+            doc! {
+                "extraIndexEntries": r.extra_index_entries as i64,
+                "missingIndexEntries": r.missing_index_entries as i64,
+                "full": full,
+            },
+        );
+    }
     if !valid {
         out.insert(
             "advice",
