@@ -80,6 +80,23 @@ def test_max_time_ms_and_comment(db):
     assert e.value.code == 2
 
 
+def test_max_time_ms_is_spent_only_while_working(db):
+    """A find's maxTimeMS is the cursor's working budget: time the client spends between
+    getMores does not count (mongod's rule), so a getMore after the budget's wall-clock end
+    still answers."""
+    import time
+
+    db.c.insert_many([{"_id": i} for i in range(4)])
+    r = db.command("find", "c", batchSize=1, maxTimeMS=200)
+    cid = r["cursor"]["id"]
+    for i in range(1, 4):
+        time.sleep(0.15)
+        m = db.command("getMore", cid, collection="c", batchSize=1)
+        assert [d["_id"] for d in m["cursor"]["nextBatch"]] == [i]
+    last = db.command("getMore", cid, collection="c", batchSize=1)
+    assert last["cursor"]["nextBatch"] == [] and last["cursor"]["id"] == 0
+
+
 def test_idle_cursor_times_out():
     from conftest import Siltd
     s = Siltd(extra=["--cursor-timeout-s", "1"]).start()

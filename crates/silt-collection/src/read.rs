@@ -75,6 +75,14 @@ impl std::fmt::Debug for MatchSource {
 }
 
 impl MatchSource {
+    /// Move the read's deadline (`maxTimeMS`): a cursor's time is spent only while a batch is
+    /// being produced, so each batch gets what remains.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.stop.deadline = deadline;
+    }
+}
+
+impl MatchSource {
     /// Read along a plan, covered when the choice is, at a snapshot taken now.
     pub fn new(
         coll: Arc<Collection>,

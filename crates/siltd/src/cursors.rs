@@ -38,6 +38,9 @@ pub(crate) trait DocSource: Send {
         false
     }
 
+    /// Move the source's `maxTimeMS` deadline (a cursor's time is spent only while working).
+    fn set_deadline(&mut self, _deadline: Option<Instant>) {}
+
     /// Whether the source knows, without reading, that it has nothing more (a limit reached).
     /// Otherwise a batch that ends at the last document leaves the cursor open, as mongod's
     /// does, and the next `getMore` returns an empty batch and closes it.
@@ -98,6 +101,10 @@ impl DocSource for MatchSource {
     fn next_doc(&mut self) -> QResult<Option<Document>> {
         Ok(self.next_match().map_err(coll_err)?.map(|(_, d)| d))
     }
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        MatchSource::set_deadline(self, deadline);
+    }
 }
 
 /// Each document of a `$text` query with its score under `silt_query::text::SCORE_FIELD`,
@@ -108,6 +115,10 @@ pub(crate) struct Scored {
 }
 
 impl DocSource for Scored {
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.inner.set_deadline(deadline);
+    }
+
     fn next_doc(&mut self) -> QResult<Option<Document>> {
         Ok(self.inner.next_doc()?.map(|mut d| {
             let score = self.text.score(&d);
@@ -131,6 +142,10 @@ pub(crate) struct Shaped {
 }
 
 impl DocSource for Shaped {
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.inner.set_deadline(deadline);
+    }
+
     fn tailable(&self) -> bool {
         self.inner.tailable()
     }
@@ -260,6 +275,9 @@ pub(crate) struct OpenCursor {
     /// The collation of the command that opened the cursor (the scope current then), entered
     /// again for every `getMore` so that its filter, sort and groups keep comparing the same.
     collation: Option<Arc<dyn StringOrder>>,
+    /// What is left of the opening command's `maxTimeMS`: spent only while a batch is being
+    /// produced, not while the client is away between `getMore`s (mongod's rule).
+    budget: Option<Duration>,
 }
 
 /// Largest reply batch in bytes (MongoDB's 16 MiB less room for the envelope).
@@ -329,6 +347,8 @@ impl Cursors {
     }
 
     /// Start a cursor: compute the first batch, register the rest if anything remains.
+    /// `deadline` is the command's `maxTimeMS` deadline: what remains of it after this batch
+    /// is the cursor's budget for its `getMore`s.
     pub(crate) fn first_batch(
         &self,
         owner: Owner,
@@ -336,6 +356,7 @@ impl Cursors {
         source: Box<dyn DocSource>,
         batch_size: Option<usize>,
         single_batch: bool,
+        deadline: Option<Instant>,
     ) -> QResult<(Vec<Document>, i64)> {
         let mut cur = OpenCursor {
             ns: ns.to_string(),
@@ -346,15 +367,18 @@ impl Cursors {
             last_used: Instant::now(),
             no_timeout: false,
             collation: current_collation(),
+            budget: None,
         };
         if batch_size == Some(0) && !single_batch {
             // An empty first batch: the client will ask with getMore.
+            cur.budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             return Ok((Vec::new(), self.register(cur)));
         }
         let (batch, done) = Cursors::fill(&mut cur, batch_size.unwrap_or(DEFAULT_FIRST_BATCH))?;
         if done || single_batch {
             return Ok((batch, 0));
         }
+        cur.budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         Ok((batch, self.register(cur)))
     }
 
@@ -403,6 +427,10 @@ impl Cursors {
         // (16 MiB): the first batch's size does not carry over.
         let limit = batch_size.unwrap_or(0);
         let _collation = CollationScope::enter(cur.collation.clone());
+        let started = Instant::now();
+        if let Some(b) = cur.budget {
+            cur.source.set_deadline(Some(started + b));
+        }
         let mut r = Cursors::fill(&mut cur, limit);
         // awaitData: an empty batch waits (up to the getMore's maxTimeMS) for new documents.
         let until = Instant::now() + await_for;
@@ -414,6 +442,7 @@ impl Cursors {
             r = Cursors::fill(&mut cur, limit);
         }
         cur.last_used = Instant::now();
+        cur.budget = cur.budget.map(|b| b.saturating_sub(started.elapsed()));
         let (batch, done) = match r {
             Ok(x) => x,
             Err(e) => {

@@ -125,6 +125,7 @@ fn reply(s: &Server, op: &Ctx, ns: &str, cursor_opts: &Document, out: Vec<Docume
         Box::new(VecSource(out.into())),
         batch,
         false,
+        None,
     )?;
     Ok(cursor_reply(ns, docs, id, true))
 }

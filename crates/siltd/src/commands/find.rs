@@ -145,10 +145,11 @@ pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult 
     }
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let batch = batch_size_arg(cmd)?;
+    let deadline = q.deadline;
     let src = run_query(s.store().get(&ns), q, op)?;
     let (docs, id) = s
         .cursors()
-        .first_batch(op.cursor_owner(), &ns, src, batch, single)
+        .first_batch(op.cursor_owner(), &ns, src, batch, single, deadline)
         .map_err(executor_error)?;
     if id != 0 && bool_arg(cmd, "noCursorTimeout")?.unwrap_or(false) {
         s.cursors().keep_alive(id);
@@ -240,6 +241,7 @@ fn tail(s: &Server, ns: &str, q: Query, cmd: &Document, op: &Ctx) -> CmdResult {
         Box::new(shaped),
         batch_size_arg(cmd)?,
         single,
+        None,
     )?;
     Ok(cursor_reply(ns, docs, id, true))
 }
