@@ -53,6 +53,23 @@ def test_update_operators_refuse_a_repeated_path(db, update, path):
     assert e.code == 40
 
 
+def test_an_operator_given_twice_applies_both(db):
+    """`{$set: {a: 1}, $set: {b: 2}}` sets both (mongod applies every element); a path set by
+    both occurrences is 40, for that statement or, in findAndModify, the command."""
+    db.c.insert_one({"_id": 1})
+    db.c.update_one({"_id": 1}, raw(("$set", {"a": 1}), ("$inc", {"n": 1}), ("$set", {"b": 2})))
+    assert db.c.find_one({"_id": 1}) == {"_id": 1, "a": 1, "n": 1, "b": 2}
+    e = fails(lambda: db.c.update_one({"_id": 1}, raw(("$set", {"a": 5}), ("$set", {"a": 6}))))
+    assert isinstance(e, WriteError) and e.code == 40
+    assert db.c.find_one({"_id": 1})["a"] == 1
+    r = db.command("findAndModify", "c", query={"_id": 1},
+                   update=raw(("$set", {"c": 3}), ("$set", {"d": 4})), new=True)
+    assert r["value"] == {"_id": 1, "a": 1, "n": 1, "b": 2, "c": 3, "d": 4}
+    e = fails(lambda: db.command("findAndModify", "c", query={"_id": 1},
+                                 update=raw(("$set", {"c": 3}), ("$set", {"c": 4}))))
+    assert e.code == 40
+
+
 def test_a_replacement_with_two_ids(db):
     db.c.insert_one({"_id": 1, "v": 0})
     # The statement fails as a write error (the command itself is ok).

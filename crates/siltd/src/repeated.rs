@@ -12,6 +12,10 @@
 //!   [`update_error`]: an inserted document's two `_id`s (2) and an update statement's
 //!   repeated operator paths (40) or replacement `_id` (2).
 //!
+//! - An update operator given twice (`{$set: {a: 1}, $set: {b: 1}}`) is applied whole, as
+//!   mongod applies every element: the occurrences are merged ([`apply`]); a path both set is
+//!   40, for the statement or (findAndModify) the command.
+//!
 //! Other repeats (a stored document's own repeated fields, a sort) are accepted; siltd keeps
 //! the last value where mongod would store both (listed in `docs/compat.md`).
 
@@ -110,9 +114,61 @@ pub(crate) fn apply(name: &str, cmd: &mut Document, repeats: &[RepeatedKey]) -> 
             rewrite_filter(cmd, r, root);
             continue;
         }
+        if is_update_doc(name, &r.path) && r.key.starts_with('$') {
+            // An operator given twice (`{$set: {a: 1}, $set: {b: 1}}`): mongod applies every
+            // element, so the occurrences are merged. A path set by both is a conflict: the
+            // statement's (`update_error`) or the command's (findAndModify).
+            match merged_operators(&r.raw) {
+                Ok(Some(merged)) => {
+                    if let Some(d) = doc_at(cmd, &r.path) {
+                        *d = merged;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) if name != "update" => return Err(e),
+                Err(_) => {}
+            }
+            continue;
+        }
         refuse(name, cmd, r)?;
     }
     Ok(())
+}
+
+/// Whether `path` is an update document: an update statement's `u` or findAndModify's
+/// `update`.
+fn is_update_doc(name: &str, path: &[String]) -> bool {
+    let p: Vec<&str> = path.iter().map(String::as_str).collect();
+    match (name, p.as_slice()) {
+        ("update", ["updates", n, "u"]) => n.parse::<usize>().is_ok(),
+        ("findAndModify" | "findandmodify", ["update"]) => true,
+        _ => false,
+    }
+}
+
+/// An update document whose operators repeat, with each operator's fields gathered in wire
+/// order; 40 when a path appears twice. An operator whose value is not a document is left
+/// as it was decoded, for the update parser to refuse.
+fn merged_operators(raw: &[u8]) -> QResult<Option<Document>> {
+    let mut out = Document::new();
+    for (op, v) in elements(raw) {
+        let Bson::Document(fields) = v else {
+            return Ok(None);
+        };
+        let into = out
+            .entry(op)
+            .or_insert_with(|| Bson::Document(Document::new()));
+        let Bson::Document(into) = into else {
+            return Ok(None);
+        };
+        for (k, x) in fields {
+            if into.contains_key(&k) {
+                return Err(conflict(&k));
+            }
+            into.insert(k, x);
+        }
+    }
+    Ok(Some(out))
 }
 
 /// `r` is a filter (or a member of `$and`/`$or`/`$nor`), or a field's operator object, whose
@@ -252,6 +308,11 @@ pub(crate) fn update_error(repeats: &[RepeatedKey], i: usize) -> Option<QueryErr
             ["updates", n, "u"] if *n == at && r.key == "_id" => Some(QueryError::bad_value(
                 "Can't have multiple _id fields in one document",
             )),
+            // An operator given twice whose occurrences set one path twice (`apply` merged
+            // the others).
+            ["updates", n, "u"] if *n == at && r.key.starts_with('$') => {
+                merged_operators(&r.raw).err()
+            }
             ["updates", n, "u", op] if *n == at && op.starts_with('$') => Some(conflict(&r.key)),
             _ => None,
         }
