@@ -9,6 +9,9 @@ pub(crate) struct ConnInfo {
     pub peer: String,
     /// Who the connection authenticated as, and its SCRAM conversation.
     pub auth: Arc<crate::auth::ConnAuth>,
+    /// Set by a command that must end the connection without a reply (`failCommand`'s
+    /// `closeConnection`).
+    pub close: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ConnInfo {
@@ -17,6 +20,7 @@ impl ConnInfo {
             id,
             peer,
             auth: crate::auth::new_conn(),
+            close: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 }

@@ -18,6 +18,7 @@ mod conn;
 mod ctx;
 mod cursors;
 mod errors;
+mod fail_command;
 mod fast;
 mod logging;
 mod metrics;

@@ -250,6 +250,16 @@ impl Ops {
         }
     }
 
+    /// The application name connection `id` gave in its handshake.
+    pub(crate) fn app_name(&self, id: u64) -> Option<String> {
+        let conns = self.conns.lock();
+        let meta = conns.get(&id)?.metadata.as_ref()?;
+        meta.get_document("application")
+            .and_then(|a| a.get_str("name"))
+            .ok()
+            .map(str::to_string)
+    }
+
     /// Register a command about to run on this thread; it is the thread's current operation
     /// until the returned guard drops.
     pub(crate) fn start(

@@ -10,7 +10,10 @@
 //! 3. Register it for `currentOp`/`killOp` while it runs (`ops.rs`).
 //! 4. Authorize it under `--auth` (`auth::authorize`).
 //! 5. Refuse a write in the free-space red zone (`redzone.rs`).
-//! 6. Hold a write while `fsync` holds its lock (`monitor.rs`).
+//! 6. Fire the `failCommand` fail point if it names this command (`fail_command.rs`; only
+//!    with `--enable-test-commands`): wait, fail or close the connection; its
+//!    `writeConcernError` is added at step 9. Then hold a write while `fsync` holds its lock
+//!    (`monitor.rs`).
 //! 7. Pick the session and transaction mode and build the command's [`Ctx`]: plain, snapshot
 //!    read, retryable write or transaction statement (`transactions::run`), which calls back:
 //! 8. [`invoke`]: the versioned API and the command's fields (`commands::api`,
@@ -110,14 +113,29 @@ fn steps(
         cmd: &cmd,
         repeated,
     };
-    let out = {
+    let (out, failing) = {
         // 3.
         let _running = s.inprog().start(conn, &req.db, &req.name, cmd.clone());
         // 4., 5.
         let allowed = crate::auth::authorize(s, conn, &req.db, &req.name, &cmd)
             .and_then(|()| s.redzone().refuse(&req.name));
-        match allowed {
-            Ok(()) => {
+        let failing = match &allowed {
+            Ok(()) => fail_point(s, &req, conn),
+            Err(_) => None,
+        };
+        let out = match (allowed, &failing) {
+            (Ok(()), Some((action, session))) if action.close || action.error.is_some() => {
+                if action.close {
+                    conn.close.store(true, Ordering::Release);
+                }
+                let (code, labels) = action.error.clone().unwrap_or((0, None));
+                let labels = labels
+                    .unwrap_or_else(|| crate::fail_command::labels_for(*session, code, false));
+                let mut o = Outcome::of(Err(crate::fail_command::error(code)), false);
+                o.fail_labels = labels;
+                o
+            }
+            (Ok(()), _) => {
                 // 6.
                 if entry.props.writes && s.fsync_lock().is_locked() {
                     s.fsync_lock().wait_for_writes(|| s.shutting_down());
@@ -125,16 +143,79 @@ fn steps(
                 // 7. (and 8. through `invoke`)
                 transactions::run(s, &req, conn)
             }
-            Err(e) => Outcome::of(Err(e), false),
-        }
+            (Err(e), _) => Outcome::of(Err(e), false),
+        };
+        (out, failing)
     };
     let elapsed = started.elapsed();
     let ok = out.result.is_ok();
     // 9.
-    let reply = reply(s, out);
+    let mut reply = reply(s, out);
+    if let Some((action, session)) = &failing {
+        if let Some(w) = &action.write_concern_error {
+            add_write_concern_error(&mut reply, w, *session);
+        }
+    }
     // 10.
     record(s, &req, elapsed, ok, conn);
     reply
+}
+
+/// Step 6 for `failCommand` (test commands only): whether the fail point fires for this
+/// command; a block (`blockConnection`) is waited out here.
+fn fail_point(
+    s: &Server,
+    req: &Request<'_>,
+    conn: &ConnInfo,
+) -> Option<(crate::fail_command::Action, crate::fail_command::Session)> {
+    if !s.cfg().test_commands {
+        return None;
+    }
+    // A handshake names its application before the connection has it on record.
+    let app = s.inprog().app_name(conn.id).or_else(|| {
+        req.cmd
+            .get_document("client")
+            .and_then(|c| c.get_document("application"))
+            .and_then(|a| a.get_str("name"))
+            .ok()
+            .map(str::to_string)
+    });
+    let action = s.fail_command().check(&req.name, app.as_deref())?;
+    if let Some(wait) = action.block {
+        std::thread::sleep(wait);
+    }
+    use crate::fail_command::Session;
+    let session = match (req.cmd.get("txnNumber"), req.cmd.get("autocommit")) {
+        (Some(_), _) if matches!(req.entry.name, "commitTransaction" | "abortTransaction") => {
+            Session::CommitOrAbort
+        }
+        (Some(_), Some(Bson::Boolean(false))) => Session::InTransaction,
+        (Some(_), _) if req.entry.props.retryable => Session::RetryableWrite,
+        _ => Session::Plain,
+    };
+    Some((action, session))
+}
+
+/// `failCommand`'s `writeConcernError` on a reply, with the labels mongod gives it.
+fn add_write_concern_error(
+    reply: &mut Document,
+    w: &Document,
+    session: crate::fail_command::Session,
+) {
+    if reply.get_f64("ok") != Ok(1.0) {
+        return;
+    }
+    let code = w.get_i32("code").unwrap_or(64);
+    reply.insert("writeConcernError", w.clone());
+    let labels = crate::fail_command::labels_for(session, code, true);
+    if !labels.is_empty() {
+        let mut all = match reply.remove("errorLabels") {
+            Some(Bson::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        all.extend(labels.into_iter().map(Bson::String));
+        reply.insert("errorLabels", all);
+    }
 }
 
 /// Step 8: check the command's fields and run its handler under its collation, in `op`.
@@ -185,6 +266,8 @@ fn reply(s: &Server, out: Outcome) -> Document {
     };
     if !out.labels.is_empty() {
         reply.insert("errorLabels", out.labels);
+    } else if !out.fail_labels.is_empty() {
+        reply.insert("errorLabels", out.fail_labels);
     }
     if let Some(rs) = &s.repl() {
         let t = if out.wrote { rs.tick() } else { rs.now() };

@@ -330,6 +330,9 @@ fn serve_connection(
                     conns.sleep(wait);
                 }
                 let reply = crate::request::run(s, cmd, &repeated, info);
+                if info.close.load(std::sync::atomic::Ordering::Acquire) {
+                    return Err("closed by the failCommand fail point".into());
+                }
                 if quiet {
                     continue;
                 }

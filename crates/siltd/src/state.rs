@@ -131,6 +131,8 @@ pub(crate) struct Server {
     tls: crate::tls::Tls,
     /// The free-space red zone.
     redzone: crate::redzone::RedZone,
+    /// The `failCommand` fail point (`--enable-test-commands`).
+    fail_command: crate::fail_command::FailCommand,
 }
 
 impl Server {
@@ -175,6 +177,7 @@ impl Server {
             auth,
             tls,
             redzone,
+            fail_command: crate::fail_command::FailCommand::default(),
         }
     }
 
@@ -284,6 +287,10 @@ impl Server {
     }
 
     /// The free-space red zone.
+    pub(crate) fn fail_command(&self) -> &crate::fail_command::FailCommand {
+        &self.fail_command
+    }
+
     pub(crate) fn redzone(&self) -> &crate::redzone::RedZone {
         &self.redzone
     }

@@ -42,6 +42,8 @@ pub(crate) const UNKNOWN_COMMIT: &str = "UnknownTransactionCommitResult";
 pub(crate) struct Outcome {
     pub result: CmdResult,
     pub labels: Vec<&'static str>,
+    /// Labels a fired `failCommand` fail point chose (its `errorLabels`, or mongod's rule).
+    pub fail_labels: Vec<String>,
     /// The cluster time a snapshot read read at.
     pub at_cluster_time: Option<Timestamp>,
     /// The command wrote (its reply's `operationTime` is a new cluster time).
@@ -53,6 +55,7 @@ impl Outcome {
         Outcome {
             result,
             labels: Vec::new(),
+            fail_labels: Vec::new(),
             at_cluster_time: None,
             wrote,
         }

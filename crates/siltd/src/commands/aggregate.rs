@@ -87,6 +87,12 @@ pub(super) fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRe
     aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages, op, writer)
 }
 
+/// mongod's context on what goes wrong while a pipeline runs (not while it is parsed):
+/// "PlanExecutor error during aggregation :: caused by :: ...", code and name unchanged.
+fn executor_error(e: QueryError) -> QueryError {
+    e.context("PlanExecutor error during aggregation")
+}
+
 /// The `pipeline` argument.
 fn pipeline_arg(cmd: &Document) -> QResult<Vec<Document>> {
     Ok(match cmd.get("pipeline") {
@@ -182,7 +188,9 @@ fn current_op_stage(s: &Server, cmd: &Document, stages: &[Document], op: &Ctx) -
         deadline: deadline(cmd)?,
         snap: None,
     };
-    let out = pipeline.run(Box::new(ops.into_iter().map(Ok)), &ctx)?;
+    let out = pipeline
+        .run(Box::new(ops.into_iter().map(Ok)), &ctx)
+        .map_err(executor_error)?;
     reply(s, op, "admin.$cmd.aggregate", &cursor_opts, out)
 }
 
@@ -263,7 +271,9 @@ fn db_aggregate(
         deadline: deadline(cmd)?,
         snap: op.snap.clone(),
     };
-    let out = pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?;
+    let out = pipeline
+        .run(Box::new(input.into_iter().map(Ok)), &ctx)
+        .map_err(executor_error)?;
     let ns = format!("{db}.$cmd.aggregate");
     if let Some(w) = writer {
         w.write(s, op, out)?;
@@ -393,8 +403,7 @@ fn pipeline_docs(
                     Err(_) => 1,
                 };
                 let stats = super::coll_stats::storage_stats(s, &ns, scale).map_err(|e| {
-                    e.context("Unable to retrieve storageStats in $collStats stage")
-                        .context("PlanExecutor error during aggregation")
+                    executor_error(e.context("Unable to retrieve storageStats in $collStats stage"))
                 })?;
                 d.insert("storageStats", stats);
             }
@@ -441,7 +450,9 @@ fn pipeline_docs(
         first.as_deref(),
         Some("$collStats" | "$indexStats" | "$planCacheStats")
     ) {
-        pipeline.run(Box::new(input.into_iter().map(Ok)), &ctx)?
+        pipeline
+            .run(Box::new(input.into_iter().map(Ok)), &ctx)
+            .map_err(executor_error)?
     } else {
         let filter = pipeline.leading_match().cloned().unwrap_or_default();
         match s.store().get(&ns) {
@@ -501,7 +512,7 @@ fn pipeline_docs(
                                 })
                             })
                         });
-                        let mut out = pipeline.run(Box::new(iter), &ctx)?;
+                        let mut out = pipeline.run(Box::new(iter), &ctx).map_err(executor_error)?;
                         for d in &mut out {
                             d.remove(silt_query::text::SCORE_FIELD);
                         }
@@ -509,7 +520,9 @@ fn pipeline_docs(
                     }
                 }
             }
-            None => pipeline.run(Box::new(std::iter::empty()), &ctx)?,
+            None => pipeline
+                .run(Box::new(std::iter::empty()), &ctx)
+                .map_err(executor_error)?,
         }
     };
     Ok(out)

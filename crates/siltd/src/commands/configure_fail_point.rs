@@ -9,6 +9,7 @@
 //! - `siltPartitionAddCrash`, `siltPartitionDropCrash`: the process ends (as in a crash, with
 //!   no clean-up) in the middle of `addPartition` (after its catalog write) or `dropPartition`
 //!   (after its catalog write, before its files are dropped).
+//! - `failCommand`, as drivers' tests use it (`fail_command.rs`).
 //! - `siltDiskFreeSpace` with `data: {freeBytes, totalBytes}`: the free-space red zone reads
 //!   these figures instead of the filesystem's until the fail point is turned off.
 
@@ -37,6 +38,18 @@ pub(super) fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdR
     let name = cmd.get_str("configureFailPoint").map_err(|_| {
         QueryError::type_mismatch("BSON field 'configureFailPoint' must be a string")
     })?;
+    if name == "failCommand" {
+        let mode = cmd
+            .get("mode")
+            .ok_or_else(|| QueryError::bad_value("missing 'mode'"))?;
+        let data = match cmd.get("data") {
+            None => None,
+            Some(Bson::Document(d)) => Some(d),
+            Some(_) => return Err(QueryError::bad_value("'data' must be an object")),
+        };
+        let count = s.fail_command().configure(mode, data)?;
+        return Ok(doc! { "count": count });
+    }
     let on = match cmd.get("mode") {
         Some(Bson::String(m)) if m == "alwaysOn" => true,
         Some(Bson::String(m)) if m == "off" => false,
