@@ -6,9 +6,8 @@
 //! (all but the next n), `off`.
 //!
 //! It is checked in the request pipeline (`request.rs`, before the command runs; the
-//! `writeConcernError` after) and the reply's labels are the ones mongod adds
-//! ([`labels_for`]): `RetryableWriteError` on a retryable write or a commit/abort for a
-//! retryable code, `TransientTransactionError` inside a transaction for a transient one.
+//! `writeConcernError` after); the reply's labels are the ones mongod adds
+//! (`error_labels.rs`) unless `errorLabels` names them.
 
 use std::time::Duration;
 
@@ -280,47 +279,6 @@ fn code_name(code: i32) -> Option<&'static str> {
     })
 }
 
-/// Codes a retryable write may be retried after (the retryable-writes specification's list).
-fn retryable(code: i32) -> bool {
-    matches!(
-        code,
-        6 | 7 | 89 | 91 | 189 | 262 | 9001 | 10107 | 11600 | 11602 | 13435 | 13436
-    )
-}
-
-/// Codes that make a transaction statement's error transient: a conflict, a lock timeout,
-/// a lost primary or a network failure.
-fn transient(code: i32) -> bool {
-    matches!(code, 24 | 112 | 251) || retryable(code) || code == 10058
-}
-
-/// The command's session: how mongod chooses the labels of its errors.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Session {
-    /// No transaction number.
-    Plain,
-    /// A retryable write (a transaction number outside a transaction).
-    RetryableWrite,
-    /// A statement of a transaction, `commitTransaction` and `abortTransaction` excepted.
-    InTransaction,
-    /// `commitTransaction` or `abortTransaction`.
-    CommitOrAbort,
-}
-
-/// The labels mongod adds to an error with `code` (or to a reply whose write concern failed
-/// with `code`) in this kind of session.
-pub(crate) fn labels_for(session: Session, code: i32, write_concern: bool) -> Vec<String> {
-    match session {
-        Session::RetryableWrite | Session::CommitOrAbort if retryable(code) => {
-            vec!["RetryableWriteError".to_string()]
-        }
-        Session::InTransaction if !write_concern && transient(code) => {
-            vec!["TransientTransactionError".to_string()]
-        }
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,23 +311,5 @@ mod tests {
             .configure(&bson!("alwaysOn"), Some(&doc! {"errorCode": 2}))
             .is_err());
         assert!(f.configure(&bson!("sometimes"), Some(&doc! {})).is_err());
-    }
-
-    #[test]
-    fn labels_follow_the_session() {
-        assert_eq!(
-            labels_for(Session::RetryableWrite, 91, false),
-            ["RetryableWriteError"]
-        );
-        assert!(labels_for(Session::RetryableWrite, 2, false).is_empty());
-        assert!(labels_for(Session::Plain, 91, false).is_empty());
-        assert_eq!(
-            labels_for(Session::InTransaction, 112, false),
-            ["TransientTransactionError"]
-        );
-        assert_eq!(
-            labels_for(Session::CommitOrAbort, 189, true),
-            ["RetryableWriteError"]
-        );
     }
 }

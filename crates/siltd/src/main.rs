@@ -17,6 +17,7 @@ mod config;
 mod conn;
 mod ctx;
 mod cursors;
+mod error_labels;
 mod errors;
 mod fail_command;
 mod fast;

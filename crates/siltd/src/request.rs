@@ -129,8 +129,12 @@ fn steps(
                     conn.close.store(true, Ordering::Release);
                 }
                 let (code, labels) = action.error.clone().unwrap_or((0, None));
-                let labels = labels
-                    .unwrap_or_else(|| crate::fail_command::labels_for(*session, code, false));
+                let labels = labels.unwrap_or_else(|| {
+                    crate::error_labels::labels_for(*session, code, false)
+                        .into_iter()
+                        .map(String::from)
+                        .collect()
+                });
                 let mut o = Outcome::of(Err(crate::fail_command::error(code)), false);
                 o.fail_labels = labels;
                 o
@@ -167,7 +171,7 @@ fn fail_point(
     s: &Server,
     req: &Request<'_>,
     conn: &ConnInfo,
-) -> Option<(crate::fail_command::Action, crate::fail_command::Session)> {
+) -> Option<(crate::fail_command::Action, crate::error_labels::Session)> {
     if !s.cfg().test_commands {
         return None;
     }
@@ -184,7 +188,7 @@ fn fail_point(
     if let Some(wait) = action.block {
         std::thread::sleep(wait);
     }
-    use crate::fail_command::Session;
+    use crate::error_labels::Session;
     let session = match (req.cmd.get("txnNumber"), req.cmd.get("autocommit")) {
         (Some(_), _) if matches!(req.entry.name, "commitTransaction" | "abortTransaction") => {
             Session::CommitOrAbort
@@ -200,20 +204,20 @@ fn fail_point(
 fn add_write_concern_error(
     reply: &mut Document,
     w: &Document,
-    session: crate::fail_command::Session,
+    session: crate::error_labels::Session,
 ) {
     if reply.get_f64("ok") != Ok(1.0) {
         return;
     }
     let code = w.get_i32("code").unwrap_or(64);
     reply.insert("writeConcernError", w.clone());
-    let labels = crate::fail_command::labels_for(session, code, true);
+    let labels = crate::error_labels::labels_for(session, code, true);
     if !labels.is_empty() {
         let mut all = match reply.remove("errorLabels") {
             Some(Bson::Array(a)) => a,
             _ => Vec::new(),
         };
-        all.extend(labels.into_iter().map(Bson::String));
+        all.extend(labels.into_iter().map(|l| Bson::String(l.to_string())));
         reply.insert("errorLabels", all);
     }
 }

@@ -266,7 +266,16 @@ pub(crate) fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
         if let Err(e) = parse_read_concern(args.read_concern, cluster_now(s)) {
             return Outcome::err(e);
         }
-        retryable(s, req, conn, lsid, number, &mut sess)
+        let mut out = retryable(s, req, conn, lsid, number, &mut sess);
+        // mongod's label on a retryable write that failed with a retryable code.
+        if let Err(e) = &out.result {
+            out.labels.extend(crate::error_labels::labels_for(
+                crate::error_labels::Session::RetryableWrite,
+                e.code,
+                false,
+            ));
+        }
+        out
     } else {
         Outcome::err(QueryError::located(
             50768,

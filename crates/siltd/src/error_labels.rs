@@ -1,0 +1,71 @@
+//! The error labels mongod adds to a reply, which drivers act on: `RetryableWriteError` when a
+//! retryable write (or a commit or abort) fails with a retryable code, or its write concern
+//! does; `TransientTransactionError` when a statement of a transaction fails with a transient
+//! one. (`transactions.rs` also labels what its own transaction machinery refuses.)
+
+/// Codes a retryable write may be retried after (the retryable-writes specification's list).
+fn retryable(code: i32) -> bool {
+    matches!(
+        code,
+        6 | 7 | 89 | 91 | 189 | 262 | 9001 | 10107 | 11600 | 11602 | 13435 | 13436
+    )
+}
+
+/// Codes that make a transaction statement's error transient: a conflict, a lock timeout,
+/// a lost primary or a network failure.
+fn transient(code: i32) -> bool {
+    matches!(code, 24 | 112 | 251) || retryable(code) || code == 10058
+}
+
+/// The command's session: how mongod chooses the labels of its errors.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Session {
+    /// No transaction number.
+    Plain,
+    /// A retryable write (a transaction number outside a transaction).
+    RetryableWrite,
+    /// A statement of a transaction, `commitTransaction` and `abortTransaction` excepted.
+    InTransaction,
+    /// `commitTransaction` or `abortTransaction`.
+    CommitOrAbort,
+}
+
+/// The labels mongod adds to an error with `code` (or to a reply whose write concern failed
+/// with `code`) in this kind of session.
+pub(crate) fn labels_for(session: Session, code: i32, write_concern: bool) -> Vec<&'static str> {
+    match session {
+        Session::RetryableWrite | Session::CommitOrAbort if retryable(code) => {
+            vec![RETRYABLE_WRITE]
+        }
+        Session::InTransaction if !write_concern && transient(code) => {
+            vec![crate::transactions::TRANSIENT]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The label of a retryable write that may be retried.
+pub(crate) const RETRYABLE_WRITE: &str = "RetryableWriteError";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_follow_the_session() {
+        assert_eq!(
+            labels_for(Session::RetryableWrite, 91, false),
+            ["RetryableWriteError"]
+        );
+        assert!(labels_for(Session::RetryableWrite, 2, false).is_empty());
+        assert!(labels_for(Session::Plain, 91, false).is_empty());
+        assert_eq!(
+            labels_for(Session::InTransaction, 112, false),
+            ["TransientTransactionError"]
+        );
+        assert_eq!(
+            labels_for(Session::CommitOrAbort, 189, true),
+            ["RetryableWriteError"]
+        );
+    }
+}
