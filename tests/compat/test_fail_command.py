@@ -144,3 +144,22 @@ def test_refused_without_test_commands_and_bad_arguments(rs):
         c.admin.command("configureFailPoint", "failCommand", mode="sometimes",
                         data={"failCommands": ["find"], "errorCode": 2})
     c.close()
+
+
+def test_on_primary_transactional_write(rs):
+    """A retryable write whose reply is lost after the commit is retried and answered from
+    the retry record: the document is written once. One that fails before its commit with a
+    retryable code is retried and written once too."""
+    c = connect(rs, retryWrites=True)
+    c.t.once.drop()
+    c.admin.command("configureFailPoint", "onPrimaryTransactionalWrite", mode={"times": 1},
+                    data={"closeConnection": True})
+    c.t.once.update_one({"_id": 1}, {"$inc": {"n": 1}}, upsert=True)
+    assert c.t.once.find_one({"_id": 1}) == {"_id": 1, "n": 1}
+    c.admin.command("configureFailPoint", "onPrimaryTransactionalWrite", mode={"times": 1},
+                    data={"closeConnection": False, "failBeforeCommitExceptionCode": 91})
+    c.t.once.update_one({"_id": 1}, {"$inc": {"n": 1}})
+    assert c.t.once.find_one({"_id": 1}) == {"_id": 1, "n": 2}
+    assert c.admin.command("configureFailPoint", "onPrimaryTransactionalWrite",
+                           mode="off")["count"] == 1
+    c.close()

@@ -1,4 +1,8 @@
-//! The `failCommand` fail point, as drivers' tests use it (`configureFailPoint` under
+//! The fail points drivers' tests use. `onPrimaryTransactionalWrite` ([`OnTxnWrite`]) fails
+//! a retryable write just before its commit (`failBeforeCommitExceptionCode`) or closes the
+//! connection just after it (`closeConnection`, the default), so that the driver retries a
+//! write that did or did not happen. The rest of this file is `failCommand`, as drivers'
+//! tests use it (`configureFailPoint` under
 //! `--enable-test-commands`): commands named in `data.failCommands` fail with `errorCode`,
 //! close the connection, wait `blockTimeMS` first, or succeed with a `writeConcernError`;
 //! `appName` limits it to the connections that gave that application name in their
@@ -118,6 +122,76 @@ impl FailCommand {
     }
 }
 
+/// `onPrimaryTransactionalWrite`: what happens around a retryable write's commit.
+#[derive(Default)]
+pub(crate) struct OnTxnWrite {
+    state: Mutex<(Mode, TxnWriteAction, i64)>,
+}
+
+/// What a fired `onPrimaryTransactionalWrite` does.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TxnWriteAction {
+    /// Close the connection after the write commits (no reply; the write happened).
+    pub close_after_commit: bool,
+    /// Fail before the commit with this code (nothing written).
+    pub fail_before_commit: Option<i32>,
+}
+
+impl OnTxnWrite {
+    /// Set the mode and data; returns how many times it fired since last configured.
+    pub(crate) fn configure(&self, mode: &Bson, data: Option<&Document>) -> QResult<i64> {
+        let mode = parse_mode(mode)?;
+        let mut action = TxnWriteAction {
+            close_after_commit: true,
+            fail_before_commit: None,
+        };
+        for (k, v) in data.into_iter().flatten() {
+            match k.as_str() {
+                "closeConnection" => {
+                    action.close_after_commit = silt_query::matcher::is_truthy(v);
+                }
+                "failBeforeCommitExceptionCode" => {
+                    action.fail_before_commit = Some(int32(v).ok_or_else(|| {
+                        QueryError::bad_value("'failBeforeCommitExceptionCode' must be a number")
+                    })?);
+                }
+                other => {
+                    return Err(QueryError::bad_value(format!(
+                        "unknown onPrimaryTransactionalWrite data field '{other}'"
+                    )))
+                }
+            }
+        }
+        let mut st = self.state.lock();
+        let fired = st.2;
+        *st = (mode, action, 0);
+        Ok(fired)
+    }
+
+    /// Whether it fires for the retryable write about to commit.
+    pub(crate) fn check(&self) -> Option<TxnWriteAction> {
+        let mut st = self.state.lock();
+        let (mode, action, fired) = &mut *st;
+        match mode {
+            Mode::Off => return None,
+            Mode::AlwaysOn => {}
+            Mode::Times(n) => {
+                *n -= 1;
+                if *n <= 0 {
+                    *mode = Mode::Off;
+                }
+            }
+            Mode::Skip(n) if *n > 0 => {
+                *n -= 1;
+                return None;
+            }
+            Mode::Skip(_) => {}
+        }
+        *fired += 1;
+        Some(*action)
+    }
+}
+
 fn parse_mode(mode: &Bson) -> QResult<Mode> {
     let count = |d: &Document, k: &str| -> QResult<i64> {
         match d.get(k).and_then(silt_bson::compare::as_num) {
@@ -226,11 +300,16 @@ fn int32(v: &Bson) -> Option<i32> {
     }
 }
 
-/// The error a fired fail point answers with: mongod's message, the code's name.
+/// The error a fired `failCommand` answers with: mongod's message, the code's name.
 pub(crate) fn error(code: i32) -> QueryError {
+    error_saying(code, "Failing command via 'failCommand' failpoint")
+}
+
+/// An error with `code` (and its name, when known) and `msg`.
+pub(crate) fn error_saying(code: i32, msg: &str) -> QueryError {
     match code_name(code) {
-        Some(name) => QueryError::coded(code, name, "Failing command via 'failCommand' failpoint"),
-        None => QueryError::located(code, "Failing command via 'failCommand' failpoint"),
+        Some(name) => QueryError::coded(code, name, msg),
+        None => QueryError::located(code, msg),
     }
 }
 

@@ -133,6 +133,8 @@ pub(crate) struct Server {
     redzone: crate::redzone::RedZone,
     /// The `failCommand` fail point (`--enable-test-commands`).
     fail_command: crate::fail_command::FailCommand,
+    /// The `onPrimaryTransactionalWrite` fail point (`--enable-test-commands`).
+    on_txn_write: crate::fail_command::OnTxnWrite,
 }
 
 impl Server {
@@ -178,6 +180,7 @@ impl Server {
             tls,
             redzone,
             fail_command: crate::fail_command::FailCommand::default(),
+            on_txn_write: crate::fail_command::OnTxnWrite::default(),
         }
     }
 
@@ -289,6 +292,10 @@ impl Server {
     /// The free-space red zone.
     pub(crate) fn fail_command(&self) -> &crate::fail_command::FailCommand {
         &self.fail_command
+    }
+
+    pub(crate) fn on_txn_write(&self) -> &crate::fail_command::OnTxnWrite {
+        &self.on_txn_write
     }
 
     pub(crate) fn redzone(&self) -> &crate::redzone::RedZone {

@@ -509,8 +509,24 @@ fn retryable(
             let _ = txn.abort();
             return Outcome::err(coll_err(e));
         }
+        // Drivers' tests: fail just before the commit, or lose the reply just after it.
+        let test_hook = if s.cfg().test_commands {
+            s.on_txn_write().check()
+        } else {
+            None
+        };
+        if let Some(code) = test_hook.and_then(|a| a.fail_before_commit) {
+            let _ = txn.abort();
+            return Outcome::err(crate::fail_command::error_saying(
+                code,
+                "Failing write before commit via 'onPrimaryTransactionalWrite' failpoint",
+            ));
+        }
         if let Err(e) = txn.commit(wc.durable) {
             return Outcome::err(coll_err(e));
+        }
+        if test_hook.is_some_and(|a| a.close_after_commit) {
+            conn.close.store(true, std::sync::atomic::Ordering::Release);
         }
         if let Some(e) = wc.unsatisfiable {
             body.insert("writeConcernError", e);
