@@ -163,3 +163,22 @@ def test_on_primary_transactional_write(rs):
     assert c.admin.command("configureFailPoint", "onPrimaryTransactionalWrite",
                            mode="off")["count"] == 1
     c.close()
+
+
+def test_fail_get_more_after_cursor_checkout(rs):
+    c = connect(rs)
+    c.t.gm.drop()
+    c.t.gm.insert_many([{"_id": i} for i in range(5)])
+    c.admin.command("configureFailPoint", "failGetMoreAfterCursorCheckout", mode={"times": 1},
+                    data={"errorCode": 43})
+    r = c.t.command("find", "gm", batchSize=2)
+    cid = r["cursor"]["id"]
+    with pytest.raises(OperationFailure) as e:
+        c.t.command("getMore", cid, collection="gm")
+    assert e.value.code == 43
+    with pytest.raises(OperationFailure) as e:
+        c.t.command("getMore", cid, collection="gm")
+    assert e.value.code == 43 and "not found" in str(e.value)   # the cursor is gone
+    # Through the driver: a cursor that fails its getMore raises; the next find works.
+    assert [d["_id"] for d in c.t.gm.find(batch_size=2)] == [0, 1, 2, 3, 4]
+    c.close()

@@ -393,6 +393,7 @@ impl Cursors {
         ns: &str,
         batch_size: Option<usize>,
         max_time: Option<Duration>,
+        test_failure: Option<&crate::fail_command::GetMoreFailure>,
     ) -> QResult<(Vec<Document>, i64)> {
         let await_for = max_time.unwrap_or(Duration::from_secs(1));
         let c = self
@@ -422,6 +423,13 @@ impl Cursors {
             return Err(QueryError::bad_value(
                 "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
             ));
+        }
+        // Drivers' tests (`failGetMoreAfterCursorCheckout`): the getMore fails once the cursor
+        // is checked out, and the cursor is gone, as after any getMore error.
+        if let Some(e) = test_failure.and_then(|f| f.check()) {
+            drop(cur);
+            self.map.lock().remove(&id);
+            return Err(e);
         }
         // Without a batchSize, as in mongod, the rest of the results up to the reply limit
         // (16 MiB): the first batch's size does not carry over.

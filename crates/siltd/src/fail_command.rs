@@ -1,4 +1,6 @@
-//! The fail points drivers' tests use. `onPrimaryTransactionalWrite` ([`OnTxnWrite`]) fails
+//! The fail points drivers' tests use. `failGetMoreAfterCursorCheckout`
+//! ([`GetMoreFailure`]) fails the next `getMore`s with `errorCode` (the cursor is gone, as
+//! after any `getMore` error). `onPrimaryTransactionalWrite` ([`OnTxnWrite`]) fails
 //! a retryable write just before its commit (`failBeforeCommitExceptionCode`) or closes the
 //! connection just after it (`closeConnection`, the default), so that the driver retries a
 //! write that did or did not happen. The rest of this file is `failCommand`, as drivers'
@@ -97,20 +99,8 @@ impl FailCommand {
         {
             return None;
         }
-        match mode {
-            Mode::Off => return None,
-            Mode::AlwaysOn => {}
-            Mode::Times(n) => {
-                *n -= 1;
-                if *n <= 0 {
-                    *mode = Mode::Off;
-                }
-            }
-            Mode::Skip(n) if *n > 0 => {
-                *n -= 1;
-                return None;
-            }
-            Mode::Skip(_) => {}
+        if !fire(mode) {
+            return None;
         }
         *fired += 1;
         Some(Action {
@@ -119,6 +109,68 @@ impl FailCommand {
             error: spec.error_code.map(|c| (c, spec.error_labels.clone())),
             write_concern_error: spec.write_concern_error.clone(),
         })
+    }
+}
+
+/// `failGetMoreAfterCursorCheckout`: the code the next `getMore`s fail with.
+#[derive(Default)]
+pub(crate) struct GetMoreFailure {
+    state: Mutex<(Mode, i32, i64)>,
+}
+
+impl GetMoreFailure {
+    /// Set the mode and `data.errorCode`; returns how many times it fired since last set.
+    pub(crate) fn configure(&self, mode: &Bson, data: Option<&Document>) -> QResult<i64> {
+        let mode = parse_mode(mode)?;
+        let code = match data.and_then(|d| d.get("errorCode")) {
+            Some(v) => {
+                int32(v).ok_or_else(|| QueryError::bad_value("'errorCode' must be a number"))?
+            }
+            None if mode == Mode::Off => 0,
+            None => {
+                return Err(QueryError::bad_value(
+                    "failGetMoreAfterCursorCheckout needs data: {errorCode}",
+                ))
+            }
+        };
+        let mut st = self.state.lock();
+        let fired = st.2;
+        *st = (mode, code, 0);
+        Ok(fired)
+    }
+
+    /// The error for the `getMore` that just checked its cursor out, if it fires.
+    pub(crate) fn check(&self) -> Option<QueryError> {
+        let mut st = self.state.lock();
+        let (mode, code, fired) = &mut *st;
+        if !fire(mode) {
+            return None;
+        }
+        *fired += 1;
+        Some(error_saying(
+            *code,
+            "Hit the 'failGetMoreAfterCursorCheckout' failpoint",
+        ))
+    }
+}
+
+/// Whether a fail point in `mode` fires now (counting `times` and `skip` down).
+fn fire(mode: &mut Mode) -> bool {
+    match mode {
+        Mode::Off => false,
+        Mode::AlwaysOn => true,
+        Mode::Times(n) => {
+            *n -= 1;
+            if *n <= 0 {
+                *mode = Mode::Off;
+            }
+            true
+        }
+        Mode::Skip(n) if *n > 0 => {
+            *n -= 1;
+            false
+        }
+        Mode::Skip(_) => true,
     }
 }
 
@@ -172,20 +224,8 @@ impl OnTxnWrite {
     pub(crate) fn check(&self) -> Option<TxnWriteAction> {
         let mut st = self.state.lock();
         let (mode, action, fired) = &mut *st;
-        match mode {
-            Mode::Off => return None,
-            Mode::AlwaysOn => {}
-            Mode::Times(n) => {
-                *n -= 1;
-                if *n <= 0 {
-                    *mode = Mode::Off;
-                }
-            }
-            Mode::Skip(n) if *n > 0 => {
-                *n -= 1;
-                return None;
-            }
-            Mode::Skip(_) => {}
+        if !fire(mode) {
+            return None;
         }
         *fired += 1;
         Some(*action)

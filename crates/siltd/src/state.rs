@@ -135,6 +135,8 @@ pub(crate) struct Server {
     fail_command: crate::fail_command::FailCommand,
     /// The `onPrimaryTransactionalWrite` fail point (`--enable-test-commands`).
     on_txn_write: crate::fail_command::OnTxnWrite,
+    /// The `failGetMoreAfterCursorCheckout` fail point (`--enable-test-commands`).
+    get_more_failure: crate::fail_command::GetMoreFailure,
 }
 
 impl Server {
@@ -181,6 +183,7 @@ impl Server {
             redzone,
             fail_command: crate::fail_command::FailCommand::default(),
             on_txn_write: crate::fail_command::OnTxnWrite::default(),
+            get_more_failure: crate::fail_command::GetMoreFailure::default(),
         }
     }
 
@@ -296,6 +299,10 @@ impl Server {
 
     pub(crate) fn on_txn_write(&self) -> &crate::fail_command::OnTxnWrite {
         &self.on_txn_write
+    }
+
+    pub(crate) fn get_more_failure(&self) -> &crate::fail_command::GetMoreFailure {
+        &self.get_more_failure
     }
 
     pub(crate) fn redzone(&self) -> &crate::redzone::RedZone {

@@ -9,7 +9,8 @@
 //! - `siltPartitionAddCrash`, `siltPartitionDropCrash`: the process ends (as in a crash, with
 //!   no clean-up) in the middle of `addPartition` (after its catalog write) or `dropPartition`
 //!   (after its catalog write, before its files are dropped).
-//! - `failCommand` and `onPrimaryTransactionalWrite`, as drivers' tests use them
+//! - `failCommand`, `onPrimaryTransactionalWrite` and `failGetMoreAfterCursorCheckout`, as
+//!   drivers' tests use them
 //!   (`fail_command.rs`).
 //! - `siltDiskFreeSpace` with `data: {freeBytes, totalBytes}`: the free-space red zone reads
 //!   these figures instead of the filesystem's until the fail point is turned off.
@@ -39,7 +40,10 @@ pub(super) fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdR
     let name = cmd.get_str("configureFailPoint").map_err(|_| {
         QueryError::type_mismatch("BSON field 'configureFailPoint' must be a string")
     })?;
-    if name == "failCommand" || name == "onPrimaryTransactionalWrite" {
+    if matches!(
+        name,
+        "failCommand" | "onPrimaryTransactionalWrite" | "failGetMoreAfterCursorCheckout"
+    ) {
         let mode = cmd
             .get("mode")
             .ok_or_else(|| QueryError::bad_value("missing 'mode'"))?;
@@ -48,10 +52,10 @@ pub(super) fn configure_fail_point(s: &Server, db: &str, cmd: &Document) -> CmdR
             Some(Bson::Document(d)) => Some(d),
             Some(_) => return Err(QueryError::bad_value("'data' must be an object")),
         };
-        let count = if name == "failCommand" {
-            s.fail_command().configure(mode, data)?
-        } else {
-            s.on_txn_write().configure(mode, data)?
+        let count = match name {
+            "failCommand" => s.fail_command().configure(mode, data)?,
+            "onPrimaryTransactionalWrite" => s.on_txn_write().configure(mode, data)?,
+            _ => s.get_more_failure().configure(mode, data)?,
         };
         return Ok(doc! { "count": count });
     }

@@ -41,6 +41,7 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
         &ns,
         batch_size_arg(cmd)?,
         max_time,
+        s.cfg().test_commands.then(|| s.get_more_failure()),
     )?;
     Ok(cursor_reply(&ns, docs, id, false))
 }
