@@ -184,6 +184,18 @@ impl DocSource for Shaped {
     }
 }
 
+/// What a `getMore` asks for.
+pub(crate) struct GetMore<'a> {
+    pub id: i64,
+    pub ns: &'a str,
+    pub batch_size: Option<usize>,
+    /// The getMore's own maxTimeMS: how long an awaitData cursor waits for new documents (a
+    /// second without it); refused for any other cursor.
+    pub max_time: Option<Duration>,
+    /// `failGetMoreAfterCursorCheckout`, when test commands are on.
+    pub test_failure: Option<&'a crate::fail_command::GetMoreFailure>,
+}
+
 /// Who opened a cursor: the `lsid` of the command's session (none outside a session) and the
 /// user the connection was authenticated as. Only the same owner may continue or kill it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -382,19 +394,20 @@ impl Cursors {
         Ok((batch, self.register(cur)))
     }
 
-    /// The next batch of cursor `id` for a getMore by `owner` (`auth`: whether `--auth` is
-    /// on). `max_time` is the getMore's own maxTimeMS: how long an awaitData cursor waits for
-    /// new documents (a second without it); refused for any other cursor.
+    /// The next batch of a cursor for a getMore by `owner` (`auth`: whether `--auth` is on).
     pub(crate) fn get_more(
         &self,
         owner: &Owner,
         auth: bool,
-        id: i64,
-        ns: &str,
-        batch_size: Option<usize>,
-        max_time: Option<Duration>,
-        test_failure: Option<&crate::fail_command::GetMoreFailure>,
+        ask: GetMore<'_>,
     ) -> QResult<(Vec<Document>, i64)> {
+        let GetMore {
+            id,
+            ns,
+            batch_size,
+            max_time,
+            test_failure,
+        } = ask;
         let await_for = max_time.unwrap_or(Duration::from_secs(1));
         let c = self
             .map

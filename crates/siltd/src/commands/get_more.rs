@@ -34,14 +34,15 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     let ns = format!("{db}.{coll}");
     let max_time = super::max_time::parse("getMore", cmd)?
         .map(|ms| std::time::Duration::from_millis(u64::from(ms)));
-    let (docs, id) = s.cursors().get_more(
-        &op.cursor_owner(),
-        s.auth().enabled,
+    let ask = crate::cursors::GetMore {
         id,
-        &ns,
-        batch_size_arg(cmd)?,
+        ns: &ns,
+        batch_size: batch_size_arg(cmd)?,
         max_time,
-        s.cfg().test_commands.then(|| s.get_more_failure()),
-    )?;
+        test_failure: s.cfg().test_commands.then(|| s.get_more_failure()),
+    };
+    let (docs, id) = s
+        .cursors()
+        .get_more(&op.cursor_owner(), s.auth().enabled, ask)?;
     Ok(cursor_reply(&ns, docs, id, false))
 }
