@@ -61,7 +61,7 @@ pub(crate) struct Action {
 /// The fail point's state (one per server).
 #[derive(Default)]
 pub(crate) struct FailCommand {
-    state: Mutex<(Mode, Spec, i64)>,
+    armed: Armed<Spec>,
 }
 
 impl FailCommand {
@@ -78,36 +78,24 @@ impl FailCommand {
                 ))
             }
         };
-        let mut st = self.state.lock();
-        let fired = st.2;
-        *st = (mode, spec, 0);
-        Ok(fired)
+        Ok(self.armed.arm(mode, spec))
     }
 
     /// What the fail point does to command `name` from a connection whose application name is
     /// `app`; `None` when it lets it through.
     pub(crate) fn check(&self, name: &str, app: Option<&str>) -> Option<Action> {
-        let mut st = self.state.lock();
-        let (mode, spec, fired) = &mut *st;
-        if *mode == Mode::Off || !spec.commands.iter().any(|c| c == name) {
-            return None;
-        }
-        if spec
-            .app_name
-            .as_deref()
-            .is_some_and(|want| app != Some(want))
-        {
-            return None;
-        }
-        if !fire(mode) {
-            return None;
-        }
-        *fired += 1;
+        let spec = self.armed.fire_if(|spec| {
+            spec.commands.iter().any(|c| c == name)
+                && spec
+                    .app_name
+                    .as_deref()
+                    .is_none_or(|want| app == Some(want))
+        })?;
         Some(Action {
             close: spec.close_connection,
             block: spec.block,
             error: spec.error_code.map(|c| (c, spec.error_labels.clone())),
-            write_concern_error: spec.write_concern_error.clone(),
+            write_concern_error: spec.write_concern_error,
         })
     }
 }
@@ -115,7 +103,7 @@ impl FailCommand {
 /// `failGetMoreAfterCursorCheckout`: the code the next `getMore`s fail with.
 #[derive(Default)]
 pub(crate) struct GetMoreFailure {
-    state: Mutex<(Mode, i32, i64)>,
+    armed: Armed<i32>,
 }
 
 impl GetMoreFailure {
@@ -133,22 +121,14 @@ impl GetMoreFailure {
                 ))
             }
         };
-        let mut st = self.state.lock();
-        let fired = st.2;
-        *st = (mode, code, 0);
-        Ok(fired)
+        Ok(self.armed.arm(mode, code))
     }
 
     /// The error for the `getMore` that just checked its cursor out, if it fires.
     pub(crate) fn check(&self) -> Option<QueryError> {
-        let mut st = self.state.lock();
-        let (mode, code, fired) = &mut *st;
-        if !fire(mode) {
-            return None;
-        }
-        *fired += 1;
+        let code = self.armed.fire_if(|_| true)?;
         Some(error_saying(
-            *code,
+            code,
             "Hit the 'failGetMoreAfterCursorCheckout' failpoint",
         ))
     }
@@ -174,10 +154,46 @@ fn fire(mode: &mut Mode) -> bool {
     }
 }
 
+/// A fail point's mode and data, and how often it fired: the state every fail point here
+/// keeps. Its one lock is a leaf: nothing else is taken while it is held.
+struct Armed<T> {
+    state: Mutex<(Mode, T, i64)>,
+}
+
+impl<T: Clone + Default> Default for Armed<T> {
+    fn default() -> Armed<T> {
+        Armed {
+            state: Mutex::new((Mode::Off, T::default(), 0)),
+        }
+    }
+}
+
+impl<T: Clone + Default> Armed<T> {
+    /// Set the mode and data; returns how many times it fired since it was last set.
+    fn arm(&self, mode: Mode, data: T) -> i64 {
+        let mut st = self.state.lock();
+        let fired = st.2;
+        *st = (mode, data, 0);
+        fired
+    }
+
+    /// The data, if the fail point fires now for a command `applies` accepts (a command it
+    /// does not apply to leaves `times` and `skip` as they are).
+    fn fire_if(&self, applies: impl FnOnce(&T) -> bool) -> Option<T> {
+        let mut st = self.state.lock();
+        let (mode, data, fired) = &mut *st;
+        if *mode == Mode::Off || !applies(data) || !fire(mode) {
+            return None;
+        }
+        *fired += 1;
+        Some(data.clone())
+    }
+}
+
 /// `onPrimaryTransactionalWrite`: what happens around a retryable write's commit.
 #[derive(Default)]
 pub(crate) struct OnTxnWrite {
-    state: Mutex<(Mode, TxnWriteAction, i64)>,
+    armed: Armed<TxnWriteAction>,
 }
 
 /// What a fired `onPrimaryTransactionalWrite` does.
@@ -214,21 +230,12 @@ impl OnTxnWrite {
                 }
             }
         }
-        let mut st = self.state.lock();
-        let fired = st.2;
-        *st = (mode, action, 0);
-        Ok(fired)
+        Ok(self.armed.arm(mode, action))
     }
 
     /// Whether it fires for the retryable write about to commit.
     pub(crate) fn check(&self) -> Option<TxnWriteAction> {
-        let mut st = self.state.lock();
-        let (mode, action, fired) = &mut *st;
-        if !fire(mode) {
-            return None;
-        }
-        *fired += 1;
-        Some(*action)
+        self.armed.fire_if(|_| true)
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use bson::{Bson, Document};
 use silt_query::QueryError;
 
-use super::common::{batch_size_arg, cursor_reply, wrong_type};
+use super::common::{batch_size_arg, cursor_reply, missing_field, wrong_type};
 use crate::ctx::Ctx;
 use crate::state::{CmdResult, Server};
 
@@ -17,12 +17,7 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     };
     let coll = match cmd.get("collection") {
         Some(Bson::String(c)) => c.as_str(),
-        None => {
-            return Err(QueryError::located(
-                40414,
-                "BSON field 'getMore.collection' is missing but a required field",
-            ))
-        }
+        None => return Err(missing_field("getMore.collection")),
         other => return Err(wrong_type("getMore.collection", other, "string")),
     };
     if coll.is_empty() {
