@@ -24,12 +24,13 @@ mod convert;
 mod date;
 mod datefmt;
 mod datemath;
+mod names;
 mod narray;
 mod op;
 mod ops;
 mod parse;
 mod trig;
-pub(crate) use parse::path_parts;
+pub(crate) use names::path_parts;
 #[cfg(test)]
 mod tests;
 
@@ -39,8 +40,8 @@ use crate::error::{QResult, QueryError};
 
 pub(crate) use arith::{StdDev, Sum};
 pub use convert::to_string_value;
+pub(crate) use names::check_var_name;
 pub use op::Op;
-pub(crate) use parse::check_var_name;
 
 /// Variable bindings in scope during evaluation: a chain of scopes, innermost first.
 ///
