@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bson::Document;
+use bson::{doc, Document};
 use silt_storage::Dict;
 
 use crate::index::{self, KeyError};
@@ -235,8 +235,12 @@ impl Store {
                 drop_made(&made);
                 return Err(CollError::NamespaceNotFound(ns.to_string()));
             }
+            let ops: Vec<crate::oplog::Op> = built
+                .iter()
+                .map(|ix| c.ddl_op("createIndexes", ix.spec.to_doc()))
+                .collect();
             c.indexes.write().extend(built);
-            c.persist_meta()?;
+            c.persist_meta_logged(&ops)?;
         }
         Ok(CreateIndexesOutcome {
             before,
@@ -279,7 +283,8 @@ impl Store {
         ));
         list[pos] = new;
         drop(list);
-        c.persist_meta()?;
+        let changed = spec.to_doc();
+        c.persist_meta_logged(&[c.ddl_op("collMod", doc! { "index": changed })])?;
         Ok((old.spec.clone(), spec))
     }
 
@@ -290,8 +295,8 @@ impl Store {
             .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string()))?;
         let _g = self.ddl.lock();
         *c.validator.write() = crate::collection::compile_validator(ns, &options);
-        *c.options.write() = options;
-        c.persist_meta()
+        *c.options.write() = options.clone();
+        c.persist_meta_logged(&[c.ddl_op("collMod", options)])
     }
 
     pub fn drop_indexes(&self, ns: &str, names: &[String]) -> Result<usize> {
@@ -316,7 +321,15 @@ impl Store {
             *list = keep;
             gone
         };
-        c.persist_meta()?;
+        let ops: Vec<crate::oplog::Op> = gone
+            .iter()
+            .map(|ix| {
+                let mut op = c.ddl_op("dropIndexes", doc! { "index": ix.name() });
+                op.0.insert("o2", ix.spec.to_doc());
+                op
+            })
+            .collect();
+        c.persist_meta_logged(&ops)?;
         for ix in gone {
             for d in ix.parts().dicts() {
                 self.env.drop_dict(&d.name())?;

@@ -127,6 +127,9 @@ pub struct Collection {
     /// This collection itself, for what must outlive a borrow of it (a transaction's list of
     /// capped collections to trim when it commits).
     pub(crate) me: Weak<Collection>,
+    /// The oplog its writes are logged in (none on a standalone server, and none for the
+    /// namespaces mongod does not log: `oplog::is_logged`).
+    pub(crate) oplog: Option<Arc<crate::oplog::Oplog>>,
 }
 
 /// The default collation of a collection with `options` (checked by `create`; one that no
@@ -178,8 +181,14 @@ impl Collection {
         options: Document,
         indexes: Vec<Arc<Index>>,
         catalog: Dict,
+        oplog: Option<&Arc<crate::oplog::Oplog>>,
     ) -> Arc<Collection> {
-        Arc::new_cyclic(|me| Collection::with_self(ns, uuid, layout, options, indexes, catalog, me))
+        let oplog = oplog.filter(|_| crate::oplog::is_logged(&ns)).cloned();
+        Arc::new_cyclic(|me| {
+            let mut c = Collection::with_self(ns, uuid, layout, options, indexes, catalog, me);
+            c.oplog = oplog;
+            c
+        })
     }
 
     fn with_self(
@@ -216,6 +225,7 @@ impl Collection {
             uncertain_writes: AtomicU64::new(0),
             id_accesses: Accesses::default(),
             me: me.clone(),
+            oplog: None,
         }
     }
 
@@ -293,6 +303,38 @@ impl Collection {
         self.catalog
             .put(self.ns.as_bytes(), &encode_doc(&self.meta_doc()))?;
         Ok(())
+    }
+
+    /// Write the catalog entry with the oplog entries of the change (create, createIndexes,
+    /// dropIndexes, collMod), in one batch: after a crash the catalog and the oplog agree.
+    pub(crate) fn persist_meta_logged(&self, ops: &[crate::oplog::Op]) -> Result<()> {
+        let Some(log) = self.oplog.as_ref().filter(|_| !ops.is_empty()) else {
+            return self.persist_meta();
+        };
+        let _g = self.meta_lock.lock();
+        if !self.live.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let reserved = log.reserve(ops.len());
+        let mut batch = silt_storage::WriteBatch::new();
+        batch.put(
+            &self.catalog,
+            self.ns.as_bytes(),
+            &encode_doc(&self.meta_doc()),
+        )?;
+        for (n, op) in ops.iter().enumerate() {
+            reserved.put(&mut batch, n, op, None)?;
+        }
+        batch.commit()?;
+        Ok(())
+    }
+
+    /// A command entry about this collection: `o` is `{<name>: <collection>, ...rest}`.
+    pub(crate) fn ddl_op(&self, name: &str, rest: Document) -> crate::oplog::Op {
+        let (db, coll) = self.ns.split_once('.').unwrap_or((&self.ns, ""));
+        let mut o = doc! { name: coll };
+        o.extend(rest);
+        crate::oplog::Op::command(db, Some(self.uuid), o)
     }
 
     /// `db.coll`.

@@ -27,6 +27,7 @@ mod build;
 mod collection;
 pub mod index;
 mod keyrange;
+pub mod oplog;
 mod partition;
 mod parts;
 mod pk;
@@ -130,6 +131,10 @@ pub enum CollError {
         code: i32,
         msg: String,
     },
+    /// A reader of the oplog whose position was trimmed away (136 CappedPositionLost, or
+    /// 286 ChangeStreamHistoryLost for a change stream).
+    #[error("{0}")]
+    PositionLost(String),
     /// A document the collection's validator refuses; the box holds MongoDB's `errInfo`.
     #[error("Document failed validation")]
     Validation(Box<Document>),
@@ -220,6 +225,8 @@ pub(crate) fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_oplog;
 #[cfg(test)]
 mod tests_parts;
 #[cfg(test)]

@@ -215,7 +215,7 @@ impl Collection {
 
     /// Install `layout` with each index's members `ixparts` and write the catalog entry; on
     /// failure the old layout comes back. The caller holds `build` exclusively.
-    fn swap_layout(&self, layout: Layout, ixparts: Vec<Parts>) -> Result<()> {
+    fn swap_layout(&self, layout: Layout, ixparts: Vec<Parts>, op: crate::oplog::Op) -> Result<()> {
         let old = self.layout();
         let indexes = self.indexes.read().clone();
         let old_ix: Vec<Arc<Parts>> = indexes.iter().map(|i| i.parts()).collect();
@@ -223,7 +223,7 @@ impl Collection {
         for (ix, p) in indexes.iter().zip(ixparts) {
             ix.set_parts(p);
         }
-        if let Err(e) = self.persist_meta() {
+        if let Err(e) = self.persist_meta_logged(&[op]) {
             *self.layout.write() = old;
             for (ix, p) in indexes.iter().zip(old_ix) {
                 ix.set_parts((*p).clone());
@@ -377,6 +377,7 @@ impl Store {
                 next_id: id + 1,
             },
             ixparts,
+            c.ddl_op("addPartition", bson::doc! { "newMax": cap_value.clone() }),
         )?;
         tracing::debug!(ns = %c.ns, partition = id, max = %cap_value, "capped the last partition");
         Ok(Some(info))
@@ -446,6 +447,10 @@ impl Store {
                 last.max = None;
             }
             ids = drop.iter().map(|&i| members[i].id).collect();
+            let logged: Vec<i64> = ids
+                .iter()
+                .map(|&i| i64::try_from(i).unwrap_or(i64::MAX))
+                .collect();
             c.swap_layout(
                 Layout {
                     primary,
@@ -453,6 +458,7 @@ impl Store {
                     next_id: layout.next_id,
                 },
                 ixparts,
+                c.ddl_op("dropPartition", bson::doc! { "ids": logged }),
             )?;
             gone = dicts;
         }

@@ -17,6 +17,7 @@ use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, Upd
 
 use crate::build::SORT_TMP_DIR;
 use crate::collection::Layout;
+use crate::oplog::{Oplog, OplogOptions, OPLOG_NS};
 use crate::partition::CrashPoints;
 use crate::parts::Parts;
 use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result, Transaction, TxnKind};
@@ -36,6 +37,8 @@ pub struct Store {
     pub(crate) build_memory: usize,
     /// Test hooks that end the process in the middle of a partition change.
     pub(crate) crash_points: CrashPoints,
+    /// The oplog, on a replica-set member.
+    pub(crate) oplog: Option<Arc<Oplog>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -49,12 +52,25 @@ impl std::fmt::Debug for Store {
 fn dict_number(name: &str) -> Option<u64> {
     name.strip_prefix("coll-")
         .or_else(|| name.strip_prefix("idx-"))
+        .or_else(|| name.strip_prefix("oplog-"))
         .and_then(|s| s.parse::<u64>().ok())
 }
 
 impl Store {
     /// Open (creating if needed) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: EnvOptions, fns: UpdateRegistry) -> Result<Store> {
+        Store::open_with_oplog(dir, opts, fns, None)
+    }
+
+    /// Open (creating if needed) the store in `dir`, keeping an oplog (`oplog.rs`) when
+    /// `oplog` is given: a replica-set member's. Without it an existing oplog is left as it
+    /// is (a member restarted standalone), and nothing is logged.
+    pub fn open_with_oplog(
+        dir: impl AsRef<Path>,
+        opts: EnvOptions,
+        fns: UpdateRegistry,
+        oplog: Option<OplogOptions>,
+    ) -> Result<Store> {
         // A quarter of the cache, within mongod's default of 200 MB for index builds.
         let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
         let env = Env::open_with(dir, opts, fns)?;
@@ -62,9 +78,30 @@ impl Store {
         let _ = std::fs::remove_dir_all(env.dir().join(SORT_TMP_DIR));
         let catalog = env.open_or_create(CATALOG)?;
         let mut colls = BTreeMap::new();
-        let mut next = 1u64;
-        let mut known: Vec<String> = Vec::new();
+        // Above every dictionary number in use, so the oplog can take one before the
+        // catalog's collections are read.
+        let mut next = env
+            .list_dicts()
+            .iter()
+            .filter_map(|n| dict_number(n))
+            .max()
+            .map_or(1, |n| n + 1);
+        let mut known: Vec<String> = Oplog::dicts_named(&catalog)?;
+        let oplog = match oplog {
+            Some(o) => {
+                let counter = AtomicU64::new(next);
+                let name = || format!("oplog-{}", counter.fetch_add(1, Ordering::Relaxed));
+                let log = Oplog::open(&env, &catalog, o, &name)?;
+                next = counter.load(Ordering::Relaxed);
+                known = Oplog::dicts_named(&catalog)?;
+                Some(Arc::new(log))
+            }
+            None => None,
+        };
         for (k, v) in catalog.range(Bound::Unbounded, Bound::Unbounded)? {
+            if Oplog::is_meta_key(&k) {
+                continue;
+            }
             let ns = String::from_utf8_lossy(&k).into_owned();
             let meta = decode_doc(&ns, &v)?;
             let options = meta.get_document("options").cloned().unwrap_or_default();
@@ -111,7 +148,15 @@ impl Store {
                 _ => None,
             };
             let uuid = stored.unwrap_or_else(bson::Uuid::new);
-            let c = Collection::new(ns.clone(), uuid, layout, options, indexes, catalog.clone());
+            let c = Collection::new(
+                ns.clone(),
+                uuid,
+                layout,
+                options,
+                indexes,
+                catalog.clone(),
+                oplog.as_ref(),
+            );
             if meta.get_bool("countUncertain").unwrap_or(false) {
                 c.count_uncertain.store(true, Ordering::Release);
             }
@@ -122,7 +167,7 @@ impl Store {
         }
         // Dictionaries a crash left without a catalog entry (collections, or index builds).
         for name in env.list_dicts() {
-            if (name.starts_with("coll-") || name.starts_with("idx-")) && !known.contains(&name) {
+            if dict_number(&name).is_some() && !known.contains(&name) {
                 tracing::info!(dict = %name, "dropping orphaned dictionary");
                 env.drop_dict(&name)?;
             }
@@ -135,7 +180,23 @@ impl Store {
             next_dict: AtomicU64::new(next),
             build_memory,
             crash_points: CrashPoints::default(),
+            oplog,
         })
+    }
+
+    /// The oplog, on a replica-set member.
+    pub fn oplog(&self) -> Option<&Arc<Oplog>> {
+        self.oplog.as_ref()
+    }
+
+    /// The oplog's periodic work (run once a second): a no-op entry when idle, a new
+    /// partition when the newest is full, and trimming. Returns the partitions dropped.
+    pub fn maintain_oplog(&self) -> Result<usize> {
+        let Some(log) = &self.oplog else {
+            return Ok(0);
+        };
+        let name = || self.new_dict_name("oplog");
+        log.maintain(&self.env, &name)
     }
 
     /// Begin a transaction of `kind` over every collection of the store, whose writes wait
@@ -214,9 +275,35 @@ impl Store {
     /// Create collection `ns` with `options` (`partitioned: true` makes it a partitioned
     /// collection with one partition; the caller has checked the other options).
     pub fn create(&self, ns: &str, options: Document) -> Result<Arc<Collection>> {
+        self.create_as(ns, options, bson::Uuid::new())
+    }
+
+    /// The collection whose UUID is `uuid`, under whatever name it has now.
+    pub fn by_uuid(&self, uuid: bson::Uuid) -> Option<Arc<Collection>> {
+        self.colls
+            .read()
+            .values()
+            .find(|c| c.uuid() == uuid)
+            .cloned()
+    }
+
+    /// [`Store::create`] with a given UUID (applying a `create` entry keeps its UUID, so the
+    /// later entries that name it find it).
+    pub(crate) fn create_as(
+        &self,
+        ns: &str,
+        options: Document,
+        uuid: bson::Uuid,
+    ) -> Result<Arc<Collection>> {
         let _g = self.ddl.lock();
         if self.colls.read().contains_key(ns) {
             return Err(CollError::NamespaceExists(ns.to_string()));
+        }
+        if ns == OPLOG_NS && self.oplog.is_some() {
+            return Err(CollError::Refused {
+                code: 20,
+                msg: format!("cannot write to '{OPLOG_NS}': the oplog is written by the server"),
+            });
         }
         let dict_name = self.new_dict_name("coll");
         let dict = self.env.create_dict(&dict_name)?;
@@ -248,13 +335,19 @@ impl Store {
         }
         let c = Collection::new(
             ns.to_string(),
-            bson::Uuid::new(),
+            uuid,
             layout,
             options,
             indexes,
             self.catalog.clone(),
+            self.oplog.as_ref(),
         );
-        c.persist_meta()?;
+        let mut o = c.options.read().clone();
+        o.insert(
+            "idIndex",
+            doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+        );
+        c.persist_meta_logged(&[c.ddl_op("create", o)])?;
         self.colls.write().insert(ns.to_string(), c.clone());
         tracing::debug!(ns, dict = %dict_name, "created collection");
         Ok(c)
@@ -284,7 +377,23 @@ impl Store {
         let Some(c) = self.colls.write().remove(ns) else {
             return Ok(false);
         };
-        self.catalog.delete(ns.as_bytes())?;
+        let mut batch = silt_storage::WriteBatch::new();
+        batch.delete(&self.catalog, ns.as_bytes())?;
+        let _reserved = match &c.oplog {
+            Some(log) => {
+                let r = log.reserve(1);
+                let mut op = c.ddl_op("drop", Document::new());
+                op.0.insert(
+                    "o2",
+                    doc! { "numRecords": i64::try_from(c.estimated_count()).unwrap_or(i64::MAX) },
+                );
+                r.put(&mut batch, 0, &op, None)?;
+                Some(r)
+            }
+            None => None,
+        };
+        batch.commit()?;
+        drop(_reserved);
         self.drop_dicts_of(&c)?;
         Ok(true)
     }
@@ -316,6 +425,7 @@ impl Store {
             options,
             indexes,
             self.catalog.clone(),
+            self.oplog.as_ref(),
         );
         nc.count_uncertain
             .store(c.count_uncertain.load(Ordering::Acquire), Ordering::Release);
@@ -329,7 +439,29 @@ impl Store {
             &crate::encode_doc(&nc.meta_doc()),
         )?;
         batch.delete(&self.catalog, from.as_bytes())?;
+        let _reserved = match c.oplog.as_ref().or(nc.oplog.as_ref()) {
+            Some(log) => {
+                let r = log.reserve(1);
+                let mut o = doc! { "renameCollection": from, "to": to, "stayTemp": false };
+                o.insert(
+                    "dropTarget",
+                    target
+                        .as_ref()
+                        .map_or(Bson::Boolean(false), |t| Bson::from(t.uuid())),
+                );
+                let db = from.split_once('.').map_or(from, |(d, _)| d);
+                r.put(
+                    &mut batch,
+                    0,
+                    &crate::oplog::Op::command(db, Some(c.uuid()), o),
+                    None,
+                )?;
+                Some(r)
+            }
+            None => None,
+        };
         batch.commit()?;
+        drop(_reserved);
         if let Some(t) = target {
             colls.remove(to);
             self.drop_dicts_of(&t)?;
@@ -362,8 +494,20 @@ impl Store {
 
     /// Drop every collection of `db`.
     pub fn drop_database(&self, db: &str) -> Result<()> {
+        let mut any = false;
         for (name, _) in self.list_collections(db) {
-            self.drop_collection(&format!("{db}.{name}"))?;
+            any |= self.drop_collection(&format!("{db}.{name}"))?;
+        }
+        if let Some(log) = self
+            .oplog
+            .as_ref()
+            .filter(|_| any && crate::oplog::is_logged(&format!("{db}.x")))
+        {
+            log.log(&crate::oplog::Op::command(
+                db,
+                None,
+                doc! { "dropDatabase": 1 },
+            ))?;
         }
         Ok(())
     }

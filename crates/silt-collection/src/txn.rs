@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::Snapshot;
 use parking_lot::Mutex;
 
+use crate::oplog::{Op, OpSession, Oplog, SessionStmt};
 use crate::write::NON_TXN_LOCK_WAIT;
 use crate::{Collection, Result};
 
@@ -38,6 +39,16 @@ pub struct Transaction {
     wait: Duration,
     /// Capped collections it inserted into: they are trimmed once it commits.
     capped: Mutex<Vec<Arc<Collection>>>,
+    /// What it changed, for the oplog: logged when it commits, in the order made.
+    logged: Mutex<Logged>,
+}
+
+/// A transaction's changes waiting for its commit to be logged.
+#[derive(Default)]
+struct Logged {
+    oplog: Option<Arc<Oplog>>,
+    ops: Vec<Op>,
+    session: Option<OpSession>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -56,7 +67,21 @@ impl Transaction {
             kind,
             wait,
             capped: Mutex::new(Vec::new()),
+            logged: Mutex::new(Logged::default()),
         }
+    }
+
+    /// Name the session (and transaction number) whose transaction this is: its oplog
+    /// entries carry them (`lsid`, `txnNumber`).
+    pub fn set_session(&self, session: OpSession) {
+        self.logged.lock().session = Some(session);
+    }
+
+    /// Note a change made in this transaction, to log when it commits.
+    pub(crate) fn log_op(&self, oplog: &Arc<Oplog>, op: Op) {
+        let mut l = self.logged.lock();
+        l.oplog.get_or_insert_with(|| oplog.clone());
+        l.ops.push(op);
     }
 
     /// The snapshot its reads use (its own writes included).
@@ -87,8 +112,52 @@ impl Transaction {
     /// trimming that fails is logged (the next insert trims again), not reported as a failed
     /// commit.
     pub fn commit(self, durable: bool) -> Result<()> {
-        let Transaction { inner, capped, .. } = self;
+        let Transaction {
+            inner,
+            capped,
+            logged,
+            kind,
+            ..
+        } = self;
+        // The entries go in with the transaction's writes, before its commit record: the
+        // changes and their entries commit together or not at all. The times stay pending
+        // (readers of the oplog stop below them) until the commit is in.
+        let logged = logged.into_inner();
+        let _reserved = match &logged.oplog {
+            Some(log) if !logged.ops.is_empty() => {
+                let mut batch = silt_storage::WriteBatch::new();
+                let r = match kind {
+                    // One `applyOps` entry, as mongod logs a transaction.
+                    TxnKind::Multi => {
+                        let r = log.reserve(1);
+                        r.put_transaction(&mut batch, &logged.ops, logged.session.as_ref())?;
+                        r
+                    }
+                    // A retryable write's statements, one entry each, chained by
+                    // `prevOpTime`.
+                    TxnKind::Retryable => {
+                        let r = log.reserve(logged.ops.len());
+                        let mut prev = None;
+                        for (n, op) in logged.ops.iter().enumerate() {
+                            let stmt = i32::try_from(n).unwrap_or(i32::MAX);
+                            let session = logged.session.as_ref().map(|session| SessionStmt {
+                                session,
+                                stmt: Some(stmt),
+                                prev,
+                            });
+                            r.put(&mut batch, n, op, session)?;
+                            prev = Some((r.ts(n), log.term()));
+                        }
+                        r
+                    }
+                };
+                batch.commit_in(&inner)?;
+                Some(r)
+            }
+            _ => None,
+        };
         inner.commit(durable)?;
+        drop(_reserved);
         for c in capped.into_inner() {
             if let Err(e) = c.enforce_cap() {
                 tracing::warn!(ns = %c.ns, error = %e, "cannot trim the capped collection");

@@ -34,6 +34,7 @@ use parking_lot::MutexGuard;
 use silt_storage::{LockMode, RangeLock, WriteBatch};
 
 use crate::index::{self, KeyError};
+use crate::oplog::Op;
 use crate::{
     encode_doc, id_key, stripe_of, CollError, Collection, Index, KeySet, Result, Writer,
     MAX_INDEX_KEY_BYTES,
@@ -116,7 +117,27 @@ fn conflict(e: silt_storage::Error) -> CollError {
     }
 }
 
+/// How the oplog records a write that replaces a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Logged {
+    /// The whole new document (an insert, a replacement; a delete logs the `_id`).
+    Whole,
+    /// The `$v: 2` difference (an update).
+    Diff,
+}
+
 impl Collection {
+    /// The oplog entry of a write of `old` into `new`.
+    fn oplog_op(&self, old: Option<&Document>, new: Option<&Document>, how: Logged) -> Op {
+        match (old, new) {
+            (None, Some(n)) => Op::insert(&self.ns, self.uuid(), n),
+            (Some(o), Some(n)) if how == Logged::Diff => Op::update(&self.ns, self.uuid(), o, n),
+            (_, Some(n)) => Op::replace(&self.ns, self.uuid(), n),
+            (Some(o), None) => Op::delete(&self.ns, self.uuid(), o),
+            (None, None) => Op::noop("nothing written"),
+        }
+    }
+
     /// Lock the document with encoded `_id` `key` for a write outside any transaction. If a
     /// transaction holds it, this waits (up to [`NON_TXN_LOCK_WAIT`]) for it to end.
     pub fn lock_doc(&self, key: Vec<u8>) -> Result<DocLock<'_>> {
@@ -192,7 +213,7 @@ impl Collection {
                 key_value: Box::new(doc! { "_id": id }),
             });
         }
-        self.write_doc(lock, None, Some(doc))
+        self.write_doc(lock, None, Some(doc), Logged::Whole)
     }
 
     /// Insert each document unless one with its `_id` exists, without reading: one
@@ -203,7 +224,7 @@ impl Collection {
     /// the writer is outside a transaction (messages are not provisional) and every document
     /// keeps the write rules (`rules.rs`); returns `false`, writing nothing, otherwise.
     pub fn insert_if_absent(&self, docs: &[Document], w: Writer<'_>) -> Result<bool> {
-        if !self.pk.is_id() || w.txn.is_some() {
+        if !self.pk.is_id() || w.txn.is_some() || self.oplog.is_some() {
             // Under another primary key the `_id_` index is a secondary index; inside a
             // transaction writes must be provisional, and messages are not.
             return Ok(false);
@@ -273,8 +294,25 @@ impl Collection {
     }
 
     /// Replace `old` by `new`: the document `lock` holds, which the caller read under it.
-    /// Index entries follow; a unique violation writes nothing.
+    /// Index entries follow; a unique violation writes nothing. The oplog records a
+    /// replacement (the whole new document).
     pub fn replace(&self, lock: &DocLock<'_>, old: &Document, new: &Document) -> Result<()> {
+        self.rewrite(lock, old, new, Logged::Whole)
+    }
+
+    /// [`Collection::replace`] for an update (operators or a pipeline): the oplog records
+    /// the difference (`$v: 2`), as mongod logs an update.
+    pub fn update(&self, lock: &DocLock<'_>, old: &Document, new: &Document) -> Result<()> {
+        self.rewrite(lock, old, new, Logged::Diff)
+    }
+
+    fn rewrite(
+        &self,
+        lock: &DocLock<'_>,
+        old: &Document,
+        new: &Document,
+        how: Logged,
+    ) -> Result<()> {
         self.check_lock(lock)?;
         if !self.pk.is_id() && !self.pk.is_natural() && self.record_key(new)? != lock.key() {
             // The document would have to move; MongoDB refuses it for `_id` (the caller's
@@ -295,14 +333,14 @@ impl Collection {
             });
         }
         let _b = self.build.read();
-        self.write_doc(lock, Some(old), Some(new))
+        self.write_doc(lock, Some(old), Some(new), how)
     }
 
     /// Delete `old`: the document `lock` holds, which the caller read under it.
     pub fn delete(&self, lock: &DocLock<'_>, old: &Document) -> Result<()> {
         self.check_lock(lock)?;
         let _b = self.build.read();
-        self.write_doc(lock, Some(old), None)
+        self.write_doc(lock, Some(old), None, Logged::Whole)
     }
 
     /// A fast update of the document `lock` holds: under one `build` guard, so that no index
@@ -337,9 +375,27 @@ impl Collection {
         }
         let layout = self.layout();
         let d = layout.primary.member_for(lock.key());
-        match lock.writer.txn {
-            Some(t) => t.inner.update(d, lock.key(), func, arg)?,
-            None => d.update(lock.key(), func, arg)?,
+        // The oplog entry is the message itself (`oplog/entry.rs`, `Op::message`): logged
+        // without reading, in the same batch, or kept by the transaction for its commit.
+        let op = self.oplog.as_ref().map(|log| {
+            let id = silt_bson::keyenc::decode_value(lock.key()).map_or(Bson::Null, |(v, _)| v);
+            (log, Op::message(&self.ns, self.uuid(), id, func, arg))
+        });
+        match (lock.writer.txn, op) {
+            (Some(t), op) => {
+                t.inner.update(d, lock.key(), func, arg)?;
+                if let Some((log, op)) = op {
+                    t.log_op(log, op);
+                }
+            }
+            (None, Some((log, op))) => {
+                let mut batch = WriteBatch::new();
+                batch.update(d, lock.key(), func, arg)?;
+                let r = log.reserve(1);
+                r.put(&mut batch, 0, &op, None)?;
+                batch.commit()?;
+            }
+            (None, None) => d.update(lock.key(), func, arg)?,
         }
         Ok(true)
     }
@@ -375,6 +431,7 @@ impl Collection {
         lock: &DocLock<'_>,
         old: Option<&Document>,
         new: Option<&Document>,
+        how: Logged,
     ) -> Result<()> {
         let key = lock.key();
         let bytes = new.map(encode_doc);
@@ -542,9 +599,27 @@ impl Collection {
         } else {
             None
         };
+        // The oplog entry: in the same batch outside a transaction (its time pending until the
+        // batch is in), or kept by the transaction to log when it commits.
+        let op = self
+            .oplog
+            .as_ref()
+            .map(|log| (log, self.oplog_op(old, new, how)));
+        let _reserved = match (&op, lock.writer.txn) {
+            (Some((log, op)), None) => {
+                let r = log.reserve(1);
+                r.put(&mut batch, 0, op, None)?;
+                Some(r)
+            }
+            _ => None,
+        };
         match txn {
             Some(t) => batch.commit_in(t)?,
             None => batch.commit()?,
+        }
+        drop(_reserved);
+        if let (Some((log, op)), Some(t)) = (op, lock.writer.txn) {
+            t.log_op(log, op);
         }
         drop(_meta);
         if self.is_capped() && old.is_none() && new.is_some() {

@@ -364,6 +364,19 @@ impl Env {
         Ok(Env { inner, threads })
     }
 
+    /// What update function `id` makes of `old` (the value of `key`) with `arg`: an update
+    /// message applied by reading, as a reader of the key would see it.
+    pub fn run_update(
+        &self,
+        id: u32,
+        key: &[u8],
+        old: Option<&[u8]>,
+        arg: &[u8],
+    ) -> Result<crate::UpdateOutcome> {
+        self.inner.fns.check(id)?;
+        Ok(self.inner.fns.run(id, key, old, arg))
+    }
+
     /// Begin a transaction (see [`Txn`]).
     pub fn begin(&self) -> Result<Txn> {
         self.inner.check_open()?;

@@ -38,6 +38,25 @@ pub(crate) trait DocSource: Send {
         false
     }
 
+    /// An `awaitData` cursor with nothing to return: wait until more may have come, at most
+    /// until `until`.
+    fn wait(&self, until: Instant) {
+        std::thread::sleep(
+            Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())),
+        );
+    }
+
+    /// A change stream: dropping or renaming its collection is an event it reports, not the
+    /// end of the cursor.
+    fn survives_drop(&self) -> bool {
+        false
+    }
+
+    /// The resume token a change stream's batch ends at (`postBatchResumeToken`).
+    fn resume_token(&self) -> Option<Document> {
+        None
+    }
+
     /// Move the source's `maxTimeMS` deadline (a cursor's time is spent only while working).
     fn set_deadline(&mut self, _deadline: Option<Instant>) {}
 
@@ -86,6 +105,18 @@ impl DocSource for TailSource {
     fn await_data(&self) -> bool {
         self.await_data
     }
+}
+
+/// A change stream batch's resume token: the source's, unless an event was held back for
+/// the next batch (then the last event returned is where the batch ends).
+fn batch_token(cur: &OpenCursor, batch: &[Document]) -> Option<Document> {
+    if cur.held.is_some() {
+        return batch
+            .last()
+            .and_then(|d| d.get_document("_id").ok().cloned())
+            .or_else(|| cur.source.resume_token());
+    }
+    cur.source.resume_token()
 }
 
 /// Documents already computed (sorted results, aggregation output).
@@ -156,6 +187,10 @@ impl DocSource for Shaped {
 
     fn await_data(&self) -> bool {
         self.inner.await_data()
+    }
+
+    fn wait(&self, until: Instant) {
+        self.inner.wait(until)
     }
 
     fn next_doc(&mut self) -> QResult<Option<Document>> {
@@ -394,13 +429,45 @@ impl Cursors {
         Ok((batch, self.register(cur)))
     }
 
+    /// A change stream's first batch (`change_stream.rs`): its events, the cursor id and the
+    /// batch's resume token. The cursor stays open (until invalidated) even when empty.
+    pub(crate) fn first_events(
+        &self,
+        owner: Owner,
+        ns: &str,
+        source: Box<dyn DocSource>,
+        batch_size: Option<usize>,
+    ) -> QResult<(Vec<Document>, i64, Option<Document>)> {
+        let mut cur = OpenCursor {
+            ns: ns.to_string(),
+            owner,
+            killed: None,
+            source,
+            held: None,
+            last_used: Instant::now(),
+            no_timeout: false,
+            collation: current_collation(),
+            budget: None,
+        };
+        let (batch, done) = if batch_size == Some(0) {
+            (Vec::new(), false)
+        } else {
+            Cursors::fill(&mut cur, batch_size.unwrap_or(DEFAULT_FIRST_BATCH))?
+        };
+        let token = batch_token(&cur, &batch);
+        if done {
+            return Ok((batch, 0, token));
+        }
+        Ok((batch, self.register(cur), token))
+    }
+
     /// The next batch of a cursor for a getMore by `owner` (`auth`: whether `--auth` is on).
     pub(crate) fn get_more(
         &self,
         owner: &Owner,
         auth: bool,
         ask: GetMore<'_>,
-    ) -> QResult<(Vec<Document>, i64)> {
+    ) -> QResult<(Vec<Document>, i64, Option<Document>)> {
         let GetMore {
             id,
             ns,
@@ -459,7 +526,7 @@ impl Cursors {
             && matches!(&r, Ok((b, false)) if b.is_empty())
             && Instant::now() < until
         {
-            std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+            cur.source.wait(until);
             r = Cursors::fill(&mut cur, limit);
         }
         cur.last_used = Instant::now();
@@ -472,12 +539,13 @@ impl Cursors {
                 return Err(e.context("Executor error during getMore"));
             }
         };
+        let token = batch_token(&cur, &batch);
         drop(cur);
         if done {
             self.map.lock().remove(&id);
-            return Ok((batch, 0));
+            return Ok((batch, 0, token));
         }
-        Ok((batch, id))
+        Ok((batch, id, token))
     }
 
     /// `killCursors` by `owner`: closes each of `ids` and returns those killed and those not
@@ -514,7 +582,7 @@ impl Cursors {
     pub(crate) fn kill_namespace(&self, dead: impl Fn(&str) -> bool, why: impl Fn(&str) -> String) {
         for c in self.map.lock().values() {
             let mut cur = c.lock();
-            if cur.killed.is_none() && dead(&cur.ns) {
+            if cur.killed.is_none() && dead(&cur.ns) && !cur.source.survives_drop() {
                 cur.killed = Some(why(&cur.ns));
             }
         }

@@ -42,6 +42,7 @@ pub(crate) fn coll_err(e: CollError) -> QueryError {
         CollError::Interrupted => QueryError::interrupted(e.to_string()),
         CollError::TimeLimit => QueryError::max_time_ms_expired(e.to_string()),
         CollError::WriteConflict(_) => QueryError::write_conflict(e.to_string()),
+        CollError::PositionLost(m) => QueryError::coded(136, "CappedPositionLost", m),
         _ if e.is_corruption() => QueryError::data_corruption_detected(e.to_string()),
         _ if e.is_too_large() => QueryError::bson_object_too_large(e.to_string()),
         other => QueryError::internal(other.to_string()),

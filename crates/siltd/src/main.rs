@@ -12,6 +12,7 @@
 //! plans and `explain` through `silt-query`.
 
 mod auth;
+mod change_stream;
 mod commands;
 mod config;
 mod conn;
@@ -25,6 +26,7 @@ mod logging;
 mod metrics;
 mod monitor;
 mod num;
+mod oplog_source;
 mod ops;
 mod redzone;
 mod repeated;
@@ -132,7 +134,8 @@ fn run(cfg: config::Config) -> Result<(), String> {
         .store(cfg.fast_updates, std::sync::atomic::Ordering::Relaxed);
     let mut fns = UpdateRegistry::new();
     fast::register(&mut fns, fast.clone());
-    let store = Store::open(&cfg.dbpath, opts, fns).map_err(|e| match e.locked_dir() {
+    let oplog = cfg.repl_set.is_some().then_some(cfg.oplog);
+    let store = Store::open_with_oplog(&cfg.dbpath, opts, fns, oplog).map_err(|e| match e.locked_dir() {
         Some(p) => format!(
             "the data directory {} is in use by another siltd (lock file {}/LOCK); stop it or choose another --dbpath",
             p.display(),
@@ -169,11 +172,11 @@ fn run(cfg: config::Config) -> Result<(), String> {
     // Open transactions end with their sessions: aborted, as a restart would.
     server.sessions().abort_all();
     tracing::info!("shutting down: checkpoint and close");
-    match Arc::try_unwrap(server) {
-        Ok(s) => s
-            .into_store()
+    match Arc::try_unwrap(server).map(state::Server::into_store) {
+        Ok(Some(store)) => store
             .close()
             .map_err(|e| format!("error while closing: {e}"))?,
+        Ok(None) => tracing::warn!("the store is still in use; the log replays at the next start"),
         Err(s) => {
             // A command still running holds the server: checkpoint (which also syncs the
             // log) without closing; recovery finds nothing to replay.

@@ -3,19 +3,20 @@
 //! Drivers run transactions and retryable writes only against a replica set, so siltd can
 //! present itself as the primary of a set whose only member it is. It is primary from the
 //! start (as if `replSetInitiate` had run with the default configuration), its term and
-//! config version are 1, and it never steps down. There is no oplog and no other member:
-//! write concern `majority` is met by making the write durable in the log, as a one-member
-//! set with `writeConcernMajorityJournalDefault` does.
+//! config version are 1, and it never steps down. It keeps an oplog
+//! (`silt_collection::oplog`) but has no other member: write concern `majority` is met by
+//! making the write durable in the log, as a one-member set with
+//! `writeConcernMajorityJournalDefault` does.
 //!
-//! The cluster time is a `Timestamp(seconds, increment)` that every write advances and every
-//! reply carries (`$clusterTime`, `operationTime`); it is unsigned (keyId 0), as on a
-//! deployment without keys.
+//! The cluster time is a `Timestamp(seconds, increment)` from the member's clock, which
+//! stamps every oplog entry and resumes after the newest one on restart; every reply carries
+//! it (`$clusterTime`, `operationTime`), unsigned (keyId 0), as on a deployment without keys.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document, Timestamp};
+use silt_collection::oplog::Clock;
 
 /// The set this server is the only member (and the primary) of.
 #[derive(Debug)]
@@ -27,31 +28,13 @@ pub(crate) struct ReplSet {
     /// The id of the (only) election, which made this process primary in term 1.
     pub election_id: ObjectId,
     pub elected: bson::DateTime,
-    /// The last cluster time handed out, `seconds << 32 | increment`.
-    clock: AtomicU64,
-}
-
-fn unix_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a packed timestamp: the high 32 bits are the seconds, the low 32 the increment"
-)]
-fn ts(v: u64) -> Timestamp {
-    Timestamp {
-        time: (v >> 32) as u32,
-        increment: v as u32,
-    }
+    /// The member's clock, shared with its oplog (which stamps every entry from it).
+    clock: Arc<Clock>,
 }
 
 impl ReplSet {
     /// The set `name`, for a server listening on `bind:port`.
-    pub(crate) fn new(name: &str, bind: &str, port: u16) -> ReplSet {
+    pub(crate) fn new(name: &str, bind: &str, port: u16, clock: Arc<Clock>) -> ReplSet {
         // A wildcard bind is reached by the host's name; a specific address by itself (not
         // `localhost`, which some clients resolve to ::1 first).
         let host = match bind {
@@ -71,31 +54,19 @@ impl ReplSet {
             replica_set_id: ObjectId::new(),
             election_id: ObjectId::parse_str("7fffffff0000000000000001").expect("a valid id"),
             elected: bson::DateTime::now(),
-            clock: AtomicU64::new(unix_secs() << 32 | 1),
+            clock,
         }
     }
 
     /// The current cluster time (the last one handed out).
     pub(crate) fn now(&self) -> Timestamp {
-        ts(self.clock.load(Ordering::Acquire))
+        self.clock.now()
     }
 
     /// A new cluster time, after every earlier one: the time of a write (or of a snapshot
     /// read that may later be repeated at it).
     pub(crate) fn tick(&self) -> Timestamp {
-        // Increments start at 1 in every second, as mongod's.
-        let wall = unix_secs() << 32 | 1;
-        let mut cur = self.clock.load(Ordering::Acquire);
-        loop {
-            let next = (cur + 1).max(wall);
-            match self
-                .clock
-                .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return ts(next),
-                Err(v) => cur = v,
-            }
-        }
+        self.clock.tick()
     }
 
     /// The `$clusterTime` document replies carry.
@@ -229,7 +200,12 @@ mod tests {
 
     #[test]
     fn cluster_time_only_moves_forward() {
-        let r = ReplSet::new("rs0", "127.0.0.1", 27017);
+        let r = ReplSet::new(
+            "rs0",
+            "127.0.0.1",
+            27017,
+            Arc::new(Clock::starting_after(0)),
+        );
         assert_eq!(r.me, "127.0.0.1:27017");
         let a = r.tick();
         let b = r.tick();

@@ -115,7 +115,13 @@ pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
         loop {
             tick.tick().await;
             let s = retention.clone();
-            let _ = tokio::task::spawn_blocking(move || s.store().run_retention()).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                s.store().run_retention();
+                if let Err(e) = s.store().maintain_oplog() {
+                    tracing::warn!(error = %e, "oplog maintenance failed");
+                }
+            })
+            .await;
         }
     });
 

@@ -90,7 +90,9 @@ impl Connections {
 /// The process-wide server state.
 pub(crate) struct Server {
     cfg: Config,
-    store: Store,
+    /// Shared only weakly with what outlives a request (a change stream's cursor looks up
+    /// documents through it).
+    store: Arc<Store>,
     cursors: Cursors,
     fast: Arc<FastUpdates>,
     started: Instant,
@@ -154,14 +156,15 @@ impl Server {
         let repl = cfg
             .repl_set
             .as_ref()
-            .map(|n| ReplSet::new(n, &cfg.bind, cfg.port));
+            .zip(store.oplog())
+            .map(|(n, log)| ReplSet::new(n, &cfg.bind, cfg.port, log.clock().clone()));
         Server {
             repl,
             sessions: Sessions::default(),
             txn_lock_wait_ms: AtomicU64::new(5),
             txn_lifetime_s: AtomicU64::new(cfg.txn_lifetime.as_secs()),
             cfg,
-            store,
+            store: Arc::new(store),
             cursors,
             fast,
             started: Instant::now(),
@@ -197,9 +200,15 @@ impl Server {
         &self.store
     }
 
-    /// The store, once nothing else holds the server (to close it).
-    pub(crate) fn into_store(self) -> Store {
-        self.store
+    /// A handle on the store for what outlives a request.
+    pub(crate) fn store_weak(&self) -> std::sync::Weak<Store> {
+        Arc::downgrade(&self.store)
+    }
+
+    /// The store, once nothing else holds the server (to close it); `None` if a cursor's
+    /// lookup holds it at this moment.
+    pub(crate) fn into_store(self) -> Option<Store> {
+        Arc::try_unwrap(self.store).ok()
     }
 
     /// Open cursors.

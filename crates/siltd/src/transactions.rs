@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document, Timestamp};
+use silt_collection::oplog::OpSession;
 use silt_collection::{id_key, TxnKind, Writer, NON_TXN_LOCK_WAIT};
 use silt_query::{QResult, QueryError};
 
@@ -467,6 +468,10 @@ fn retryable(
             Ok(t) => t,
             Err(e) => return Outcome::err(coll_err(e)),
         };
+        txn.set_session(OpSession {
+            lsid: lsid.clone(),
+            txn_number: number,
+        });
         let op = Ctx {
             snap: Some(txn.snapshot().clone()),
             txn: Some(&txn),
@@ -594,6 +599,12 @@ fn statement(
         sess.number = number;
         match s.store().begin(TxnKind::Multi, s.txn_lock_wait()) {
             Ok(txn) => {
+                if let Some(lsid) = args.lsid {
+                    txn.set_session(OpSession {
+                        lsid: lsid.clone(),
+                        txn_number: number,
+                    });
+                }
                 sess.txn = TxnState::Active(Box::new(Active {
                     txn,
                     started: Instant::now(),

@@ -92,7 +92,6 @@ const UNSUPPORTED_STAGES: &[&str] = &[
     "$currentOp",
     "$listSessions",
     "$listSearchIndexes",
-    "$changeStream",
     "$changeStreamSplitLargeEvent",
     "$shardedDataDistribution",
 ];

@@ -55,7 +55,16 @@ pub(super) fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRe
     let mut stages = lets.stages(&pipeline_arg(cmd)?);
     let writer = super::agg_write::split(&mut stages, db)?;
     let first = stages.first().and_then(|d| d.keys().next().cloned());
-    for first_only in ["$currentOp", "$indexStats", "$collStats", "$planCacheStats"] {
+    if first.as_deref() == Some("$changeStream") {
+        return change_stream(s, db, cmd, &stages, op);
+    }
+    for first_only in [
+        "$currentOp",
+        "$indexStats",
+        "$collStats",
+        "$planCacheStats",
+        "$changeStream",
+    ] {
         if stages.iter().skip(1).any(|st| st.contains_key(first_only)) {
             return Err(QueryError::located(
                 40602,
@@ -85,6 +94,60 @@ pub(super) fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRe
         }
     };
     aggregate_collection(s, db, format!("{db}.{coll}"), cmd, stages, op, writer)
+}
+
+/// `[{$changeStream: {...}}, ...]`: a change stream (`change_stream.rs`) on a collection, a
+/// database (`aggregate: 1`) or the whole deployment (`aggregate: 1` on `admin` with
+/// `allChangesForCluster`). A replica set's only: it reads the oplog.
+fn change_stream(s: &Server, db: &str, cmd: &Document, stages: &[Document], op: &Ctx) -> CmdResult {
+    use crate::change_stream::{ChangeSource, Options, Scope};
+    let (opts, cluster) = Options::parse(stages[0].get("$changeStream").unwrap_or(&Bson::Null))?;
+    let Some(log) = s.store().oplog() else {
+        return Err(QueryError::located(
+            40573,
+            "The $changeStream stage is only supported on replica sets",
+        ));
+    };
+    let (scope, ns) = match cmd.get("aggregate") {
+        Some(Bson::String(_)) => {
+            let coll = coll_arg(db, cmd, "aggregate")?;
+            if cluster {
+                return Err(QueryError::invalid_namespace(
+                    "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database, and with no collection name",
+                ));
+            }
+            let ns = format!("{db}.{coll}");
+            (
+                Scope::Collection {
+                    db: db.to_string(),
+                    coll,
+                },
+                ns,
+            )
+        }
+        _ if cluster && db == "admin" => (Scope::Cluster, "admin.$cmd.aggregate".to_string()),
+        _ if cluster => {
+            return Err(QueryError::invalid_namespace(
+                "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database, and with no collection name",
+            ))
+        }
+        _ if matches!(db, "admin" | "config" | "local") => {
+            return Err(QueryError::invalid_namespace(format!(
+                "$changeStream may not be opened on the internal {db} database"
+            )))
+        }
+        _ => (Scope::Database(db.to_string()), format!("{db}.$cmd.aggregate")),
+    };
+    let source = ChangeSource::open(log.clone(), s.store_weak(), scope, opts, &stages[1..])?;
+    let cursor_opts = cursor_arg(cmd)?;
+    let batch = super::common::batch_size(&cursor_opts, "cursor.batchSize")?;
+    let (docs, id, token) =
+        s.cursors()
+            .first_events(op.cursor_owner(), &ns, Box::new(source), batch)?;
+    Ok(match token {
+        Some(t) => super::common::cursor_reply_with_token(&ns, docs, id, true, t),
+        None => cursor_reply(&ns, docs, id, true),
+    })
 }
 
 /// mongod's context on what goes wrong while a pipeline runs (not while it is parsed):

@@ -196,6 +196,23 @@ pub(super) fn cursor_reply(ns: &str, batch: Vec<Document>, id: i64, first: bool)
     bson::doc! { "cursor": c }
 }
 
+/// A change stream's batch: [`cursor_reply`] with `postBatchResumeToken`, in mongod's order.
+pub(super) fn cursor_reply_with_token(
+    ns: &str,
+    batch: Vec<Document>,
+    id: i64,
+    first: bool,
+    token: Document,
+) -> Document {
+    let field = if first { "firstBatch" } else { "nextBatch" };
+    let mut c = Document::new();
+    c.insert(field, batch);
+    c.insert("postBatchResumeToken", token);
+    c.insert("id", id);
+    c.insert("ns", ns);
+    bson::doc! { "cursor": c }
+}
+
 /// When the command must stop, from its `maxTimeMS` (validated by `max_time::parse` before
 /// the handler ran).
 pub(super) fn deadline(cmd: &Document) -> QResult<Option<Instant>> {

@@ -14,8 +14,10 @@ use super::common::{
 use super::query::{parse_query, Query};
 use crate::ctx::Ctx;
 use crate::cursors::{DocSource, Scored, Shaped, VecSource};
+use crate::oplog_source::OplogSource;
 use crate::ops::read_stop;
 use crate::state::{CmdResult, Server};
+use silt_collection::oplog::OPLOG_NS;
 
 /// mongod's context on what goes wrong while the query runs (not while it is parsed or
 /// planned): "Executor error during find command :: caused by :: ...".
@@ -140,6 +142,9 @@ pub(super) fn find(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult 
         return find_on_view(s, db, &coll, cmd, op);
     }
     let q = parse_query(cmd, "filter")?;
+    if let Some(log) = s.store().oplog().filter(|_| ns == OPLOG_NS) {
+        return find_oplog(s, log.clone(), q, cmd, op);
+    }
     if tailable {
         return tail(s, &ns, q, cmd, op);
     }
@@ -204,6 +209,58 @@ fn find_on_view(s: &Server, db: &str, coll: &str, cmd: &Document, op: &Ctx) -> C
         }
     }
     Ok(reply)
+}
+
+/// A find on the oplog (`oplog_source.rs`): in time order, or newest first for
+/// `{$natural: -1}`; tailable too, as a capped collection. Another sort sorts in memory.
+fn find_oplog(
+    s: &Server,
+    log: Arc<silt_collection::oplog::Oplog>,
+    q: Query,
+    cmd: &Document,
+    op: &Ctx,
+) -> CmdResult {
+    let tailable = bool_arg(cmd, "tailable")?.unwrap_or(false);
+    let newest_first = q.natural == Some(false);
+    if tailable && (q.sort.is_some() || newest_first) {
+        return Err(QueryError::bad_value(
+            "cannot use tailable option with a sort other than {$natural: 1}",
+        ));
+    }
+    let src = OplogSource::new(log, &q.filter, q.matcher.clone(), newest_first);
+    let inner: Box<dyn DocSource> = match &q.sort {
+        Some(sort) if q.natural.is_none() => {
+            let mut src = src;
+            let mut all = Vec::new();
+            while let Some(d) = src.next_doc().map_err(executor_error)? {
+                all.push(d);
+            }
+            Box::new(VecSource(sort.sort(all).into()))
+        }
+        _ if tailable => Box::new(src.tailing(bool_arg(cmd, "awaitData")?.unwrap_or(false))),
+        _ => Box::new(src),
+    };
+    let shaped = Shaped {
+        inner,
+        skip: q.skip,
+        limit: q.limit,
+        returned: 0,
+        projection: q.projection,
+        matcher: Some(q.matcher),
+        text_meta: Vec::new(),
+    };
+    let (docs, id) = s
+        .cursors()
+        .first_batch(
+            op.cursor_owner(),
+            OPLOG_NS,
+            Box::new(shaped),
+            batch_size_arg(cmd)?,
+            bool_arg(cmd, "singleBatch")?.unwrap_or(false),
+            q.deadline,
+        )
+        .map_err(executor_error)?;
+    Ok(cursor_reply(OPLOG_NS, docs, id, true))
 }
 
 /// A tailable cursor (capped collections only): the matching documents in insertion order,

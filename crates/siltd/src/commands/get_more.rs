@@ -36,8 +36,11 @@ pub(super) fn get_more(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
         max_time,
         test_failure: s.cfg().test_commands.then(|| s.get_more_failure()),
     };
-    let (docs, id) = s
+    let (docs, id, token) = s
         .cursors()
         .get_more(&op.cursor_owner(), s.auth().enabled, ask)?;
-    Ok(cursor_reply(&ns, docs, id, false))
+    Ok(match token {
+        Some(t) => super::common::cursor_reply_with_token(&ns, docs, id, false, t),
+        None => cursor_reply(&ns, docs, id, false),
+    })
 }

@@ -17,6 +17,7 @@ mod add_partition;
 mod agg_write;
 mod aggregate;
 mod api;
+mod apply_ops;
 mod args;
 mod build_info;
 mod change_role;

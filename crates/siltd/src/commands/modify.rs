@@ -162,7 +162,12 @@ pub(super) fn update_locked(
     };
     let (new, changed) = spec.apply(&old, &ctx)?;
     if changed {
-        coll.replace(lock, &old, &new).map_err(WriteFail::from)?;
+        if matches!(spec, UpdateSpec::Replacement(_)) {
+            coll.replace(lock, &old, &new)
+        } else {
+            coll.update(lock, &old, &new)
+        }
+        .map_err(WriteFail::from)?;
         res.modified += 1;
     }
     res.before = Some(old);

@@ -97,6 +97,16 @@ pub(crate) const TABLE: &[Command] = &[
         run: |s, db, c, op| super::aggregate::aggregate(s, db, c, op),
     },
     Command {
+        name: "applyOps",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "apply oplog entries in order (mongorestore --oplogReplay)",
+        admin_only: false,
+        auth: Need::ClusterAdmin,
+        props: props::WRITE,
+        run: |s, _, c, _| super::apply_ops::apply_ops(s, c),
+    },
+    Command {
         name: "buildInfo",
         aliases: &["buildinfo"],
         fields: Fields::Any,

@@ -83,6 +83,10 @@ impl Flags {
                 "replSet" | "repl-set" => {
                     self.repl_set.get_or_insert(v);
                 }
+                "oplogSize" | "oplog-size" => {
+                    let x = num(&v)?;
+                    self.oplog_size_mb.get_or_insert(x);
+                }
                 "transaction-lifetime-limit-s" => {
                     let x = num(&v)?;
                     self.transaction_lifetime_limit_s.get_or_insert(x);

@@ -93,6 +93,14 @@ pub(crate) struct Flags {
     /// string). Without it siltd is a standalone server, which refuses them.
     #[arg(long = "replSet", alias = "repl-set")]
     pub repl_set: Option<String>,
+    /// With `--replSet`: the oplog's size in megabytes, past which its oldest partition is
+    /// dropped (`replication.oplogSizeMB`) [default: 990].
+    #[arg(long = "oplogSize", alias = "oplog-size")]
+    pub oplog_size_mb: Option<u64>,
+    /// With `--replSet`: hours an oplog entry is kept even past the oplog's size
+    /// (`storage.oplogMinRetentionHours`) [default: 0].
+    #[arg(long = "oplogMinRetentionHours", alias = "oplog-min-retention-hours")]
+    pub oplog_min_retention_hours: Option<f64>,
     /// Seconds a multi-document transaction may run before it is aborted (MongoDB's
     /// `transactionLifetimeLimitSeconds`) [default: 60].
     #[arg(long)]
@@ -175,6 +183,8 @@ pub(crate) struct Config {
     pub fs_redzone_bytes: u64,
     /// `--replSet NAME`: the one-member replica set this server is the primary of.
     pub repl_set: Option<String>,
+    /// The oplog's size limit and minimum retention.
+    pub oplog: silt_collection::oplog::OplogOptions,
     /// `transactionLifetimeLimitSeconds`.
     pub txn_lifetime: Duration,
     /// The arguments as given, for `getCmdLineOpts`.
@@ -243,6 +253,12 @@ impl Flags {
                 allow_without_certs: self.tls_allow_without_certs,
             },
             repl_set: self.repl_set.filter(|n| !n.is_empty()),
+            oplog: silt_collection::oplog::OplogOptions {
+                max_bytes: self.oplog_size_mb.unwrap_or(990).max(1) << 20,
+                min_retention: Duration::from_secs_f64(
+                    (self.oplog_min_retention_hours.unwrap_or(0.0) * 3600.0).clamp(0.0, 1e12),
+                ),
+            },
             txn_lifetime: Duration::from_secs(
                 self.transaction_lifetime_limit_s.unwrap_or(60).max(1),
             ),

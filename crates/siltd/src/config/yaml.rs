@@ -249,6 +249,22 @@ impl Flags {
                     let n = text(k, v)?;
                     self.repl_set.get_or_insert(n);
                 }
+                "replication.oplogSizeMB" => {
+                    let n = number(k, v)?;
+                    self.oplog_size_mb.get_or_insert(n);
+                }
+                "storage.oplogMinRetentionHours" => {
+                    let h = match v {
+                        Yaml::Integer(i) if *i >= 0 => *i as f64,
+                        Yaml::Real(r) => r
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|h| *h >= 0.0)
+                            .ok_or_else(|| format!("{k}: `{r}` is not a number of hours"))?,
+                        _ => return Err(format!("{k}: expected a number of hours")),
+                    };
+                    self.oplog_min_retention_hours.get_or_insert(h);
+                }
                 "processManagement.fork" => {
                     if boolean(k, v)? {
                         return Err(unsupported(k, "run siltd under a service manager instead"));
@@ -299,11 +315,10 @@ impl Flags {
                 }
                 // Settings that change no answer here, found in packaged and common mongod.conf
                 // files: the zone database's path (siltd carries its own), another engine's
-                // tuning, the oplog's size (siltd keeps none yet), server-side JavaScript (which
-                // siltd never runs; `$where` and `$function` are refused), wire compressors
-                // (negotiated per connection) and the log's time format.
+                // tuning, server-side JavaScript (which siltd never runs; `$where` and
+                // `$function` are refused), wire compressors (negotiated per connection) and the
+                // log's time format.
                 "processManagement.timeZoneInfo"
-                | "replication.oplogSizeMB"
                 | "security.javascriptEnabled"
                 | "net.compression.compressors"
                 | "systemLog.timeStampFormat" => {

@@ -1,0 +1,618 @@
+//! The oplog, `local.oplog.rs`: every change of a replica-set member's data, in MongoDB's
+//! entry format (`entry.rs`), kept as TokuMX kept it, in a partitioned store trimmed by
+//! dropping whole partitions.
+//!
+//! **Storage.** Each partition is one engine dictionary keyed by the entry's time (`ts`
+//! packed, `clock.rs`, as 8 big-endian bytes), valued by the entry's BSON. Partitions hold
+//! consecutive ranges of times, oldest first; entries go into the newest. The partition list
+//! is one catalog entry (`$oplog` in `_catalog`, which no namespace can be). Trimming drops
+//! the oldest partition, a catalog write and a file removal: writers never wait for it.
+//!
+//! **Atomicity.** A write puts its entry in the same engine batch (or transaction) as the
+//! change it records ([`crate::Collection`]'s one document write): after any crash the data
+//! and the oplog agree.
+//!
+//! **Times and visibility.** A write takes its time from the member's clock when it is about
+//! to commit ([`Oplog::reserve`]) and holds it as *pending* until its batch is committed or
+//! dropped. Writes commit in any order, so a reader must not pass a time that is still
+//! pending: readers read up to the *visibility point*, just below the oldest pending time
+//! (mongod's "all committed" point), and so never skip an entry that commits late.
+//!
+//! **Lock order.** The pending set's mutex is a leaf: it is taken with no engine lock held and
+//! nothing is taken under it but the clock (an atomic) and the partition list's read lock.
+
+mod apply;
+mod clock;
+mod diff;
+mod entry;
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document, Timestamp};
+use parking_lot::{Condvar, Mutex, RwLock};
+use silt_storage::{Cursor, Dict, Env, WriteBatch};
+
+pub use apply::apply;
+pub use clock::{pack, unpack, Clock};
+pub use diff::{apply_diff, describe, diff_docs, BadDiff, UpdateDescription};
+pub(crate) use entry::SessionStmt;
+pub use entry::{Op, OpSession};
+
+use crate::{decode_doc, encode_doc, CollError, Result};
+
+/// The namespace clients read the oplog under.
+pub const OPLOG_NS: &str = "local.oplog.rs";
+
+/// The oplog's catalog key (no namespace starts with `$`).
+const META_KEY: &[u8] = b"$oplog";
+
+/// How often a member with no writes logs a no-op, so that readers see time pass.
+pub const NOOP_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How large the oplog may grow and how long entries are kept regardless.
+#[derive(Debug, Clone, Copy)]
+pub struct OplogOptions {
+    /// `--oplogSize` (`replication.oplogSizeMB`) in bytes: past it, the oldest partition
+    /// is dropped.
+    pub max_bytes: u64,
+    /// `storage.oplogMinRetentionHours`: a partition is dropped only once its newest entry
+    /// is older than this.
+    pub min_retention: Duration,
+}
+
+impl Default for OplogOptions {
+    fn default() -> Self {
+        OplogOptions {
+            max_bytes: 990 << 20,
+            min_retention: Duration::ZERO,
+        }
+    }
+}
+
+/// Whether writes to `ns` are logged: not the `local` database (the oplog itself among
+/// them), not the retryable-write table (derived from the entries' session fields) and not
+/// the profiler's collections, as in mongod.
+pub fn is_logged(ns: &str) -> bool {
+    !(ns.starts_with("local.") || ns == "config.transactions" || ns.ends_with(".system.profile"))
+}
+
+/// One partition: a dictionary of consecutive entries.
+#[derive(Debug)]
+struct Part {
+    id: u64,
+    dict: Dict,
+    created: bson::DateTime,
+    /// Entry bytes written to it (estimated from the tree at open).
+    bytes: AtomicU64,
+}
+
+struct Pending {
+    times: BTreeSet<u64>,
+    /// The partition new entries go into.
+    current: Arc<Part>,
+}
+
+/// The oplog of one store (see the module's header).
+pub struct Oplog {
+    clock: Arc<Clock>,
+    term: AtomicI64,
+    catalog: Dict,
+    parts: RwLock<Arc<Vec<Arc<Part>>>>,
+    pending: Mutex<Pending>,
+    /// Notified whenever the visibility point may have moved.
+    advanced: Condvar,
+    max_bytes: AtomicU64,
+    min_retention_s: AtomicU64,
+    next_id: AtomicU64,
+    /// The oplog's collection UUID, as `listCollections` shows it.
+    uuid: bson::Uuid,
+}
+
+impl std::fmt::Debug for Oplog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oplog")
+            .field("parts", &self.parts.read().len())
+            .finish()
+    }
+}
+
+fn key(ts: u64) -> [u8; 8] {
+    ts.to_be_bytes()
+}
+
+fn ts_of_key(k: &[u8]) -> Result<u64> {
+    <[u8; 8]>::try_from(k)
+        .map(u64::from_be_bytes)
+        .map_err(|_| CollError::BadStoredDocument {
+            ns: OPLOG_NS.into(),
+            detail: "an oplog key is not 8 bytes".into(),
+        })
+}
+
+fn i64_of(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Oplog {
+    /// Open the oplog the catalog names, or create it (one empty partition) when it names
+    /// none. `dict_name` gives fresh dictionary names; `known` collects the names in use.
+    pub(crate) fn open(
+        env: &Env,
+        catalog: &Dict,
+        opts: OplogOptions,
+        dict_name: &dyn Fn() -> String,
+    ) -> Result<Oplog> {
+        let (parts, next_id, uuid) = match catalog.get(META_KEY)? {
+            Some(bytes) => {
+                let meta = decode_doc(OPLOG_NS, &bytes)?;
+                let mut parts = Vec::new();
+                for p in meta.get_array("parts").map_err(|_| bad("parts"))? {
+                    let Bson::Document(p) = p else {
+                        return Err(bad("a partition"));
+                    };
+                    let dict = env.open_dict(p.get_str("dict").map_err(|_| bad("dict"))?)?;
+                    let bytes = dict.stats().data_bytes;
+                    parts.push(Arc::new(Part {
+                        id: u64::try_from(p.get_i64("id").unwrap_or(0)).unwrap_or(0),
+                        dict,
+                        created: p
+                            .get_datetime("created")
+                            .copied()
+                            .unwrap_or_else(|_| bson::DateTime::now()),
+                        bytes: AtomicU64::new(bytes),
+                    }));
+                }
+                let next = u64::try_from(meta.get_i64("nextId").unwrap_or(1)).unwrap_or(1);
+                let uuid = match meta.get("uuid") {
+                    Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
+                        .map(bson::Uuid::from_bytes)
+                        .unwrap_or_else(|_| bson::Uuid::new()),
+                    _ => bson::Uuid::new(),
+                };
+                (parts, next, uuid)
+            }
+            None => (Vec::new(), 0, bson::Uuid::new()),
+        };
+        let mut parts = parts;
+        let mut next_id = next_id;
+        if parts.is_empty() {
+            parts.push(Arc::new(Part {
+                id: next_id,
+                dict: env.create_dict(&dict_name())?,
+                created: bson::DateTime::now(),
+                bytes: AtomicU64::new(0),
+            }));
+            next_id += 1;
+        }
+        // The clock resumes after the newest entry.
+        let mut newest = 0;
+        for p in parts.iter().rev() {
+            let mut c = p.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+            c.seek_last();
+            if let Some((k, _)) = c.prev()? {
+                newest = ts_of_key(&k)?;
+                break;
+            }
+        }
+        let current = parts.last().cloned().ok_or_else(|| bad("no partition"))?;
+        let log = Oplog {
+            clock: Arc::new(Clock::starting_after(newest)),
+            term: AtomicI64::new(1),
+            catalog: catalog.clone(),
+            parts: RwLock::new(Arc::new(parts)),
+            pending: Mutex::new(Pending {
+                times: BTreeSet::new(),
+                current,
+            }),
+            advanced: Condvar::new(),
+            max_bytes: AtomicU64::new(opts.max_bytes.max(1)),
+            min_retention_s: AtomicU64::new(opts.min_retention.as_secs()),
+            next_id: AtomicU64::new(next_id),
+            uuid,
+        };
+        log.persist()?;
+        Ok(log)
+    }
+
+    /// The dictionary names the catalog entry at `bytes` uses (for the store's sweep of
+    /// orphaned dictionaries).
+    pub(crate) fn dicts_named(catalog: &Dict) -> Result<Vec<String>> {
+        let Some(bytes) = catalog.get(META_KEY)? else {
+            return Ok(Vec::new());
+        };
+        let meta = decode_doc(OPLOG_NS, &bytes)?;
+        Ok(meta
+            .get_array("parts")
+            .map(|l| {
+                l.iter()
+                    .filter_map(|p| p.as_document()?.get_str("dict").ok().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    pub(crate) fn is_meta_key(k: &[u8]) -> bool {
+        k == META_KEY
+    }
+
+    fn persist(&self) -> Result<()> {
+        let parts = self.parts.read().clone();
+        let list: Vec<Bson> = parts
+            .iter()
+            .map(|p| {
+                Bson::Document(doc! {
+                    "id": i64_of(p.id),
+                    "dict": p.dict.name(),
+                    "created": p.created,
+                })
+            })
+            .collect();
+        let meta = doc! {
+            "uuid": self.uuid,
+            "parts": list,
+            "nextId": i64_of(self.next_id.load(Ordering::Acquire)),
+        };
+        self.catalog.put(META_KEY, &encode_doc(&meta))?;
+        Ok(())
+    }
+
+    /// The member's clock (shared with the server, which hands out cluster times from it).
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    /// The current term (`t` of every entry).
+    pub fn term(&self) -> i64 {
+        self.term.load(Ordering::Acquire)
+    }
+
+    /// The oplog's collection UUID.
+    pub fn uuid(&self) -> bson::Uuid {
+        self.uuid
+    }
+
+    /// The size limit in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes.load(Ordering::Acquire)
+    }
+
+    /// Change the size limit (`replSetResizeOplog`); trimming follows.
+    pub fn set_max_bytes(&self, n: u64) {
+        self.max_bytes.store(n.max(1), Ordering::Release);
+    }
+
+    /// Change the minimum retention (`replSetResizeOplog` `minRetentionHours`).
+    pub fn set_min_retention(&self, d: Duration) {
+        self.min_retention_s.store(d.as_secs(), Ordering::Release);
+    }
+
+    /// The minimum retention.
+    pub fn min_retention(&self) -> Duration {
+        Duration::from_secs(self.min_retention_s.load(Ordering::Acquire))
+    }
+
+    /// Take `n` times for entries about to be written; they are pending until the returned
+    /// value is dropped (after the batch holding the entries committed or failed).
+    pub(crate) fn reserve(&self, n: usize) -> Reservation<'_> {
+        let mut p = self.pending.lock();
+        let times: Vec<u64> = (0..n).map(|_| self.clock.tick_packed()).collect();
+        p.times.extend(times.iter().copied());
+        Reservation {
+            log: self,
+            times,
+            part: p.current.clone(),
+            wall: bson::DateTime::now(),
+        }
+    }
+
+    fn release(&self, times: &[u64]) {
+        let mut p = self.pending.lock();
+        for t in times {
+            p.times.remove(t);
+        }
+        drop(p);
+        self.advanced.notify_all();
+    }
+
+    /// The visibility point: every entry at or below it is committed (or will never be).
+    pub fn visible(&self) -> Timestamp {
+        unpack(self.visible_packed())
+    }
+
+    fn visible_packed(&self) -> u64 {
+        let p = self.pending.lock();
+        match p.times.first() {
+            Some(t) => t - 1,
+            None => self.clock.last_packed(),
+        }
+    }
+
+    /// Wait until the visibility point passes `after`, at most until `deadline`; whether it
+    /// did.
+    pub fn wait_past(&self, after: Timestamp, deadline: Instant) -> bool {
+        let after = pack(after);
+        let mut p = self.pending.lock();
+        loop {
+            let vis = p.times.first().map_or(self.clock.last_packed(), |t| t - 1);
+            if vis > after {
+                return true;
+            }
+            if self.advanced.wait_until(&mut p, deadline).timed_out() {
+                return false;
+            }
+        }
+    }
+
+    /// The entries after `after` (from the oldest kept when `None`) up to the visibility
+    /// point as of now, oldest first.
+    pub fn read(&self, after: Option<Timestamp>) -> Scan {
+        let hi = self.visible_packed();
+        Scan {
+            parts: self.parts.read().clone(),
+            idx: 0,
+            cursor: None,
+            lo: after.map_or(Bound::Unbounded, |t| Bound::Excluded(pack(t))),
+            hi,
+            forward: true,
+        }
+    }
+
+    /// The entries up to the visibility point, newest first.
+    pub fn read_newest_first(&self) -> Scan {
+        let hi = self.visible_packed();
+        let parts = self.parts.read().clone();
+        Scan {
+            idx: parts.len(),
+            parts,
+            cursor: None,
+            lo: Bound::Unbounded,
+            hi,
+            forward: false,
+        }
+    }
+
+    /// The time of the oldest entry kept, if any.
+    pub fn oldest(&self) -> Result<Option<Timestamp>> {
+        Ok(self.read(None).next_entry()?.map(|(t, _)| t))
+    }
+
+    /// The time of the newest visible entry, if any.
+    pub fn newest(&self) -> Result<Option<Timestamp>> {
+        Ok(self.read_newest_first().next_entry()?.map(|(t, _)| t))
+    }
+
+    /// Entry bytes kept and the number of partitions.
+    pub fn size(&self) -> (u64, usize) {
+        let parts = self.parts.read().clone();
+        (
+            parts.iter().map(|p| p.bytes.load(Ordering::Relaxed)).sum(),
+            parts.len(),
+        )
+    }
+
+    /// Log `op` on its own (a command or a no-op): its own batch, committed now.
+    pub fn log(&self, op: &Op) -> Result<Timestamp> {
+        let r = self.reserve(1);
+        let mut batch = WriteBatch::new();
+        r.put(&mut batch, 0, op, None)?;
+        batch.commit()?;
+        Ok(r.ts(0))
+    }
+
+    /// What the store runs once a second: a no-op when nothing was logged for
+    /// [`NOOP_INTERVAL`], a new partition when the newest is past its share of the size
+    /// limit, and the oldest partitions dropped while the oplog is over its size and they are
+    /// past the minimum retention. Returns the partitions dropped.
+    pub(crate) fn maintain(&self, env: &Env, dict_name: &dyn Fn() -> String) -> Result<usize> {
+        let last = self.clock.last_packed() >> 32;
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        if wall.saturating_sub(last) >= NOOP_INTERVAL.as_secs() {
+            self.log(&Op::noop("periodic noop"))?;
+        }
+        // A partition holds an eighth of the limit, so trimming keeps 7/8 of it or more.
+        let share = (self.max_bytes() / 8).max(64 << 10);
+        let current = self.pending.lock().current.clone();
+        if current.bytes.load(Ordering::Relaxed) >= share {
+            let part = Arc::new(Part {
+                id: self.next_id.fetch_add(1, Ordering::AcqRel),
+                dict: env.create_dict(&dict_name())?,
+                created: bson::DateTime::now(),
+                bytes: AtomicU64::new(0),
+            });
+            {
+                let mut parts = self.parts.write();
+                let mut list = (**parts).clone();
+                list.push(part.clone());
+                *parts = Arc::new(list);
+            }
+            self.persist()?;
+            // From here new entries go to the new partition; the times are increasing, so
+            // every entry of the old one is older than every entry of the new one.
+            self.pending.lock().current = part;
+        }
+        let mut dropped = 0;
+        loop {
+            let parts = self.parts.read().clone();
+            let total: u64 = parts.iter().map(|p| p.bytes.load(Ordering::Relaxed)).sum();
+            if parts.len() < 3 || total <= self.max_bytes() {
+                break;
+            }
+            // The oldest partition's newest entry is older than the next one's creation.
+            let next_created = parts[1].created.timestamp_millis();
+            let age_ms = bson::DateTime::now()
+                .timestamp_millis()
+                .saturating_sub(next_created);
+            let keep_ms = i64_of(
+                self.min_retention()
+                    .as_millis()
+                    .try_into()
+                    .unwrap_or(u64::MAX),
+            );
+            if age_ms < keep_ms {
+                break;
+            }
+            // No write may still be pending into it: the one after it is not the newest
+            // (entries go into the newest), and reservations are taken on the newest only.
+            let oldest = parts[0].clone();
+            {
+                let mut w = self.parts.write();
+                let list: Vec<Arc<Part>> = w.iter().skip(1).cloned().collect();
+                *w = Arc::new(list);
+            }
+            self.persist()?;
+            env.drop_dict(&oldest.dict.name())?;
+            tracing::debug!(partition = oldest.id, "trimmed the oplog");
+            dropped += 1;
+        }
+        Ok(dropped)
+    }
+}
+
+fn bad(what: &str) -> CollError {
+    CollError::BadStoredDocument {
+        ns: OPLOG_NS.into(),
+        detail: format!("the oplog's catalog entry: {what}"),
+    }
+}
+
+/// Times taken for entries about to be written: pending until dropped.
+pub(crate) struct Reservation<'a> {
+    log: &'a Oplog,
+    times: Vec<u64>,
+    part: Arc<Part>,
+    wall: bson::DateTime,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.log.release(&self.times);
+    }
+}
+
+impl Reservation<'_> {
+    /// The `n`th time taken.
+    pub(crate) fn ts(&self, n: usize) -> Timestamp {
+        unpack(self.times[n])
+    }
+
+    fn stamp(&self, n: usize) -> entry::Stamp {
+        entry::Stamp {
+            ts: self.ts(n),
+            term: self.log.term(),
+            wall: self.wall,
+        }
+    }
+
+    /// Put `op` at the `n`th time into `batch`; `session` for a session's write (with the
+    /// statement's id and the previous entry of its transaction number).
+    pub(crate) fn put(
+        &self,
+        batch: &mut WriteBatch,
+        n: usize,
+        op: &Op,
+        session: Option<entry::SessionStmt<'_>>,
+    ) -> Result<()> {
+        let e = entry::entry(op, self.stamp(n), session);
+        self.put_doc(batch, n, &e)
+    }
+
+    /// Put one `applyOps` entry of a multi-document transaction's `ops` at the first time.
+    pub(crate) fn put_transaction(
+        &self,
+        batch: &mut WriteBatch,
+        ops: &[Op],
+        session: Option<&OpSession>,
+    ) -> Result<()> {
+        let e = entry::transaction(ops, self.stamp(0), session);
+        self.put_doc(batch, 0, &e)
+    }
+
+    fn put_doc(&self, batch: &mut WriteBatch, n: usize, e: &Document) -> Result<()> {
+        let bytes = encode_doc(e);
+        self.part.bytes.fetch_add(
+            u64::try_from(bytes.len() + 8).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        batch.put(&self.part.dict, &key(self.times[n]), &bytes)?;
+        Ok(())
+    }
+}
+
+/// Entries in time order (either way), up to the visibility point of when the scan began.
+pub struct Scan {
+    parts: Arc<Vec<Arc<Part>>>,
+    idx: usize,
+    cursor: Option<Cursor>,
+    lo: Bound<u64>,
+    hi: u64,
+    forward: bool,
+}
+
+impl std::fmt::Debug for Scan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scan").field("hi", &self.hi).finish()
+    }
+}
+
+impl Scan {
+    /// The visibility point the scan reads up to.
+    pub fn upto(&self) -> u64 {
+        self.hi
+    }
+
+    /// The next entry and its time. A partition trimmed under the scan is
+    /// [`CollError::PositionLost`].
+    pub fn next_entry(&mut self) -> Result<Option<(Timestamp, Document)>> {
+        loop {
+            if self.cursor.is_none() {
+                let part = if self.forward {
+                    let p = self.parts.get(self.idx);
+                    self.idx += 1;
+                    p
+                } else if self.idx == 0 {
+                    None
+                } else {
+                    self.idx -= 1;
+                    self.parts.get(self.idx)
+                };
+                let Some(part) = part else { return Ok(None) };
+                let lo = self.lo.map(key);
+                let hi = key(self.hi);
+                let lo_b = match &lo {
+                    Bound::Included(k) => Bound::Included(&k[..]),
+                    Bound::Excluded(k) => Bound::Excluded(&k[..]),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                let mut c = part.dict.cursor(lo_b, Bound::Included(&hi[..]));
+                if !self.forward {
+                    c.seek_last();
+                }
+                self.cursor = Some(c);
+            }
+            let Some(c) = self.cursor.as_mut() else {
+                continue;
+            };
+            let step = if self.forward { c.next() } else { c.prev() };
+            match step {
+                Ok(Some((k, v))) => {
+                    let ts = ts_of_key(&k)?;
+                    return Ok(Some((unpack(ts), decode_doc(OPLOG_NS, &v)?)));
+                }
+                Ok(None) => self.cursor = None,
+                Err(silt_storage::Error::NoSuchDictionary(_)) => {
+                    return Err(CollError::PositionLost(
+                        "the oplog was trimmed past the cursor's position".into(),
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+"""Change streams on `siltd --replSet rs0` through pymongo's `watch()`: every event type of a
+collection, database and cluster stream, resume tokens (the leading cluster time in
+MongoDB's layout), resumeAfter / startAfter / startAtOperationTime, postBatchResumeToken,
+the pipeline after the stage, transactions, invalidation, fast updates, and resuming across
+a restart."""
+import time
+
+import pymongo
+import pytest
+from bson import Timestamp
+
+from conftest import Siltd
+
+
+def rs_client(server, **kw):
+    return pymongo.MongoClient(
+        f"mongodb://127.0.0.1:{server.port}/?replicaSet=rs0",
+        serverSelectionTimeoutMS=10000, **kw)
+
+
+@pytest.fixture(scope="module")
+def rs():
+    s = Siltd(extra=["--replSet", "rs0"]).start()
+    yield s
+    s.cleanup()
+
+
+@pytest.fixture()
+def rc(rs):
+    c = rs_client(rs)
+    yield c
+    c.close()
+
+
+def drain(stream, n, timeout=20):
+    out = []
+    deadline = time.time() + timeout
+    while len(out) < n and time.time() < deadline:
+        e = stream.try_next()
+        if e is not None:
+            out.append(e)
+        elif not stream.alive:
+            break
+    return out
+
+
+def token_time(tok):
+    data = tok["_data"]
+    assert data[:2] == "82"
+    v = int(data[2:18], 16)
+    return Timestamp(v >> 32, v & 0xFFFFFFFF)
+
+
+def test_collection_stream_event_types(rc):
+    db = rc.cs_types
+    db.c.insert_one({"_id": 0})
+    with db.c.watch() as st:
+        db.c.insert_one({"_id": 1, "a": 1, "arr": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})
+        db.c.update_one({"_id": 1}, {"$set": {"a": 2, "n.x": 1}})
+        db.c.update_one({"_id": 1}, {"$unset": {"a": 1}, "$pop": {"arr": 1}})
+        db.c.replace_one({"_id": 1}, {"b": 1})
+        db.c.delete_one({"_id": 1})
+        db.other.insert_one({"_id": 9})  # another collection: not in this stream
+        db.c.drop()
+        ev = drain(st, 7)
+        assert not st.alive
+    kinds = [e["operationType"] for e in ev]
+    assert kinds == ["insert", "update", "update", "replace", "delete", "drop", "invalidate"]
+    ins = ev[0]
+    assert list(ins) == ["_id", "operationType", "clusterTime", "wallTime", "fullDocument", "ns",
+                         "documentKey"]
+    assert ins["ns"] == {"db": "cs_types", "coll": "c"} and ins["documentKey"] == {"_id": 1}
+    assert ins["fullDocument"]["a"] == 1
+    assert ev[1]["updateDescription"] == {"updatedFields": {"a": 2, "n": {"x": 1}},
+                                          "removedFields": [], "truncatedArrays": []}
+    assert ev[2]["updateDescription"]["removedFields"] == ["a"]
+    assert ev[2]["updateDescription"]["truncatedArrays"] == [{"field": "arr", "newSize": 9}]
+    assert ev[3]["fullDocument"] == {"_id": 1, "b": 1}
+    assert ev[4]["documentKey"] == {"_id": 1} and "fullDocument" not in ev[4]
+    # Tokens carry the event's cluster time in MongoDB's leading encoding.
+    for e in ev:
+        assert token_time(e["_id"]) == e["clusterTime"]
+    tokens = [e["_id"]["_data"] for e in ev]
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+def test_database_and_cluster_streams_rename_and_drop_database(rc):
+    with rc.cs_db.watch() as dbst, rc.watch() as cl:
+        rc.cs_db.a.insert_one({"_id": 1})
+        rc.cs_db2.b.insert_one({"_id": 2})
+        rc.admin.command("renameCollection", "cs_db.a", to="cs_db.a2")
+        rc.drop_database("cs_db")
+        ev = drain(dbst, 5)
+        assert [e["operationType"] for e in ev] == ["insert", "rename", "drop", "dropDatabase",
+                                                    "invalidate"]
+        assert ev[1]["to"] == {"db": "cs_db", "coll": "a2"}
+        assert ev[3]["ns"] == {"db": "cs_db"}
+        cev = drain(cl, 5)
+        assert [(e["operationType"], e["ns"].get("db")) for e in cev] == [
+            ("insert", "cs_db"), ("insert", "cs_db2"), ("rename", "cs_db"), ("drop", "cs_db"),
+            ("dropDatabase", "cs_db")]
+        assert cl.alive
+
+
+def test_resume_options_and_post_batch_resume_token(rc):
+    db = rc.cs_resume
+    db.c.insert_one({"_id": "seed"})
+    with db.c.watch() as st:
+        for i in range(5):
+            db.c.insert_one({"_id": i})
+        ev = drain(st, 5)
+    assert [e["fullDocument"]["_id"] for e in ev] == list(range(5))
+    with db.c.watch(resume_after=ev[1]["_id"]) as st:
+        assert [e["fullDocument"]["_id"] for e in drain(st, 3)] == [2, 3, 4]
+    with db.c.watch(start_after=ev[3]["_id"]) as st:
+        assert [e["fullDocument"]["_id"] for e in drain(st, 1)] == [4]
+    with db.c.watch(start_at_operation_time=ev[2]["clusterTime"]) as st:
+        assert [e["fullDocument"]["_id"] for e in drain(st, 3)] == [2, 3, 4]
+    # postBatchResumeToken on every batch, moving while nothing happens.
+    r = db.command("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={})
+    first = r["cursor"]["postBatchResumeToken"]
+    cid = r["cursor"]["id"]
+    assert cid != 0 and r["cursor"]["firstBatch"] == []
+    db.other.insert_one({"x": 1})
+    r = db.command("getMore", cid, collection="c", maxTimeMS=300)
+    assert r["cursor"]["nextBatch"] == []
+    assert r["cursor"]["postBatchResumeToken"]["_data"] > first["_data"]
+    db.command("killCursors", "c", cursors=[cid])
+
+
+def test_pipeline_after_the_stage_and_full_document(rc):
+    db = rc.cs_pipe
+    db.c.insert_one({"_id": 1, "v": 0})
+    pipeline = [{"$match": {"operationType": {"$in": ["insert", "update"]}}},
+                {"$project": {"operationType": 1, "fullDocument": 1}},
+                {"$addFields": {"tag": "x"}}]
+    with db.c.watch(pipeline, full_document="updateLookup") as st:
+        db.c.insert_one({"_id": 2, "v": 1})
+        db.c.delete_one({"_id": 2})
+        db.c.update_one({"_id": 1}, {"$set": {"v": 5}})
+        ev = drain(st, 2)
+    assert [e["operationType"] for e in ev] == ["insert", "update"]
+    assert ev[1]["fullDocument"] == {"_id": 1, "v": 5} and ev[1]["tag"] == "x"
+    assert "ns" not in ev[0]
+    with pytest.raises(pymongo.errors.OperationFailure):
+        db.c.watch([{"$group": {"_id": 1}}])
+
+
+def test_transaction_events_in_commit_order_with_session(rc):
+    db = rc.cs_txn
+    db.c.insert_one({"_id": 0})
+    with db.c.watch() as st:
+        with rc.start_session() as s:
+            lsid = s.session_id
+            with s.start_transaction():
+                db.c.insert_one({"_id": 1}, session=s)
+                db.c.insert_one({"_id": 2}, session=s)
+                db.c.delete_one({"_id": 0}, session=s)
+        with rc.start_session() as s:
+            s.start_transaction()
+            db.c.insert_one({"_id": 3}, session=s)
+            s.abort_transaction()
+        db.c.insert_one({"_id": 4})
+        ev = drain(st, 4)
+    assert [(e["operationType"], e["documentKey"]["_id"]) for e in ev] == [
+        ("insert", 1), ("insert", 2), ("delete", 0), ("insert", 4)]
+    for e in ev[:3]:
+        assert e["lsid"]["id"] == lsid["id"] and "txnNumber" in e
+        assert e["clusterTime"] == ev[0]["clusterTime"]
+    assert "lsid" not in ev[3]
+
+
+def test_fast_update_events_never_carry_a_read_value(rc):
+    db = rc.cs_fast
+    db.c.insert_one({"_id": 1, "n": 1})
+    with db.c.watch() as st:
+        r = db.command("update", "c", updates=[{"q": {"_id": 1}, "u": {"$inc": {"n": 1},
+                                                                     "$set": {"s": "x"}}}],
+                       fastUpdate=True)
+        assert "fastUpdates" in r
+        (e,) = drain(st, 1)
+    d = e["updateDescription"]
+    assert d["updatedFields"] == {"s": "x"}
+    assert d["siltOperators"] == {"$inc": {"n": 1}}
+    assert db.c.find_one({"_id": 1}) == {"_id": 1, "n": 2, "s": "x"}
+
+
+def test_errors(rc, standalone_client):
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        standalone_client.cs_err.c.watch()
+    assert e.value.code == 40573
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        rc.cs_err.c.watch(resume_after={"_data": "zz"})
+    assert e.value.code == 260
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        rc.cs_err.c.watch(resume_after={"_data": "82" + "0" * 15 + "1" + "0" * 10})
+    assert e.value.code == 286
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        rc.cs_err.c.aggregate([{"$match": {}}, {"$changeStream": {}}])
+    assert e.value.code == 40602
+
+
+def test_resume_across_a_restart():
+    s = Siltd(extra=["--replSet", "rs0"]).start()
+    try:
+        c = rs_client(s)
+        with c.cs_restart.c.watch() as st:
+            c.cs_restart.c.insert_one({"_id": 1})
+            (e,) = drain(st, 1)
+        c.cs_restart.c.insert_one({"_id": 2})
+        c.close()
+        s.stop()
+        s.start()
+        c = rs_client(s)
+        c.cs_restart.c.insert_one({"_id": 3})
+        with c.cs_restart.c.watch(resume_after=e["_id"]) as st:
+            assert [x["documentKey"]["_id"] for x in drain(st, 2)] == [2, 3]
+        c.close()
+    finally:
+        s.cleanup()
