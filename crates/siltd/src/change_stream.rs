@@ -26,9 +26,9 @@
 //! event carries the document as it is when the event is read, which is MongoDB's meaning
 //! of `updateLookup`.
 //!
-//! Pre- and post-images are not kept: `fullDocumentBeforeChange` and `fullDocument` of
-//! `whenAvailable` give `null` (MongoDB's answer for a collection without
-//! `changeStreamPreAndPostImages`, which siltd does not offer yet), `required` is refused.
+//! Pre- and post-images are not kept yet: `fullDocumentBeforeChange` other than `off` and
+//! `fullDocument` of `whenAvailable` or `required` are refused (an event without the image
+//! a collection with `changeStreamPreAndPostImages` should have would be a wrong answer).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -114,7 +114,6 @@ impl Scope {
 enum FullDocument {
     Default,
     UpdateLookup,
-    WhenAvailable,
 }
 
 /// The `$changeStream` stage's options.
@@ -154,8 +153,9 @@ impl Options {
                     o.full_document = match s.as_str() {
                         "default" => FullDocument::Default,
                         "updateLookup" => FullDocument::UpdateLookup,
-                        "whenAvailable" => FullDocument::WhenAvailable,
-                        "required" => return Err(no_images("fullDocument: \"required\"")),
+                        "whenAvailable" | "required" => {
+                            return Err(no_images(&format!("fullDocument: \"{s}\"")))
+                        }
                         other => {
                             return Err(QueryError::bad_value(format!(
                                 "Enumeration value '{other}' for field 'fullDocument' is not a valid value."
@@ -166,9 +166,10 @@ impl Options {
                 ("fullDocumentBeforeChange", Bson::String(s)) => {
                     o.before_change = match s.as_str() {
                         "off" => false,
-                        "whenAvailable" => true,
-                        "required" => {
-                            return Err(no_images("fullDocumentBeforeChange: \"required\""))
+                        "whenAvailable" | "required" => {
+                            return Err(no_images(&format!(
+                                "fullDocumentBeforeChange: \"{s}\""
+                            )))
                         }
                         other => {
                             return Err(QueryError::bad_value(format!(
@@ -465,9 +466,6 @@ impl ChangeSource {
                         match self.opts.full_document {
                             FullDocument::UpdateLookup => {
                                 ev.insert("fullDocument", self.lookup(ns, &doc_key)?);
-                            }
-                            FullDocument::WhenAvailable => {
-                                ev.insert("fullDocument", Bson::Null);
                             }
                             FullDocument::Default => {}
                         }
