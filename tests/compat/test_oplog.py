@@ -298,3 +298,54 @@ def test_trimmed_by_size_and_the_clock_survives_a_restart():
         c.close()
     finally:
         s.cleanup()
+
+
+def test_operation_time_is_the_writes_own_time(rc):
+    r = rc.oplog_optime.command("insert", "c", documents=[{"_id": 1}])
+    (e,) = since(rc, Timestamp(r["operationTime"].time, 0), ns="oplog_optime.c")
+    assert e["ts"] == r["operationTime"]
+    # So a change stream started at it sees the write.
+    with rc.oplog_optime.c.watch(start_at_operation_time=r["operationTime"]) as st:
+        ev = st.try_next()
+        while ev is None:
+            ev = st.try_next()
+        assert ev["documentKey"] == {"_id": 1}
+
+
+def test_repl_set_resize_oplog(rc, standalone_client):
+    assert rc.admin.command("replSetResizeOplog", 1, size=2000.0, minRetentionHours=1.5)["ok"] == 1
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        rc.admin.command("replSetResizeOplog", 1, size=900)
+    assert e.value.code == 51024
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        rc.admin.command("replSetResizeOplog", 1)
+    assert e.value.code == 72
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        standalone_client.admin.command("replSetResizeOplog", 1, size=1000)
+    assert e.value.code == 76
+    rc.admin.command("replSetResizeOplog", 1, size=990, minRetentionHours=0)
+
+
+def test_mongodump_oplog_and_mongorestore_replay_sequence(rc, standalone_client):
+    """What `mongodump --oplog` reads (the newest entry before and after the dump, the oldest
+    to check it is still there, then `ts` in [start, end]) and what `mongorestore
+    --oplogReplay` sends (each entry in its own applyOps on admin, `ui` removed)."""
+    db = rc.oplog_dump
+    db.c.insert_many([{"_id": i, "v": 0} for i in range(100)])
+    start = next(rc.local.oplog.rs.find().sort("$natural", -1).limit(1))["ts"]
+    copy = list(db.c.find())  # the "dump" of the collection, taken while writes go on
+    for i in range(0, 100, 3):
+        db.c.update_one({"_id": i}, {"$inc": {"v": 1}})
+    db.c.delete_many({"_id": {"$gte": 90}})
+    end = next(rc.local.oplog.rs.find().sort("$natural", -1).limit(1))["ts"]
+    oldest = next(rc.local.oplog.rs.find().sort("$natural", 1).limit(1))["ts"]
+    assert oldest <= start
+    entries = list(rc.local.oplog.rs.find({"$and": [{"ts": {"$gte": start}},
+                                                   {"ts": {"$lte": end}}]}))
+    assert entries[0]["ts"] == start and entries[-1]["ts"] == end
+    standalone_client.drop_database("oplog_dump")
+    standalone_client.oplog_dump.c.insert_many(copy)
+    for e in entries:
+        e.pop("ui", None)
+        standalone_client.admin.command("applyOps", [e])
+    assert dbhashes(standalone_client, "oplog_dump") == dbhashes(rc, "oplog_dump")

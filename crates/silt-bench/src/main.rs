@@ -11,6 +11,7 @@ mod engine_peers;
 mod fast_update;
 mod iibench;
 mod kv;
+mod oplog;
 #[cfg(feature = "postgres")]
 mod pg;
 mod plot;
@@ -43,6 +44,9 @@ enum Cmd {
     /// Every workload at the small scale (W1-W5 and the engine comparison), each writing its
     /// JSON and plot into `--out`, then `results.json` with the headline figures.
     All(all::Args),
+    /// The oplog's cost on random inserts, W1a fast updates on `--replSet`, and a change
+    /// stream following inserts at a fixed rate.
+    Oplog(oplog::Args),
     /// Storage-engine micro-workloads on data larger than the cache.
     Engine(engine::Args),
     /// The engine against RocksDB and SQLite (when built with `--features peers`): random
@@ -84,6 +88,7 @@ fn main() {
         Cmd::Engine(a) => engine::run(a).map_err(Into::into),
         Cmd::EnginePeers(a) => engine_peers::run(a).map_err(Into::into),
         Cmd::FastUpdate(a) => fast_update::run(a),
+        Cmd::Oplog(a) => oplog::run(a),
         Cmd::Count(a) => count::run(a),
         Cmd::Size(a) => size::run(a),
         Cmd::Iibench(a) => iibench::run(a),

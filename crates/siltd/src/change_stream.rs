@@ -427,11 +427,16 @@ impl ChangeSource {
             d.and_then(|d| d.get("_id"))
                 .map_or_else(Document::new, |id| doc! { "_id": id.clone() })
         };
+        // With `showExpandedEvents`, every event of a collection names its UUID.
+        let ui = op.get("ui").filter(|_| self.opts.expanded);
         let head = |ev: &mut Document, kind: &str| {
             ev.insert("operationType", kind);
             ev.insert("clusterTime", ch.ts);
             if let Some(w) = ch.wall {
                 ev.insert("wallTime", w.clone());
+            }
+            if let Some(u) = ui {
+                ev.insert("collectionUUID", u.clone());
             }
         };
         match kind {
@@ -570,9 +575,6 @@ impl ChangeSource {
                 };
                 head(&mut ev, kind);
                 ev.insert("ns", doc! { "db": db, "coll": target });
-                if let Some(ui) = ch.op.get("ui") {
-                    ev.insert("collectionUUID", ui.clone());
-                }
                 let mut rest = o.clone();
                 rest.remove(name);
                 let description = match name.as_str() {

@@ -57,6 +57,8 @@ pub(crate) fn run(
     repeated: &[silt_wire::RepeatedKey],
     conn: &ConnInfo,
 ) -> Document {
+    // The request's writes note their oplog times on this thread (`operationTime`).
+    let _ = silt_collection::oplog::take_last_here();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         steps(s, cmd, repeated, conn)
     })) {
@@ -274,7 +276,12 @@ fn reply(s: &Server, out: Outcome) -> Document {
         reply.insert("errorLabels", out.fail_labels);
     }
     if let Some(rs) = &s.repl() {
-        let t = if out.wrote { rs.tick() } else { rs.now() };
+        // A write's operationTime is the time of its (last) oplog entry, as mongod's.
+        let t = match silt_collection::oplog::take_last_here() {
+            Some(t) => t,
+            None if out.wrote => rs.tick(),
+            None => rs.now(),
+        };
         reply.insert("$clusterTime", rs.cluster_time());
         reply.insert("operationTime", t);
     }

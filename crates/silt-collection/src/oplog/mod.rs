@@ -80,6 +80,18 @@ pub fn is_logged(ns: &str) -> bool {
     !(ns.starts_with("local.") || ns == "config.transactions" || ns.ends_with(".system.profile"))
 }
 
+thread_local! {
+    /// The newest time this thread reserved (0: none since the last `take_last_here`).
+    static LAST_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The newest time a write on this thread took since the last call (a request's
+/// `operationTime`), and forget it.
+pub fn take_last_here() -> Option<Timestamp> {
+    let v = LAST_HERE.with(|c| c.replace(0));
+    (v != 0).then(|| unpack(v))
+}
+
 /// One partition: a dictionary of consecutive entries.
 #[derive(Debug)]
 struct Part {
@@ -301,6 +313,9 @@ impl Oplog {
         let mut p = self.pending.lock();
         let times: Vec<u64> = (0..n).map(|_| self.clock.tick_packed()).collect();
         p.times.extend(times.iter().copied());
+        if let Some(last) = times.last() {
+            LAST_HERE.with(|c| c.set(*last));
+        }
         Reservation {
             log: self,
             times,

@@ -79,6 +79,7 @@ mod rename_collection;
 mod repl_set_get_config;
 mod repl_set_get_status;
 mod repl_set_initiate;
+mod repl_set_resize_oplog;
 mod roles_info;
 mod rw_concern_defaults;
 mod sasl;

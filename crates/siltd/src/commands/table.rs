@@ -737,6 +737,16 @@ pub(crate) const TABLE: &[Command] = &[
         run: |s, _, _, _| super::repl_set_initiate::repl_set_initiate(s),
     },
     Command {
+        name: "replSetResizeOplog",
+        aliases: &[],
+        fields: Fields::Any,
+        help: "change the oplog's size limit and minimum retention",
+        admin_only: true,
+        auth: Need::ClusterAdmin,
+        props: props::NONE,
+        run: |s, _, c, _| super::repl_set_resize_oplog::repl_set_resize_oplog(s, c),
+    },
+    Command {
         name: "revokePrivilegesFromRole",
         aliases: &[],
         fields: only(&["privileges", "writeConcern", "comment"], &[]),
