@@ -218,3 +218,41 @@ def test_resume_across_a_restart():
         c.close()
     finally:
         s.cleanup()
+
+
+def test_pre_and_post_images(rc):
+    db = rc.cs_images
+    db.create_collection("p", changeStreamPreAndPostImages={"enabled": True})
+    db.create_collection("q")
+    db.p.insert_one({"_id": 1, "a": 1, "l": [1, 2]})
+    db.q.insert_one({"_id": 1, "a": 1})
+    opts = dict(full_document="whenAvailable", full_document_before_change="whenAvailable")
+    with db.watch(**opts) as st:
+        db.p.update_one({"_id": 1}, {"$set": {"a": 2}, "$push": {"l": 3}})
+        db.p.replace_one({"_id": 1}, {"b": 1})
+        with rc.start_session() as s:
+            with s.start_transaction():
+                db.p.update_one({"_id": 1}, {"$set": {"c": 1}}, session=s)
+                db.p.delete_one({"_id": 1}, session=s)
+        db.q.update_one({"_id": 1}, {"$set": {"a": 2}})
+        ev = drain(st, 5)
+    assert [e["operationType"] for e in ev] == ["update", "replace", "update", "delete", "update"]
+    assert ev[0]["fullDocumentBeforeChange"] == {"_id": 1, "a": 1, "l": [1, 2]}
+    assert ev[0]["fullDocument"] == {"_id": 1, "a": 2, "l": [1, 2, 3]}
+    assert ev[1]["fullDocumentBeforeChange"] == {"_id": 1, "a": 2, "l": [1, 2, 3]}
+    assert ev[2]["fullDocumentBeforeChange"] == {"_id": 1, "b": 1}
+    assert ev[2]["fullDocument"] == {"_id": 1, "b": 1, "c": 1}
+    assert ev[3]["fullDocumentBeforeChange"] == {"_id": 1, "b": 1, "c": 1}
+    # A collection without the option has no images.
+    assert ev[4]["fullDocumentBeforeChange"] is None and ev[4]["fullDocument"] is None
+    # `required` on a collection without them is 47.
+    with db.q.watch(full_document_before_change="required") as st:
+        db.q.delete_one({"_id": 1})
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            drain(st, 1)
+        assert e.value.code == 47
+    # Fast updates are off where pre-images are kept.
+    db.p.insert_one({"_id": 2, "n": 1})
+    r = db.command("update", "p", updates=[{"q": {"_id": 2}, "u": {"$inc": {"n": 1}}}],
+                   fastUpdate=True)
+    assert "fastUpdates" not in r

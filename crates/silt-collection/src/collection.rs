@@ -337,6 +337,15 @@ impl Collection {
         crate::oplog::Op::command(db, Some(self.uuid), o)
     }
 
+    /// Whether its changes keep the document before them for change streams
+    /// (`changeStreamPreAndPostImages: {enabled: true}`).
+    pub fn keeps_pre_images(&self) -> bool {
+        self.options
+            .read()
+            .get_document("changeStreamPreAndPostImages")
+            .is_ok_and(|d| d.get_bool("enabled").unwrap_or(false))
+    }
+
     /// `db.coll`.
     pub fn ns(&self) -> &str {
         &self.ns

@@ -48,6 +48,9 @@ pub struct Transaction {
 struct Logged {
     oplog: Option<Arc<Oplog>>,
     ops: Vec<Op>,
+    /// Pre-images (`changeStreamPreAndPostImages`): the operation's index and the document
+    /// before it.
+    pre_images: Vec<(usize, bson::Document)>,
     session: Option<OpSession>,
 }
 
@@ -78,9 +81,13 @@ impl Transaction {
     }
 
     /// Note a change made in this transaction, to log when it commits.
-    pub(crate) fn log_op(&self, oplog: &Arc<Oplog>, op: Op) {
+    pub(crate) fn log_op(&self, oplog: &Arc<Oplog>, op: Op, pre_image: Option<bson::Document>) {
         let mut l = self.logged.lock();
         l.oplog.get_or_insert_with(|| oplog.clone());
+        if let Some(p) = pre_image {
+            let n = l.ops.len();
+            l.pre_images.push((n, p));
+        }
         l.ops.push(op);
     }
 
@@ -131,6 +138,10 @@ impl Transaction {
                     TxnKind::Multi => {
                         let r = log.reserve(1);
                         r.put_transaction(&mut batch, &logged.ops, logged.session.as_ref())?;
+                        for (idx, doc) in &logged.pre_images {
+                            let idx = u32::try_from(*idx).unwrap_or(u32::MAX - 1);
+                            r.put_pre_image(&mut batch, 0, idx, doc)?;
+                        }
                         r
                     }
                     // A retryable write's statements, one entry each, chained by
@@ -147,6 +158,9 @@ impl Transaction {
                             });
                             r.put(&mut batch, n, op, session)?;
                             prev = Some((r.ts(n), log.term()));
+                        }
+                        for (n, doc) in &logged.pre_images {
+                            r.put_pre_image(&mut batch, *n, 0, doc)?;
                         }
                         r
                     }

@@ -362,8 +362,12 @@ impl Collection {
             // A message could change a key field without moving the document.
             return Ok(false);
         }
-        // A validator must see the new document, which a blind message never reads.
-        if self.is_capped() || (self.validator().is_some() && !lock.writer.bypass_validation) {
+        // A validator must see the new document, which a blind message never reads; a
+        // pre-image is the document before, which it never reads either.
+        if self.is_capped()
+            || (self.validator().is_some() && !lock.writer.bypass_validation)
+            || (self.oplog.is_some() && self.keeps_pre_images())
+        {
             return Ok(false);
         }
         let _b = self.build.read();
@@ -385,7 +389,7 @@ impl Collection {
             (Some(t), op) => {
                 t.inner.update(d, lock.key(), func, arg)?;
                 if let Some((log, op)) = op {
-                    t.log_op(log, op);
+                    t.log_op(log, op, None);
                 }
             }
             (None, Some((log, op))) => {
@@ -605,10 +609,14 @@ impl Collection {
             .oplog
             .as_ref()
             .map(|log| (log, self.oplog_op(old, new, how)));
+        let pre_image = old.filter(|_| op.is_some() && self.keeps_pre_images());
         let _reserved = match (&op, lock.writer.txn) {
             (Some((log, op)), None) => {
                 let r = log.reserve(1);
                 r.put(&mut batch, 0, op, None)?;
+                if let Some(p) = pre_image {
+                    r.put_pre_image(&mut batch, 0, 0, p)?;
+                }
                 Some(r)
             }
             _ => None,
@@ -619,7 +627,7 @@ impl Collection {
         }
         drop(_reserved);
         if let (Some((log, op)), Some(t)) = (op, lock.writer.txn) {
-            t.log_op(log, op);
+            t.log_op(log, op, pre_image.cloned());
         }
         drop(_meta);
         if self.is_capped() && old.is_none() && new.is_some() {

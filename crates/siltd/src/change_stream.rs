@@ -26,9 +26,12 @@
 //! event carries the document as it is when the event is read, which is MongoDB's meaning
 //! of `updateLookup`.
 //!
-//! Pre- and post-images are not kept yet: `fullDocumentBeforeChange` other than `off` and
-//! `fullDocument` of `whenAvailable` or `required` are refused (an event without the image
-//! a collection with `changeStreamPreAndPostImages` should have would be a wrong answer).
+//! **Pre- and post-images.** A collection with `changeStreamPreAndPostImages: {enabled:
+//! true}` keeps, beside each entry that changes one of its documents, the document before
+//! (`Oplog::pre_image`; trimmed with the entry's partition). `fullDocumentBeforeChange` reads
+//! it; `fullDocument: "whenAvailable"`/`"required"` of an update is the pre-image with the
+//! entry's diff applied. Missing: `null`, or 47 NoMatchingDocument when required. Fast
+//! updates are off for such a collection (the pre-image needs the read they avoid).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -114,12 +117,25 @@ impl Scope {
 enum FullDocument {
     Default,
     UpdateLookup,
+    /// The post-image (the pre-image with the update applied), or null.
+    WhenAvailable,
+    /// The post-image, or error 47.
+    Required,
+}
+
+/// How `fullDocumentBeforeChange` is filled (from the pre-images of a collection with
+/// `changeStreamPreAndPostImages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BeforeChange {
+    Off,
+    WhenAvailable,
+    Required,
 }
 
 /// The `$changeStream` stage's options.
 pub(crate) struct Options {
     full_document: FullDocument,
-    before_change: bool,
+    before_change: BeforeChange,
     start: Start,
     expanded: bool,
 }
@@ -141,7 +157,7 @@ impl Options {
         };
         let mut o = Options {
             full_document: FullDocument::Default,
-            before_change: false,
+            before_change: BeforeChange::Off,
             start: Start::Now,
             expanded: false,
         };
@@ -153,9 +169,8 @@ impl Options {
                     o.full_document = match s.as_str() {
                         "default" => FullDocument::Default,
                         "updateLookup" => FullDocument::UpdateLookup,
-                        "whenAvailable" | "required" => {
-                            return Err(no_images(&format!("fullDocument: \"{s}\"")))
-                        }
+                        "whenAvailable" => FullDocument::WhenAvailable,
+                        "required" => FullDocument::Required,
                         other => {
                             return Err(QueryError::bad_value(format!(
                                 "Enumeration value '{other}' for field 'fullDocument' is not a valid value."
@@ -165,12 +180,9 @@ impl Options {
                 }
                 ("fullDocumentBeforeChange", Bson::String(s)) => {
                     o.before_change = match s.as_str() {
-                        "off" => false,
-                        "whenAvailable" | "required" => {
-                            return Err(no_images(&format!(
-                                "fullDocumentBeforeChange: \"{s}\""
-                            )))
-                        }
+                        "off" => BeforeChange::Off,
+                        "whenAvailable" => BeforeChange::WhenAvailable,
+                        "required" => BeforeChange::Required,
                         other => {
                             return Err(QueryError::bad_value(format!(
                                 "Enumeration value '{other}' for field 'fullDocumentBeforeChange' is not a valid value."
@@ -228,10 +240,16 @@ impl Options {
     }
 }
 
-fn no_images(what: &str) -> QueryError {
-    QueryError::bad_value(format!(
-        "{what} needs the pre- and post-images of changeStreamPreAndPostImages, which siltd does not keep yet"
-    ))
+/// A required image that is not there (mongod's 47 NoMatchingDocument).
+fn no_image(which: &str, kinds: &str, ch: &Change<'_>) -> QueryError {
+    QueryError::coded(
+        47,
+        "NoMatchingDocument",
+        format!(
+            "Change stream was configured to require a {which} for all {kinds} events, but the {which} was not found for event: {}",
+            ch.pos.token()
+        ),
+    )
 }
 
 /// The events of a change stream, as a cursor's source.
@@ -462,9 +480,9 @@ impl ChangeSource {
                     }
                     "d" => {
                         head(&mut ev, "delete");
-                        self.before_change(&mut ev);
                         ev.insert("ns", ns_doc(ns));
                         ev.insert("documentKey", doc_key);
+                        self.before_change(&mut ev, ch)?;
                     }
                     _ if o.contains_key("$v") || o.contains_key("$silt") => {
                         head(&mut ev, "update");
@@ -472,19 +490,28 @@ impl ChangeSource {
                             FullDocument::UpdateLookup => {
                                 ev.insert("fullDocument", self.lookup(ns, &doc_key)?);
                             }
+                            FullDocument::WhenAvailable | FullDocument::Required => {
+                                let post = self.post_image(ch, &o)?;
+                                if post.is_none()
+                                    && self.opts.full_document == FullDocument::Required
+                                {
+                                    return Err(no_image("post-image", "update", ch));
+                                }
+                                ev.insert("fullDocument", post.map_or(Bson::Null, Bson::Document));
+                            }
                             FullDocument::Default => {}
                         }
-                        self.before_change(&mut ev);
                         ev.insert("ns", ns_doc(ns));
                         ev.insert("documentKey", doc_key);
                         ev.insert("updateDescription", update_description(&o));
+                        self.before_change(&mut ev, ch)?;
                     }
                     _ => {
                         head(&mut ev, "replace");
                         ev.insert("fullDocument", o);
-                        self.before_change(&mut ev);
                         ev.insert("ns", ns_doc(ns));
                         ev.insert("documentKey", doc_key);
+                        self.before_change(&mut ev, ch)?;
                     }
                 }
             }
@@ -498,10 +525,31 @@ impl ChangeSource {
         Ok((Some(ev), false))
     }
 
-    fn before_change(&self, ev: &mut Document) {
-        if self.opts.before_change {
-            ev.insert("fullDocumentBeforeChange", Bson::Null);
+    /// `fullDocumentBeforeChange`: the pre-image kept beside the entry, if any.
+    fn before_change(&self, ev: &mut Document, ch: &Change<'_>) -> QResult<()> {
+        if self.opts.before_change == BeforeChange::Off {
+            return Ok(());
         }
+        let pre = self.log.pre_image(ch.ts, ch.pos.idx).map_err(coll_err)?;
+        if pre.is_none() && self.opts.before_change == BeforeChange::Required {
+            return Err(no_image("pre-image", "update, delete and replace", ch));
+        }
+        ev.insert(
+            "fullDocumentBeforeChange",
+            pre.map_or(Bson::Null, Bson::Document),
+        );
+        Ok(())
+    }
+
+    /// The document after an update: its pre-image with the entry's diff applied.
+    fn post_image(&self, ch: &Change<'_>, o: &Document) -> QResult<Option<Document>> {
+        let Ok(diff) = o.get_document("diff") else {
+            return Ok(None);
+        };
+        let Some(pre) = self.log.pre_image(ch.ts, ch.pos.idx).map_err(coll_err)? else {
+            return Ok(None);
+        };
+        Ok(silt_collection::oplog::apply_diff(&pre, diff).ok())
     }
 
     /// The document with `key` in `ns` as it is now (`updateLookup`), or null.

@@ -136,10 +136,12 @@ fn key(ts: u64) -> [u8; 8] {
     ts.to_be_bytes()
 }
 
+/// The time of an entry's key, or of a pre-image's (the entry's key and 4 bytes more).
 fn ts_of_key(k: &[u8]) -> Result<u64> {
-    <[u8; 8]>::try_from(k)
+    k.get(..8)
+        .and_then(|k| <[u8; 8]>::try_from(k).ok())
         .map(u64::from_be_bytes)
-        .map_err(|_| CollError::BadStoredDocument {
+        .ok_or_else(|| CollError::BadStoredDocument {
             ns: OPLOG_NS.into(),
             detail: "an oplog key is not 8 bytes".into(),
         })
@@ -390,6 +392,21 @@ impl Oplog {
         }
     }
 
+    /// The document as it was before operation `idx` of the entry at `ts`, when its
+    /// collection keeps pre-images and the entry's partition is still there.
+    pub fn pre_image(&self, ts: Timestamp, idx: u32) -> Result<Option<Document>> {
+        let k = pre_image_key(pack(ts), idx);
+        let parts = self.parts.read().clone();
+        for p in parts.iter().rev() {
+            match p.dict.get(&k) {
+                Ok(Some(v)) => return Ok(Some(decode_doc(OPLOG_NS, &v)?)),
+                Ok(None) | Err(silt_storage::Error::NoSuchDictionary(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
+    }
+
     /// The time of the oldest entry kept, if any.
     pub fn oldest(&self) -> Result<Option<Timestamp>> {
         Ok(self.read(None).next_entry()?.map(|(t, _)| t))
@@ -490,6 +507,13 @@ impl Oplog {
     }
 }
 
+fn pre_image_key(ts: u64, idx: u32) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..8].copy_from_slice(&ts.to_be_bytes());
+    k[8..].copy_from_slice(&idx.to_be_bytes());
+    k
+}
+
 fn bad(what: &str) -> CollError {
     CollError::BadStoredDocument {
         ns: OPLOG_NS.into(),
@@ -547,6 +571,25 @@ impl Reservation<'_> {
     ) -> Result<()> {
         let e = entry::transaction(ops, self.stamp(0), session);
         self.put_doc(batch, 0, &e)
+    }
+
+    /// Keep `doc`, the document as it was before operation `idx` of the entry at the `n`th
+    /// time changed it (a collection with `changeStreamPreAndPostImages`): beside the entry,
+    /// in the same partition, so it is trimmed with it.
+    pub(crate) fn put_pre_image(
+        &self,
+        batch: &mut WriteBatch,
+        n: usize,
+        idx: u32,
+        doc: &Document,
+    ) -> Result<()> {
+        let bytes = encode_doc(doc);
+        self.part.bytes.fetch_add(
+            u64::try_from(bytes.len() + 12).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        batch.put(&self.part.dict, &pre_image_key(self.times[n], idx), &bytes)?;
+        Ok(())
     }
 
     fn put_doc(&self, batch: &mut WriteBatch, n: usize, e: &Document) -> Result<()> {
@@ -616,6 +659,8 @@ impl Scan {
             };
             let step = if self.forward { c.next() } else { c.prev() };
             match step {
+                // A pre-image (`Reservation::put_pre_image`) sits beside its entry.
+                Ok(Some((k, _))) if k.len() != 8 => {}
                 Ok(Some((k, v))) => {
                     let ts = ts_of_key(&k)?;
                     return Ok(Some((unpack(ts), decode_doc(OPLOG_NS, &v)?)));
