@@ -519,3 +519,40 @@ def test_retried_fast_update_through_an_index_is_applied_once(rs, tdb):
     assert r2 == {**r2, "n": 3}
     assert sorted(d["c"] for d in tdb.a.find({"k": 1})) == [1, 1, 1]
     assert tdb.a.count_documents({"c": {"$ne": 0}}) == 3
+
+
+def test_collections_created_in_a_transaction_are_isolated(rc):
+    """MongoDB 4.4+: a transaction may create collections (by inserting, or with create and
+    createIndexes); nobody else sees them until it commits, and they are gone if it aborts."""
+    db = rc.txn_create
+    db.drop_collection("seen")
+    with rc.start_session() as s:
+        s.start_transaction()
+        db.implicit.insert_one({"_id": 1}, session=s)
+        db.create_collection("explicit", session=s)
+        db.explicit.create_index("a", session=s)
+        db.indexed.create_index("b", session=s)
+        assert not {"implicit", "explicit", "indexed"} & set(db.list_collection_names())
+        assert db.implicit.find_one({"_id": 1}) is None
+        s.commit_transaction()
+    assert {"implicit", "explicit", "indexed"} <= set(db.list_collection_names())
+    assert "a_1" in db.explicit.index_information()
+    assert db.implicit.find_one({"_id": 1}) == {"_id": 1}
+    # Aborted: the collection goes away.
+    with rc.start_session() as s:
+        s.start_transaction()
+        db.gone.insert_one({"_id": 1}, session=s)
+        s.abort_transaction()
+    assert "gone" not in db.list_collection_names()
+    deadline = time.time() + 10
+    while time.time() < deadline and "txn_create.gone" in [
+            c["name"] for c in rc.admin.command("listDatabases")["databases"]]:
+        time.sleep(0.2)
+    # Indexes on a collection that existed before the transaction are refused (263).
+    db.seen.insert_one({"_id": 1})
+    with rc.start_session() as s:
+        s.start_transaction()
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            db.seen.create_index("x", session=s)
+        assert e.value.code == 263
+        s.abort_transaction()

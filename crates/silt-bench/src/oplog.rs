@@ -45,6 +45,9 @@ pub(crate) struct Args {
     /// Buffered reads instead of `--directio`.
     #[arg(long)]
     pub(crate) buffered: bool,
+    /// Run only W1a (for profiling the fast path on a replica set).
+    #[arg(long)]
+    pub(crate) only_w1a: bool,
     /// Write the figures as JSON here.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
@@ -188,7 +191,12 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     // 1. Inserts, side by side.
     let quarter = Duration::from_millis(a.seconds * 1000 / 4);
     let mut rates = [0f64; 2];
-    for (n, which) in [0, 1, 1, 0, 0, 1, 1, 0].into_iter().enumerate() {
+    let slices = if a.only_w1a { 0 } else { 8 };
+    for (n, which) in [0, 1, 1, 0, 0, 1, 1, 0]
+        .into_iter()
+        .take(slices)
+        .enumerate()
+    {
         let port = if which == 0 {
             standalone.port
         } else {
@@ -240,11 +248,15 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // 3. A change stream following inserts.
-    let (inserts, events, p99) = stream_phase(
-        replset.port,
-        a.stream_rate,
-        Duration::from_secs(a.stream_seconds),
-    )?;
+    let (inserts, events, p99) = if a.only_w1a {
+        (0, 0, 0.0)
+    } else {
+        stream_phase(
+            replset.port,
+            a.stream_rate,
+            Duration::from_secs(a.stream_seconds),
+        )?
+    };
     drop(replset);
 
     println!("{:<44}{:>14}", "figure", "value");

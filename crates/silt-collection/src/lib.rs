@@ -25,6 +25,7 @@
 
 mod build;
 mod collection;
+mod created;
 pub mod index;
 mod keyrange;
 pub mod oplog;

@@ -39,6 +39,8 @@ pub struct Store {
     pub(crate) crash_points: CrashPoints,
     /// The oplog, on a replica-set member.
     pub(crate) oplog: Option<Arc<Oplog>>,
+    /// Collections created inside transactions that have not committed (`created.rs`).
+    pub(crate) pending: Arc<crate::created::Pending>,
 }
 
 impl std::fmt::Debug for Store {
@@ -181,7 +183,59 @@ impl Store {
             build_memory,
             crash_points: CrashPoints::default(),
             oplog,
+            pending: Arc::default(),
         })
+    }
+
+    /// The collection `ns` for a write by `w`, created if missing. A multi-document
+    /// transaction's creation is hidden from listings until it commits, and dropped if it
+    /// does not (`created.rs`).
+    pub fn get_or_create_for(&self, ns: &str, w: crate::Writer<'_>) -> Result<Arc<Collection>> {
+        if let Some(c) = self.get(ns) {
+            return Ok(c);
+        }
+        match w.txn().filter(|t| t.is_multi()) {
+            Some(t) => match self.create(ns, Document::new()) {
+                Ok(c) => {
+                    t.note_created(&self.pending, ns);
+                    Ok(c)
+                }
+                Err(CollError::NamespaceExists(_)) => self
+                    .get(ns)
+                    .ok_or_else(|| CollError::NamespaceNotFound(ns.to_string())),
+                Err(e) => Err(e),
+            },
+            None => self.get_or_create(ns),
+        }
+    }
+
+    /// [`Store::create`] for writer `w`: inside a multi-document transaction the collection
+    /// is hidden from listings until it commits, and dropped if it does not.
+    pub fn create_for(
+        &self,
+        ns: &str,
+        options: Document,
+        w: crate::Writer<'_>,
+    ) -> Result<Arc<Collection>> {
+        let c = self.create(ns, options)?;
+        if let Some(t) = w.txn().filter(|t| t.is_multi()) {
+            t.note_created(&self.pending, ns);
+        }
+        Ok(c)
+    }
+
+    /// Drop the collections that transactions created and did not commit, unless another
+    /// writer put a document in one meanwhile (then it stays). Run once a second.
+    pub fn drop_abandoned(&self) -> Result<()> {
+        for ns in self.pending.take_abandoned() {
+            if let Some(c) = self.get(&ns) {
+                if c.count()? == 0 {
+                    self.drop_collection(&ns)?;
+                }
+            }
+            self.pending.forget(&ns);
+        }
+        Ok(())
     }
 
     /// The oplog, on a replica-set member.
@@ -476,6 +530,7 @@ impl Store {
         self.colls
             .read()
             .iter()
+            .filter(|(ns, _)| !self.pending.hides(ns))
             .filter_map(|(ns, c)| ns.strip_prefix(&prefix).map(|n| (n.to_string(), c.clone())))
             .collect()
     }
@@ -486,6 +541,7 @@ impl Store {
             .colls
             .read()
             .keys()
+            .filter(|ns| !self.pending.hides(ns))
             .filter_map(|ns| ns.split_once('.').map(|(d, _)| d.to_string()))
             .collect();
         dbs.dedup();

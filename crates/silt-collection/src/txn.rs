@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::Snapshot;
 use parking_lot::Mutex;
 
+use crate::created::{Created, Pending};
 use crate::oplog::{Op, OpSession, Oplog, SessionStmt};
 use crate::write::NON_TXN_LOCK_WAIT;
 use crate::{Collection, Result};
@@ -41,6 +42,8 @@ pub struct Transaction {
     capped: Mutex<Vec<Arc<Collection>>>,
     /// What it changed, for the oplog: logged when it commits, in the order made.
     logged: Mutex<Logged>,
+    /// Collections it created: hidden from listings until it commits (`created.rs`).
+    created: Mutex<Created>,
 }
 
 /// A transaction's changes waiting for its commit to be logged.
@@ -71,7 +74,18 @@ impl Transaction {
             wait,
             capped: Mutex::new(Vec::new()),
             logged: Mutex::new(Logged::default()),
+            created: Mutex::new(Created::default()),
         }
+    }
+
+    /// Note that it created collection `ns` (hidden until it commits).
+    pub(crate) fn note_created(&self, pending: &Arc<Pending>, ns: &str) {
+        self.created.lock().add(pending, ns);
+    }
+
+    /// Whether it created collection `ns`.
+    pub fn created(&self, ns: &str) -> bool {
+        self.created.lock().contains(ns)
     }
 
     /// Name the session (and transaction number) whose transaction this is: its oplog
@@ -124,6 +138,7 @@ impl Transaction {
             capped,
             logged,
             kind,
+            created,
             ..
         } = self;
         // The entries go in with the transaction's writes, before its commit record: the
@@ -172,6 +187,7 @@ impl Transaction {
         };
         inner.commit(durable)?;
         drop(_reserved);
+        created.into_inner().commit();
         for c in capped.into_inner() {
             if let Err(e) = c.enforce_cap() {
                 tracing::warn!(ns = %c.ns, error = %e, "cannot trim the capped collection");

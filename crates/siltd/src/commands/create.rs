@@ -17,6 +17,11 @@ use silt_query::collation::Collation;
 pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "create")?;
     if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
+        if op.txn.is_some() {
+            return Err(QueryError::operation_not_supported_in_transaction(
+                "Cannot create a view in a multi-document transaction.",
+            ));
+        }
         return create_view(s, db, &coll, cmd, op);
     }
     if s.views().is_view(&format!("{db}.{coll}")) {
@@ -189,7 +194,12 @@ pub(super) fn create(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
         }
     }
     let ns = format!("{db}.{coll}");
-    match s.store().create(&ns, options.clone()) {
+    if op.txn.is_some() && options.get_bool("capped").unwrap_or(false) {
+        return Err(QueryError::operation_not_supported_in_transaction(
+            "Cannot create a capped collection in a multi-document transaction.",
+        ));
+    }
+    match s.store().create_for(&ns, options.clone(), op.writer()) {
         Ok(_) => Ok(Document::new()),
         // MongoDB 7.0: creating an existing collection with the same options succeeds.
         Err(silt_collection::CollError::NamespaceExists(_))

@@ -1,9 +1,12 @@
 //! The `createIndexes` command.
 
+use std::ops::Bound;
+
 use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
 use super::common::{coll_arg, missing_field, wrong_type};
+use crate::ctx::Ctx;
 use crate::errors::coll_err;
 use crate::state::{CmdResult, Server};
 
@@ -159,10 +162,37 @@ fn check_id_spec(spec: &Document) -> Result<(), QueryError> {
     Ok(())
 }
 
-pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
+pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult {
     let coll = coll_arg(db, cmd, "createIndexes")?;
     let ns = format!("{db}.{coll}");
     s.views().refuse_write(&ns)?;
+    let mut created_in_txn = false;
+    if let Some(t) = op.txn {
+        // MongoDB 4.4: a transaction may index a collection it creates (here, or earlier in
+        // it), not one that existed before it.
+        match s.store().get(&ns) {
+            Some(_) if !t.created(&ns) => {
+                return Err(QueryError::operation_not_supported_in_transaction(format!(
+                    "Cannot create new indexes on existing collection {ns} in a multi-document transaction."
+                )))
+            }
+            Some(c) => {
+                // The build reads committed documents: the transaction's own would be missed.
+                let mut cur = c.scan_at(Bound::Unbounded, Bound::Unbounded, t.snapshot());
+                if cur.next_doc().map_err(coll_err)?.is_some() {
+                    return Err(QueryError::operation_not_supported_in_transaction(format!(
+                        "siltd cannot index {ns} in the transaction that created it once the transaction has written documents to it; create the indexes first"
+                    )));
+                }
+            }
+            None => {
+                s.store()
+                    .create_for(&ns, Document::new(), op.writer())
+                    .map_err(coll_err)?;
+                created_in_txn = true;
+            }
+        }
+    }
     let specs = match cmd.get("indexes") {
         Some(Bson::Array(a)) => a,
         None => return Err(missing_field("createIndexes.indexes")),
@@ -316,7 +346,7 @@ pub(super) fn create_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult 
     let mut r = doc! {
         "numIndexesBefore": crate::num::int32(out.before),
         "numIndexesAfter": crate::num::int32(out.after),
-        "createdCollectionAutomatically": out.created_collection,
+        "createdCollectionAutomatically": out.created_collection || created_in_txn,
     };
     if out.after == out.before {
         r.insert("note", "all indexes already exist");

@@ -18,7 +18,10 @@ pub(super) fn insert(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
     let ignore_dups = bool_arg(cmd, "ignoreDuplicates")?.unwrap_or(false);
     let ns = format!("{db}.{coll}");
     s.views().refuse_write(&ns)?;
-    let c = s.store().get_or_create(&ns).map_err(coll_err)?;
+    let c = s
+        .store()
+        .get_or_create_for(&ns, op.writer())
+        .map_err(coll_err)?;
     if ignore_dups && op.repeated.is_empty() {
         // The fast path: one insert-if-absent message per document, no read. Taken only when
         // every document keeps the write rules, the collection has no secondary index and

@@ -223,7 +223,7 @@ pub(super) fn update_docs(
         let new = prepare_insert(new)?;
         let coll = s
             .store()
-            .get_or_create(ns)
+            .get_or_create_for(ns, op.writer())
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
         op.insert(&coll, &new).map_err(WriteFail::from)?;
         res.upserted = new.get("_id").cloned();

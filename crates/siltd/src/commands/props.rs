@@ -103,6 +103,13 @@ pub(super) const V1_WRITE: Props = Props {
     ..Props::NONE
 };
 
+/// `create` and `createIndexes`: catalog changes a multi-document transaction may make on a
+/// collection it creates (MongoDB 4.4), hidden from others until it commits.
+pub(super) const V1_WRITE_IN_TXN: Props = Props {
+    in_txn: true,
+    ..V1_WRITE
+};
+
 /// `commitTransaction` and `abortTransaction`.
 pub(super) const TXN_END: Props = Props {
     writes: true,

@@ -196,7 +196,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "create a collection",
         admin_only: false,
         auth: Need::Shape,
-        props: props::V1_WRITE,
+        props: props::V1_WRITE_IN_TXN,
         run: |s, db, c, op| super::create::create(s, db, c, op),
     },
     Command {
@@ -209,8 +209,8 @@ pub(crate) const TABLE: &[Command] = &[
         help: "build indexes",
         admin_only: false,
         auth: Need::Shape,
-        props: props::V1_WRITE,
-        run: |s, db, c, _| super::create_indexes::create_indexes(s, db, c),
+        props: props::V1_WRITE_IN_TXN,
+        run: |s, db, c, op| super::create_indexes::create_indexes(s, db, c, op),
     },
     Command {
         name: "createRole",

@@ -208,7 +208,7 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                         Some(c) => c,
                         None => s
                             .store()
-                            .get_or_create(&ns)
+                            .get_or_create_for(&ns, op.writer())
                             .map_err(|e| WriteFail::Other(coll_err(e)))?,
                     };
                     let arg = crate::fast::message_arg(id, u, upsert, None, af.as_deref())?;
