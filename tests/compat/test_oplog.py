@@ -349,3 +349,17 @@ def test_mongodump_oplog_and_mongorestore_replay_sequence(rc, standalone_client)
         e.pop("ui", None)
         standalone_client.admin.command("applyOps", [e])
     assert dbhashes(standalone_client, "oplog_dump") == dbhashes(rc, "oplog_dump")
+
+
+def test_the_oplog_in_listings_count_and_aggregate(rc):
+    rc.oplog_list.c.insert_many([{"_id": i} for i in range(5)])
+    assert "local" in rc.list_database_names()
+    (info,) = rc.local.command("listCollections", filter={"name": "oplog.rs"})["cursor"]["firstBatch"]
+    assert info["options"]["capped"] is True and info["options"]["size"] > 0
+    assert "idIndex" not in info
+    n = rc.local.oplog.rs.count_documents({"ns": "oplog_list.c", "op": "i"})
+    assert n == 5
+    assert rc.local.command("count", "oplog.rs", query={"ns": "oplog_list.c"})["n"] == 5
+    got = list(rc.local.oplog.rs.aggregate([{"$match": {"ns": "oplog_list.c", "op": "i"}},
+                                           {"$group": {"_id": None, "ids": {"$push": "$o._id"}}}]))
+    assert got[0]["ids"] == list(range(5))

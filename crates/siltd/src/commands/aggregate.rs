@@ -518,7 +518,21 @@ fn pipeline_docs(
             .map_err(executor_error)?
     } else {
         let filter = pipeline.leading_match().cloned().unwrap_or_default();
+        let oplog = s
+            .store()
+            .oplog()
+            .filter(|_| ns == silt_collection::oplog::OPLOG_NS);
         match s.store().get(&ns) {
+            // The oplog: its entries, from the leading `$match`'s `ts` on (`oplog_source.rs`).
+            None if let Some(log) = oplog => {
+                let matcher = Arc::new(new_matcher(&filter)?);
+                let mut src =
+                    crate::oplog_source::OplogSource::new(log.clone(), &filter, matcher, false);
+                let iter = std::iter::from_fn(move || {
+                    crate::cursors::DocSource::next_doc(&mut src).transpose()
+                });
+                pipeline.run(Box::new(iter), &ctx).map_err(executor_error)?
+            }
             Some(c) => {
                 let matcher = Arc::new(new_matcher(&filter)?);
                 match count_shape(&stages) {

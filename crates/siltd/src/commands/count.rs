@@ -40,6 +40,22 @@ pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult
         let n = super::aggregate::view_docs(s, db, &coll, cmd, stages, op)?.len();
         return Ok(doc! { "n": i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32) });
     }
+    if let Some(log) = s
+        .store()
+        .oplog()
+        .filter(|_| ns == silt_collection::oplog::OPLOG_NS)
+    {
+        // The oplog: its entries that match, counted as read (`oplog_source.rs`).
+        let matcher = Arc::new(new_matcher(&filter)?);
+        let mut src = crate::oplog_source::OplogSource::new(log.clone(), &filter, matcher, false);
+        let mut n = 0u64;
+        while crate::cursors::DocSource::next_doc(&mut src)?.is_some() {
+            n += 1;
+        }
+        let n = n.saturating_sub(skip as u64);
+        let n = if limit > 0 { n.min(limit as u64) } else { n };
+        return Ok(doc! { "n": i32::try_from(n).map_or(Bson::Int64(n as i64), Bson::Int32) });
+    }
     let Some(c) = s.store().get(&ns) else {
         return Ok(doc! { "n": 0 });
     };

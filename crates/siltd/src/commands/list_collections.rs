@@ -11,6 +11,23 @@ pub(super) fn list_collections(s: &Server, db: &str, cmd: &Document) -> CmdResul
     let matcher = Matcher::new(&filter)?;
     let name_only = bool_arg(cmd, "nameOnly")?.unwrap_or(false);
     let mut out = Vec::new();
+    // The oplog, as mongod shows it: capped at its size, without an `_id` index.
+    if let Some(log) = s.store().oplog().filter(|_| db == "local") {
+        let size = i64::try_from(log.max_bytes()).unwrap_or(i64::MAX);
+        let full = doc! {
+            "name": "oplog.rs",
+            "type": "collection",
+            "options": { "capped": true, "size": size, "autoIndexId": false },
+            "info": { "readOnly": false, "uuid": log.uuid() },
+        };
+        if matcher.matches(&full) {
+            out.push(if name_only {
+                doc! { "name": "oplog.rs", "type": "collection" }
+            } else {
+                full
+            });
+        }
+    }
     for (name, c) in s.store().list_collections(db) {
         let mut options = c.options();
         let clustered = clustered_index(&options);

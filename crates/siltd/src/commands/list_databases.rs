@@ -23,12 +23,25 @@ pub(super) fn list_databases(s: &Server, db: &str, cmd: &Document, conn: &ConnIn
         (!crate::auth::sees_every_database(s, conn)).then(|| crate::auth::role_databases(s, conn));
     let mut dbs = Vec::new();
     let mut total = 0i64;
-    for name in s.store().list_databases() {
+    let mut names = s.store().list_databases();
+    // A replica-set member's oplog is in `local`.
+    let oplog_bytes = s.store().oplog().map(|l| l.size().0);
+    if oplog_bytes.is_some() && !names.iter().any(|n| n == "local") {
+        names.push("local".into());
+        names.sort();
+    }
+    for name in names {
         if visible.as_ref().is_some_and(|v| !v.contains(&name)) {
             continue;
         }
         let colls = s.store().list_collections(&name);
-        let st = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
+        let mut st = silt_collection::sum_stats(colls.iter().map(|(_, c)| c));
+        if name == "local" {
+            if let Some(b) = oplog_bytes {
+                st.storage_size += b;
+                st.count += 1;
+            }
+        }
         let size = st.storage_size as i64;
         let d = if name_only {
             doc! { "name": &name }
