@@ -363,3 +363,10 @@ def test_the_oplog_in_listings_count_and_aggregate(rc):
     got = list(rc.local.oplog.rs.aggregate([{"$match": {"ns": "oplog_list.c", "op": "i"}},
                                            {"$group": {"_id": None, "ids": {"$push": "$o._id"}}}]))
     assert got[0]["ids"] == list(range(5))
+
+
+def test_coll_stats_of_the_oplog(rc):
+    """What mongosh's `db.getReplicationInfo()` reads."""
+    st = rc.local.command("collStats", "oplog.rs")
+    assert st["capped"] is True and st["maxSize"] >= 990 * 1024 * 1024
+    assert st["size"] > 0 and st["count"] > 0 and st["nindexes"] == 0

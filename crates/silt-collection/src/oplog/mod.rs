@@ -426,6 +426,16 @@ impl Oplog {
         )
     }
 
+    /// Rows kept (entries and pre-images; the engine's maintained estimate) and bytes on
+    /// disk, for `collStats`.
+    pub fn storage(&self) -> (u64, u64) {
+        let parts = self.parts.read().clone();
+        parts.iter().fold((0, 0), |(rows, disk), p| {
+            let st = p.dict.stats();
+            (rows + st.rows, disk + st.file_bytes)
+        })
+    }
+
     /// Log `op` on its own (a command or a no-op): its own batch, committed now.
     pub fn log(&self, op: &Op) -> Result<Timestamp> {
         let r = self.reserve(1);

@@ -13,6 +13,13 @@ use crate::state::{CmdResult, Server};
     reason = "a whole-number double option saturates as mongod reads it"
 )]
 pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document, QueryError> {
+    if let Some(log) = s
+        .store()
+        .oplog()
+        .filter(|_| ns == silt_collection::oplog::OPLOG_NS)
+    {
+        return Ok(oplog_stats(log, scale));
+    }
     let c = s
         .store()
         .get(ns)
@@ -67,6 +74,32 @@ pub(super) fn storage_stats(s: &Server, ns: &str, scale: i64) -> Result<Document
     Ok(out)
 }
 
+/// The oplog's figures, as mongod shows a capped collection without indexes (what
+/// `rs.printReplicationInfo()` reads: `size`, `maxSize`, `count`).
+fn oplog_stats(log: &silt_collection::oplog::Oplog, scale: i64) -> Document {
+    let (bytes, _) = log.size();
+    let (rows, disk) = log.storage();
+    let scaled = |n: u64| number(i64::try_from(n).unwrap_or(i64::MAX) / scale);
+    doc! {
+        "ns": silt_collection::oplog::OPLOG_NS,
+        "size": scaled(bytes),
+        "count": number(rows),
+        "avgObjSize": number(bytes.checked_div(rows).unwrap_or(0)),
+        "storageSize": scaled(disk),
+        "freeStorageSize": 0,
+        "capped": true,
+        "max": 0,
+        "maxSize": scaled(log.max_bytes()),
+        "nindexes": 0,
+        "indexDetails": {},
+        "indexBuilds": [],
+        "totalIndexSize": 0,
+        "totalSize": scaled(disk),
+        "indexSizes": {},
+        "scaleFactor": number(scale),
+    }
+}
+
 /// mongod 7's `collStats` of a collection that does not exist: zeros, no indexes.
 fn missing_stats(ns: &str, scale: i64) -> Document {
     doc! {
@@ -92,7 +125,8 @@ pub(super) fn coll_stats(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, name)?;
     let scale = scale_arg(cmd)?;
     let ns = format!("{db}.{coll}");
-    if s.store().get(&ns).is_none() && !s.views().is_view(&ns) {
+    let oplog = s.store().oplog().is_some() && ns == silt_collection::oplog::OPLOG_NS;
+    if s.store().get(&ns).is_none() && !s.views().is_view(&ns) && !oplog {
         return Ok(missing_stats(&ns, scale));
     }
     storage_stats(s, &ns, scale)
