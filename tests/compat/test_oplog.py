@@ -370,3 +370,21 @@ def test_coll_stats_of_the_oplog(rc):
     st = rc.local.command("collStats", "oplog.rs")
     assert st["capped"] is True and st["maxSize"] >= 990 * 1024 * 1024
     assert st["size"] > 0 and st["count"] > 0 and st["nindexes"] == 0
+
+
+def test_delete_many_is_logged_in_batches(rc):
+    """mongod 7's batched deletes: a multi-document delete commits (and logs) its documents in
+    batches of 10, each one `applyOps` entry without a session."""
+    db = rc.oplog_batched
+    db.c.insert_many([{"_id": i} for i in range(25)])
+    t0 = newest(rc)
+    assert db.c.delete_many({"_id": {"$gte": 2}}).deleted_count == 23
+    e = since(rc, t0)
+    assert [len(x["o"]["applyOps"]) for x in e] == [10, 10, 3]
+    for x in e:
+        assert x["op"] == "c" and x["ns"] == "admin.$cmd" and "lsid" not in x
+    ids = [op["o"]["_id"] for x in e for op in x["o"]["applyOps"]]
+    assert sorted(ids) == list(range(2, 25))
+    assert all(op["op"] == "d" and op["ns"] == "oplog_batched.c" for x in e
+               for op in x["o"]["applyOps"])
+    assert db.c.count_documents({}) == 2

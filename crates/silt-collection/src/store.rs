@@ -194,6 +194,7 @@ impl Store {
         if let Some(c) = self.get(ns) {
             return Ok(c);
         }
+        self.refuse_oplog_write(ns)?;
         match w.txn().filter(|t| t.is_multi()) {
             Some(t) => match self.create(ns, Document::new()) {
                 Ok(c) => {
@@ -234,6 +235,17 @@ impl Store {
                 }
             }
             self.pending.forget(&ns);
+        }
+        Ok(())
+    }
+
+    /// A client's write into the oplog (20 IllegalOperation): only the server writes it.
+    fn refuse_oplog_write(&self, ns: &str) -> Result<()> {
+        if ns == OPLOG_NS && self.oplog.is_some() {
+            return Err(CollError::Refused {
+                code: 20,
+                msg: format!("cannot write to '{OPLOG_NS}': the oplog is written by the server"),
+            });
         }
         Ok(())
     }
@@ -317,6 +329,7 @@ impl Store {
         if let Some(c) = self.get(ns) {
             return Ok(c);
         }
+        self.refuse_oplog_write(ns)?;
         match self.create(ns, Document::new()) {
             Ok(c) => Ok(c),
             Err(CollError::NamespaceExists(_)) => self
@@ -354,10 +367,8 @@ impl Store {
             return Err(CollError::NamespaceExists(ns.to_string()));
         }
         if ns == OPLOG_NS && self.oplog.is_some() {
-            return Err(CollError::Refused {
-                code: 20,
-                msg: format!("cannot write to '{OPLOG_NS}': the oplog is written by the server"),
-            });
+            // The oplog exists (the server writes it; it is no collection of this map).
+            return Err(CollError::NamespaceExists(ns.to_string()));
         }
         let dict_name = self.new_dict_name("coll");
         let dict = self.env.create_dict(&dict_name)?;

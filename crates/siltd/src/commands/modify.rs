@@ -275,6 +275,79 @@ pub(super) fn array_filters_arg(d: &Document) -> QResult<Option<Vec<Document>>> 
     }
 }
 
+/// Documents a batched delete removes per commit (mongod's `batchedDeletesTargetBatchDocs`).
+const DELETE_BATCH: usize = 10;
+
+/// A multi-document delete on a replica set, as mongod 7 runs it (batched deletes): the
+/// documents go in batches of [`DELETE_BATCH`], each batch one atomic commit logged as one
+/// `applyOps` entry. A batch that meets a write conflict is retried, then deleted one by one.
+fn delete_batched(
+    s: &Server,
+    coll: &Collection,
+    matcher: &Matcher,
+    keys: Vec<Vec<u8>>,
+    op: &Ctx,
+) -> QResult<Vec<Document>> {
+    let mut out = Vec::new();
+    for chunk in keys.chunks(DELETE_BATCH) {
+        let mut done = None;
+        for _ in 0..3 {
+            match delete_batch(s, coll, matcher, chunk, op) {
+                Ok(d) => {
+                    done = Some(d);
+                    break;
+                }
+                Err(silt_collection::CollError::WriteConflict(_)) => continue,
+                Err(e) => return Err(coll_err(e)),
+            }
+        }
+        match done {
+            Some(d) => out.extend(d),
+            None => {
+                for key in chunk {
+                    let lock = op.lock_doc(coll, key.clone()).map_err(coll_err)?;
+                    let Some(old) = lock.read().map_err(coll_err)? else {
+                        continue;
+                    };
+                    if matcher.matches(&old) {
+                        coll.delete(&lock, &old).map_err(coll_err)?;
+                        out.push(old);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One batch of [`delete_batched`]: its documents deleted in one transaction.
+fn delete_batch(
+    s: &Server,
+    coll: &Collection,
+    matcher: &Matcher,
+    keys: &[Vec<u8>],
+    op: &Ctx,
+) -> Result<Vec<Document>, silt_collection::CollError> {
+    let store_txn = s.store().begin(
+        silt_collection::TxnKind::Multi,
+        silt_collection::NON_TXN_LOCK_WAIT,
+    )?;
+    let w = silt_collection::Writer::new(Some(&store_txn))
+        .bypassing_validation(op.bypass_validation.get());
+    let mut out = Vec::new();
+    for key in keys {
+        let lock = coll.lock_doc_as(key.clone(), w)?;
+        let Some(old) = lock.read()? else { continue };
+        if !matcher.matches(&old) {
+            continue;
+        }
+        coll.delete(&lock, &old)?;
+        out.push(old);
+    }
+    store_txn.commit(false)?;
+    Ok(out)
+}
+
 /// Delete what `filter` selects (at most one unless `multi`); returns the deleted documents.
 pub(super) fn delete_docs(
     s: &Server,
@@ -305,6 +378,9 @@ pub(super) fn delete_some(
     };
     let matcher = Arc::new(new_matcher(filter)?);
     let keys = select_keys(op, &coll, filter, &matcher, sort, multi, hint, cap)?;
+    if multi && op.txn.is_none() && s.store().oplog().is_some() && !coll.is_capped() {
+        return delete_batched(s, &coll, &matcher, keys, op);
+    }
     let mut out = Vec::new();
     for key in keys {
         let lock = op.lock_doc(&coll, key).map_err(coll_err)?;
