@@ -256,3 +256,79 @@ def test_pre_and_post_images(rc):
     r = db.command("update", "p", updates=[{"q": {"_id": 2}, "u": {"$inc": {"n": 1}}}],
                    fastUpdate=True)
     assert "fastUpdates" not in r
+
+
+def test_what_the_drivers_specification_tests_check():
+    """Found by the drivers' unified change-stream, transaction and retryable-write tests."""
+    s = Siltd(extra=["--replSet", "rs0", "--enable-test-commands"]).start()
+    try:
+        c = rs_client(s)
+        db = c.cs_spec
+        db.c.insert_one({"_id": 0})
+        assert c.admin.command("getParameter", "*")["enableTestCommands"] is True
+        # A failed getMore of a change stream with a resumable code is labelled so: the
+        # driver resumes and the stream goes on.
+        r = db.command("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={})
+        cid = r["cursor"]["id"]
+        c.admin.command("configureFailPoint", "failGetMoreAfterCursorCheckout",
+                        mode={"times": 1}, data={"errorCode": 262})
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            db.command("getMore", cid, collection="c")
+        assert e.value.code == 262
+        assert e.value.details["errorLabels"] == ["ResumableChangeStreamError"]
+        # Through watch(): resumed without the caller seeing it.
+        with db.c.watch() as st:
+            c.admin.command("configureFailPoint", "failGetMoreAfterCursorCheckout",
+                            mode={"times": 1}, data={"errorCode": 6})
+            db.c.insert_one({"_id": 1})
+            (ev,) = drain(st, 1)
+            assert ev["documentKey"] == {"_id": 1}
+        # The resume token must survive the pipeline (280, not resumable).
+        with db.c.watch([{"$project": {"_id": 0}}]) as st:
+            db.c.insert_one({"_id": 2})
+            with pytest.raises(pymongo.errors.OperationFailure) as e:
+                drain(st, 1)
+            assert e.value.code == 280
+        # An unknown stage is 40324 as anywhere; a known one not allowed here is 20.
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            db.c.watch([{"$unsupported": 1}])
+        assert e.value.code == 40324
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            db.c.watch([{"$group": {"_id": 1}}])
+        assert e.value.code == 20
+        # Only readConcern majority (or none).
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            db.get_collection("c", read_concern=pymongo.read_concern.ReadConcern("local")).watch()
+        assert e.value.code == 72
+        # Expanded events: a view's creation, a collMod that changes nothing.
+        with db.watch(show_expanded_events=True) as st:
+            db.create_collection("v", viewOn="c", pipeline=[{"$match": {"x": 1}}])
+            db.command("collMod", "c")
+            ev = drain(st, 2)
+        assert [e["operationType"] for e in ev] == ["create", "modify"]
+        assert ev[0]["ns"] == {"db": "cs_spec", "coll": "v"}
+        assert ev[0]["operationDescription"]["viewOn"] == "c"
+        # A database-wide cursor is killed under `$cmd.aggregate`.
+        r = db.command("aggregate", 1, pipeline=[{"$changeStream": {}}], cursor={})
+        assert r["cursor"]["ns"] == "cs_spec.$cmd.aggregate"
+        out = db.command("killCursors", "$cmd.aggregate", cursors=[r["cursor"]["id"]])
+        assert out["cursorsKilled"] == [r["cursor"]["id"]]
+        # commitTransaction failing with a transient code is labelled TransientTransactionError.
+        for code in (112, 24, 251):
+            c.admin.command("configureFailPoint", "failCommand", mode={"times": 1},
+                            data={"failCommands": ["commitTransaction"], "errorCode": code})
+            with c.start_session() as sess:
+                sess.start_transaction()
+                db.t.insert_one({"code": code}, session=sess)
+                with pytest.raises(pymongo.errors.OperationFailure) as e:
+                    sess.commit_transaction()
+                assert e.value.has_error_label("TransientTransactionError"), code
+        # onPrimaryTransactionalWrite fails the write and closes the connection (the driver
+        # retries it, and it happens once).
+        c.admin.command("configureFailPoint", "onPrimaryTransactionalWrite",
+                        mode={"times": 1}, data={"failBeforeCommitExceptionCode": 1})
+        db.r.insert_one({"_id": "once"})
+        assert db.r.count_documents({"_id": "once"}) == 1
+        c.close()
+    finally:
+        s.cleanup()

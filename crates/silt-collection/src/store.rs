@@ -225,6 +225,12 @@ impl Store {
         Ok(c)
     }
 
+    /// Whether `ns` is a collection a transaction is creating (hidden from others until it
+    /// commits).
+    pub fn is_hidden(&self, ns: &str) -> bool {
+        self.pending.hides(ns)
+    }
+
     /// Drop the collections that transactions created and did not commit, unless another
     /// writer put a document in one meanwhile (then it stays). Run once a second.
     pub fn drop_abandoned(&self) -> Result<()> {

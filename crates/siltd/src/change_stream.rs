@@ -280,6 +280,8 @@ impl ChangeSource {
         opts: Options,
         rest: &[Document],
     ) -> QResult<ChangeSource> {
+        // Unknown stages are 40324 as in any pipeline; known ones must be allowed here.
+        let pipeline = silt_query::agg::parse_pipeline(rest)?;
         for st in rest {
             let name = st.keys().next().map(String::as_str).unwrap_or("");
             if !matches!(
@@ -299,7 +301,6 @@ impl ChangeSource {
                 ));
             }
         }
-        let pipeline = silt_query::agg::parse_pipeline(rest)?;
         let visible = pack(log.visible());
         let (read_after, skip_to) = match opts.start {
             Start::Now => (visible, Position::hwm(visible)),
@@ -458,6 +459,29 @@ impl ChangeSource {
             }
         };
         match kind {
+            // A view's creation and drop are writes of `system.views`.
+            "i" | "d" if coll == crate::views::SYSTEM_VIEWS => {
+                let Some(o) = o else { return Ok((None, false)) };
+                let view_ns = o.get_str("_id").unwrap_or("");
+                let (vdb, vcoll) = split_ns(view_ns);
+                if !self.scope.sees(vdb, vcoll) || (kind == "i" && !self.opts.expanded) {
+                    return Ok((None, false));
+                }
+                head(&mut ev, if kind == "i" { "create" } else { "drop" });
+                ev.remove("collectionUUID");
+                ev.insert("ns", doc! { "db": vdb, "coll": vcoll });
+                if kind == "i" {
+                    let mut desc = doc! {
+                        "viewOn": o.get("viewOn").cloned().unwrap_or(Bson::Null),
+                        "pipeline": o.get("pipeline").cloned().unwrap_or(Bson::Array(Vec::new())),
+                    };
+                    if let Some(c) = o.get("collation") {
+                        desc.insert("collation", c.clone());
+                    }
+                    ev.insert("operationDescription", desc);
+                }
+                return Ok((Some(ev), false));
+            }
             "i" | "u" | "d" => {
                 if !self.scope.sees(db, coll) {
                     return Ok((None, false));
@@ -698,10 +722,23 @@ impl DocSource for ChangeSource {
                     self.invalidated = true;
                     return Ok(Some(ev));
                 }
+                let token = ev.get("_id").cloned();
                 let out = self
                     .pipeline
                     .run(Box::new(std::iter::once(Ok(ev))), &NoCollections)?;
                 match out.into_iter().next() {
+                    // The resume token must come through the pipeline as it was.
+                    Some(d) if d.get("_id") != token.as_ref() => {
+                        return Err(QueryError::coded(
+                            280,
+                            "ChangeStreamFatalError",
+                            format!(
+                                "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed. Expected: {} but found: {}",
+                                token.map_or_else(|| "{}".into(), |t| t.to_string()),
+                                d.get("_id").map_or_else(|| "{}".into(), |t| t.to_string())
+                            ),
+                        ))
+                    }
                     Some(d) => return Ok(Some(d)),
                     None => continue,
                 }

@@ -107,6 +107,21 @@ impl DocSource for TailSource {
     }
 }
 
+/// A change stream's error after which the driver may resume carries the
+/// `ResumableChangeStreamError` label, and one it must not resume after (280, 286) the
+/// `NonResumableChangeStreamError` label, as mongod 4.4+ labels them.
+pub(crate) fn resumable_label(e: QueryError, change_stream: bool) -> QueryError {
+    let label = match e.code {
+        _ if !change_stream => return e,
+        280 | 286 => "NonResumableChangeStreamError",
+        c if crate::error_labels::resumable_change_stream(c) => {
+            crate::error_labels::RESUMABLE_CHANGE_STREAM
+        }
+        _ => return e,
+    };
+    e.with_info(bson::doc! { "errorLabels": [label] })
+}
+
 /// A change stream batch's resume token: the source's, unless an event was held back for
 /// the next batch (then the last event returned is where the batch ends).
 fn batch_token(cur: &OpenCursor, batch: &[Document]) -> Option<Document> {
@@ -506,10 +521,11 @@ impl Cursors {
         }
         // Drivers' tests (`failGetMoreAfterCursorCheckout`): the getMore fails once the cursor
         // is checked out, and the cursor is gone, as after any getMore error.
+        let change_stream = cur.source.survives_drop();
         if let Some(e) = test_failure.and_then(|f| f.check()) {
             drop(cur);
             self.map.lock().remove(&id);
-            return Err(e);
+            return Err(resumable_label(e, change_stream));
         }
         // Without a batchSize, as in mongod, the rest of the results up to the reply limit
         // (16 MiB): the first batch's size does not carry over.
@@ -536,7 +552,10 @@ impl Cursors {
             Err(e) => {
                 drop(cur);
                 self.map.lock().remove(&id);
-                return Err(e.context("Executor error during getMore"));
+                return Err(resumable_label(
+                    e.context("Executor error during getMore"),
+                    change_stream,
+                ));
             }
         };
         let token = batch_token(&cur, &batch);

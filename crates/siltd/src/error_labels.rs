@@ -14,8 +14,42 @@ fn retryable(code: i32) -> bool {
 /// Codes that make a transaction statement's error transient: a conflict, a lock timeout,
 /// a lost primary or a network failure.
 fn transient(code: i32) -> bool {
-    matches!(code, 24 | 112 | 251) || retryable(code) || code == 10058
+    transient_at_commit(code) || retryable(code) || code == 10058
 }
+
+/// Codes that make a `commitTransaction` or `abortTransaction` error transient (mongod's
+/// `isTransientTransactionError`): a conflict, a lock timeout, a prepared transaction in the
+/// way, a snapshot error, or no such transaction (unless the write concern failed).
+fn transient_at_commit(code: i32) -> bool {
+    matches!(code, 24 | 112 | 239 | 246 | 251 | 267)
+}
+
+/// Codes after which a change stream resumes (the change-streams specification's list),
+/// labelled `ResumableChangeStreamError` on a change stream's `getMore`.
+pub(crate) fn resumable_change_stream(code: i32) -> bool {
+    matches!(
+        code,
+        6 | 7
+            | 63
+            | 89
+            | 91
+            | 133
+            | 150
+            | 189
+            | 234
+            | 262
+            | 9001
+            | 10107
+            | 11600
+            | 11602
+            | 13388
+            | 13435
+            | 13436
+    )
+}
+
+/// The label of a change stream error the driver resumes after.
+pub(crate) const RESUMABLE_CHANGE_STREAM: &str = "ResumableChangeStreamError";
 
 /// The command's session: how mongod chooses the labels of its errors.
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +70,9 @@ pub(crate) fn labels_for(session: Session, code: i32, write_concern: bool) -> Ve
     match session {
         Session::RetryableWrite | Session::CommitOrAbort if retryable(code) => {
             vec![RETRYABLE_WRITE]
+        }
+        Session::CommitOrAbort if !write_concern && transient_at_commit(code) => {
+            vec![crate::transactions::TRANSIENT]
         }
         Session::InTransaction if !write_concern && transient(code) => {
             vec![crate::transactions::TRANSIENT]

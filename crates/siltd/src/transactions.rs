@@ -522,6 +522,11 @@ fn retryable(
         };
         if let Some(code) = test_hook.and_then(|a| a.fail_before_commit) {
             let _ = txn.abort();
+            // With `closeConnection` (the default) the client sees a network error, as from
+            // mongod: the write did not happen, and the driver retries it.
+            if test_hook.is_some_and(|a| a.close_after_commit) {
+                conn.close.store(true, std::sync::atomic::Ordering::Release);
+            }
             return Outcome::err(crate::fail_command::error_saying(
                 code,
                 "Failing write before commit via 'onPrimaryTransactionalWrite' failpoint",

@@ -102,6 +102,18 @@ pub(super) fn aggregate(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRe
 fn change_stream(s: &Server, db: &str, cmd: &Document, stages: &[Document], op: &Ctx) -> CmdResult {
     use crate::change_stream::{ChangeSource, Options, Scope};
     let (opts, cluster) = Options::parse(stages[0].get("$changeStream").unwrap_or(&Bson::Null))?;
+    // A change stream reads majority-committed changes; another level asked for explicitly
+    // is refused, as by mongod.
+    if let Some(level) = cmd
+        .get_document("readConcern")
+        .ok()
+        .and_then(|rc| rc.get_str("level").ok())
+        .filter(|l| *l != "majority")
+    {
+        return Err(QueryError::invalid_options(format!(
+            "Aggregation stage $changeStream cannot run with a readConcern other than 'majority', or in a multi-document transaction. Current readConcern: {{ level: \"{level}\" }}"
+        )));
+    }
     let Some(log) = s.store().oplog() else {
         return Err(QueryError::located(
             40573,
@@ -141,9 +153,10 @@ fn change_stream(s: &Server, db: &str, cmd: &Document, stages: &[Document], op: 
     let source = ChangeSource::open(log.clone(), s.store_weak(), scope, opts, &stages[1..])?;
     let cursor_opts = cursor_arg(cmd)?;
     let batch = super::common::batch_size(&cursor_opts, "cursor.batchSize")?;
-    let (docs, id, token) =
-        s.cursors()
-            .first_events(op.cursor_owner(), &ns, Box::new(source), batch)?;
+    let (docs, id, token) = s
+        .cursors()
+        .first_events(op.cursor_owner(), &ns, Box::new(source), batch)
+        .map_err(|e| crate::cursors::resumable_label(e, true))?;
     Ok(match token {
         Some(t) => super::common::cursor_reply_with_token(&ns, docs, id, true, t),
         None => cursor_reply(&ns, docs, id, true),

@@ -34,6 +34,9 @@ pub(super) fn coll_mod(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdRes
     ]
     .iter()
     .any(|k| cmd.contains_key(*k))
+        // A `collMod` that changes nothing is still a catalog change mongod logs (a
+        // `modify` change event).
+        || !cmd.contains_key("index")
     {
         let mut options = c.options();
         super::create::add_validation_options(cmd, &mut options)?;

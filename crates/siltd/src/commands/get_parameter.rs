@@ -31,7 +31,10 @@ fn flag(opts: &Document, name: &str) -> Result<bool, QueryError> {
 fn settable(name: &str) -> (bool, bool) {
     match name {
         "featureCompatibilityVersion" => (false, false),
-        "maxBSONDepth" | "authSchemaVersion" | "authenticationMechanisms" => (false, true),
+        "maxBSONDepth"
+        | "authSchemaVersion"
+        | "authenticationMechanisms"
+        | "enableTestCommands" => (false, true),
         _ => (true, true),
     }
 }
@@ -61,6 +64,8 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
             )),
             "authSchemaVersion" => Some(Bson::Int32(crate::auth::system_docs::AUTH_SCHEMA_VERSION)),
             "maxBSONDepth" => Some(Bson::Int32(100)),
+            // `--enable-test-commands` (drivers' test suites read it to use fail points).
+            "enableTestCommands" => Some(Bson::Boolean(s.cfg().test_commands)),
             "cursorTimeoutMillis" => Some(Bson::Int64(600_000)),
             "fastUpdates" => Some(Bson::Boolean(fast)),
             "enableLocalhostAuthBypass" => Some(Bson::Boolean(
@@ -96,6 +101,7 @@ pub(super) fn get_parameter(s: &Server, cmd: &Document) -> CmdResult {
         "logComponentVerbosity",
         "authSchemaVersion",
         "maxBSONDepth",
+        "enableTestCommands",
         "cursorTimeoutMillis",
         "fastUpdates",
         "enableLocalhostAuthBypass",

@@ -25,7 +25,12 @@ pub(super) fn kill_cursors(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> Cm
             }
         });
     }
-    let ns = format!("{db}.{}", coll_arg(db, cmd, "killCursors")?);
+    // A database-wide cursor (a change stream or `aggregate: 1`) is under `$cmd.aggregate`.
+    let coll = match cmd.get("killCursors") {
+        Some(Bson::String(c)) if c == "$cmd.aggregate" => c.clone(),
+        _ => coll_arg(db, cmd, "killCursors")?,
+    };
+    let ns = format!("{db}.{coll}");
     let (killed, missing) = s.cursors().kill_as(&op.cursor_owner(), &ns, &wanted)?;
     Ok(doc! {
         "cursorsKilled": killed,

@@ -9,7 +9,8 @@ use crate::state::{CmdResult, Server};
 pub(super) fn list_indexes(s: &Server, db: &str, cmd: &Document) -> CmdResult {
     let coll = coll_arg(db, cmd, "listIndexes")?;
     let ns = format!("{db}.{coll}");
-    let Some(c) = s.store().get(&ns) else {
+    // A collection a transaction is creating does not exist for others yet.
+    let Some(c) = s.store().get(&ns).filter(|_| !s.store().is_hidden(&ns)) else {
         return Err(QueryError::namespace_not_found(format!(
             "ns does not exist: {ns}"
         )));
