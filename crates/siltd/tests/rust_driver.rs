@@ -1,7 +1,7 @@
-//! Transactions through the Rust driver (the `mongodb` crate, sync API) against a real
-//! `siltd --replSet rs0` over TCP: the second driver beside pymongo's suite
-//! (`tests/compat/test_transactions.py`). Each test starts its own server in a temporary
-//! directory and stops it at the end.
+//! Transactions and change streams through the Rust driver (the `mongodb` crate, sync API)
+//! against a real `siltd --replSet rs0` over TCP: the second driver beside pymongo's suite
+//! (`tests/compat/test_transactions.py`, `test_change_streams.py`). Each test starts its own
+//! server in a temporary directory and stops it at the end.
 
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mongodb::bson::{doc, Document};
+use mongodb::change_stream::event::OperationType;
 use mongodb::error::{Error, ErrorKind, TRANSIENT_TRANSACTION_ERROR};
 use mongodb::options::{ReadConcern, WriteConcern};
 use mongodb::sync::{Client, Collection};
@@ -212,4 +213,71 @@ fn a_conflict_is_transient_an_abort_leaves_nothing_and_a_snapshot_holds() {
     let again = read_in_snapshot();
     assert_eq!(before, again);
     assert_eq!(v_of(&acc, 1), 1002);
+}
+
+#[test]
+fn change_streams_every_event_type_and_resuming() {
+    let s = Siltd::start();
+    let client = s.client();
+    let coll: Collection<Document> = client.database("cs").collection("c");
+    coll.insert_one(doc! {"_id": 0}).run().expect("seed");
+    let stream = coll.watch().run().expect("watch");
+    coll.insert_one(doc! {"_id": 1, "a": 1, "l": [1, 2, 3]})
+        .run()
+        .expect("insert");
+    coll.update_one(doc! {"_id": 1}, doc! {"$set": {"a": 2}, "$pop": {"l": 1}})
+        .run()
+        .expect("update");
+    coll.replace_one(doc! {"_id": 1}, doc! {"b": 1})
+        .run()
+        .expect("replace");
+    coll.delete_one(doc! {"_id": 1}).run().expect("delete");
+    coll.drop().run().expect("drop");
+    let events: Vec<_> = stream.take(6).map(|e| e.expect("an event")).collect();
+    let kinds: Vec<OperationType> = events.iter().map(|e| e.operation_type.clone()).collect();
+    assert_eq!(
+        kinds,
+        [
+            OperationType::Insert,
+            OperationType::Update,
+            OperationType::Replace,
+            OperationType::Delete,
+            OperationType::Drop,
+            OperationType::Invalidate
+        ]
+    );
+    assert_eq!(
+        events[0].full_document.as_ref(),
+        Some(&doc! {"_id": 1, "a": 1, "l": [1, 2, 3]})
+    );
+    assert_eq!(events[0].document_key.as_ref(), Some(&doc! {"_id": 1}));
+    let u = events[1]
+        .update_description
+        .as_ref()
+        .expect("updateDescription");
+    assert_eq!(u.updated_fields, doc! {"a": 2});
+    let truncated = u.truncated_arrays.as_ref().expect("truncatedArrays");
+    assert_eq!(truncated[0].field, "l");
+    assert_eq!(truncated[0].new_size, 2);
+    assert_eq!(
+        events[2].full_document.as_ref(),
+        Some(&doc! {"_id": 1, "b": 1})
+    );
+    // Resuming after the insert gives the rest, in order, from the same tokens.
+    let resumed: Vec<OperationType> = coll
+        .watch()
+        .start_after(events[0].id.clone())
+        .run()
+        .expect("resume")
+        .take(3)
+        .map(|e| e.expect("an event").operation_type)
+        .collect();
+    assert_eq!(
+        resumed,
+        [
+            OperationType::Update,
+            OperationType::Replace,
+            OperationType::Delete
+        ]
+    );
 }
