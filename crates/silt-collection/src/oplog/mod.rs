@@ -100,6 +100,9 @@ struct Part {
     created: bson::DateTime,
     /// Entry bytes written to it (estimated from the tree at open).
     bytes: AtomicU64,
+    /// Reservations whose entries go into it and are not committed yet: it is not dropped
+    /// while any is.
+    writing: AtomicU64,
 }
 
 struct Pending {
@@ -178,6 +181,7 @@ impl Oplog {
                             .copied()
                             .unwrap_or_else(|_| bson::DateTime::now()),
                         bytes: AtomicU64::new(bytes),
+                        writing: AtomicU64::new(0),
                     }));
                 }
                 let next = u64::try_from(meta.get_i64("nextId").unwrap_or(1)).unwrap_or(1);
@@ -199,6 +203,7 @@ impl Oplog {
                 dict: env.create_dict(&dict_name())?,
                 created: bson::DateTime::now(),
                 bytes: AtomicU64::new(0),
+                writing: AtomicU64::new(0),
             }));
             next_id += 1;
         }
@@ -318,6 +323,7 @@ impl Oplog {
         if let Some(last) = times.last() {
             LAST_HERE.with(|c| c.set(*last));
         }
+        p.current.writing.fetch_add(1, Ordering::AcqRel);
         Reservation {
             log: self,
             times,
@@ -467,6 +473,7 @@ impl Oplog {
                 dict: env.create_dict(&dict_name())?,
                 created: bson::DateTime::now(),
                 bytes: AtomicU64::new(0),
+                writing: AtomicU64::new(0),
             });
             {
                 let mut parts = self.parts.write();
@@ -500,9 +507,12 @@ impl Oplog {
             if age_ms < keep_ms {
                 break;
             }
-            // No write may still be pending into it: the one after it is not the newest
-            // (entries go into the newest), and reservations are taken on the newest only.
+            // No write may still be pending into it (reservations are taken on the newest
+            // partition, but one taken before a rotation may still be committing).
             let oldest = parts[0].clone();
+            if oldest.writing.load(Ordering::Acquire) > 0 {
+                break;
+            }
             {
                 let mut w = self.parts.write();
                 let list: Vec<Arc<Part>> = w.iter().skip(1).cloned().collect();
@@ -541,6 +551,7 @@ pub(crate) struct Reservation<'a> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
+        self.part.writing.fetch_sub(1, Ordering::AcqRel);
         self.log.release(&self.times);
     }
 }
