@@ -332,3 +332,26 @@ def test_what_the_drivers_specification_tests_check():
         c.close()
     finally:
         s.cleanup()
+
+
+def test_split_large_events_and_resuming_from_a_fragment(rc):
+    db = rc.cs_split
+    db.create_collection("c", changeStreamPreAndPostImages={"enabled": True})
+    db.c.insert_one({"_id": 1, "value": "q" * (10 << 20)})
+    with db.c.watch([{"$changeStreamSplitLargeEvent": {}}],
+                    full_document_before_change="required") as st:
+        db.c.update_one({"_id": 1}, {"$set": {"value": "z" * (10 << 20)}})
+        ev = drain(st, 2)
+    assert [e["splitEvent"] for e in ev] == [{"fragment": 1, "of": 2}, {"fragment": 2, "of": 2}]
+    assert ev[0]["operationType"] == "update"
+    assert "fullDocumentBeforeChange" in ev[1]
+    assert token_time(ev[0]["_id"]) == token_time(ev[1]["_id"])
+    # Resuming after the first fragment gives the second.
+    with db.c.watch([{"$changeStreamSplitLargeEvent": {}}], full_document_before_change="required",
+                    resume_after=ev[0]["_id"]) as st:
+        (again,) = drain(st, 1)
+    assert again["splitEvent"] == {"fragment": 2, "of": 2}
+    assert again["_id"] == ev[1]["_id"]
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        db.c.watch([{"$changeStreamSplitLargeEvent": {}}, {"$match": {}}])
+    assert e.value.code == 7182802

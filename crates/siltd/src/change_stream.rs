@@ -68,6 +68,11 @@ impl Position {
         }
     }
 
+    /// The fragment of a split event this names (1, 2, ...), 0 for a whole event.
+    fn fragment(self) -> u8 {
+        self.flags >> 1
+    }
+
     /// The resume token `{_data}`.
     pub(crate) fn token(self) -> Document {
         doc! { "_data": format!("82{:016X}{:08X}{:02X}", self.ts, self.idx, self.flags) }
@@ -269,6 +274,10 @@ pub(crate) struct ChangeSource {
     pbrt: Position,
     /// An invalidate event was returned: the stream is over.
     invalidated: bool,
+    /// `$changeStreamSplitLargeEvent` ends the pipeline: events over 16 MiB go in fragments.
+    split: bool,
+    /// The fragments of a split event still to return.
+    fragments: VecDeque<(Position, Document)>,
 }
 
 impl ChangeSource {
@@ -280,6 +289,16 @@ impl ChangeSource {
         opts: Options,
         rest: &[Document],
     ) -> QResult<ChangeSource> {
+        // `$changeStreamSplitLargeEvent` may end the pipeline (and only end it).
+        let is_split = |d: &Document| d.contains_key("$changeStreamSplitLargeEvent");
+        let split = rest.last().is_some_and(is_split);
+        let rest = if split { &rest[..rest.len() - 1] } else { rest };
+        if rest.iter().any(is_split) {
+            return Err(QueryError::located(
+                7182802,
+                "$changeStreamSplitLargeEvent must be the last stage in the pipeline",
+            ));
+        }
         // Unknown stages are 40324 as in any pipeline; known ones must be allowed here.
         let pipeline = silt_query::agg::parse_pipeline(rest)?;
         for st in rest {
@@ -333,8 +352,77 @@ impl ChangeSource {
             ready: VecDeque::new(),
             pbrt: skip_to,
             invalidated: false,
+            split,
+            fragments: VecDeque::new(),
         })
     }
+}
+
+/// The largest event a batch carries whole (MongoDB's user document limit).
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+fn bson_len(d: &Document) -> usize {
+    bson::to_vec(d).map_or(0, |v| v.len())
+}
+
+/// An event over [`MAX_EVENT_BYTES`] as `$changeStreamSplitLargeEvent` returns it: fragments
+/// of its top-level fields in order, each `{_id: <the fragment's token>, splitEvent:
+/// {fragment, of}, ...}` and under the limit. A single field over it is 10334.
+fn split_event(ev: Document, pos: Position) -> QResult<Vec<(Position, Document)>> {
+    // Room for `_id` and `splitEvent` in every fragment.
+    const OVERHEAD: usize = 256;
+    let mut parts: Vec<Document> = Vec::new();
+    let mut cur = Document::new();
+    let mut size = 0;
+    for (k, v) in ev {
+        if k == "_id" {
+            continue;
+        }
+        let len = bson_len(&doc! { k.clone(): v.clone() });
+        if len + OVERHEAD > MAX_EVENT_BYTES {
+            return Err(QueryError::coded(
+                10334,
+                "BSONObjectTooLarge",
+                format!("The change event's field '{k}' is too large to fit in a fragment ({len} bytes)"),
+            ));
+        }
+        if size + len + OVERHEAD > MAX_EVENT_BYTES && !cur.is_empty() {
+            parts.push(std::mem::take(&mut cur));
+            size = 0;
+        }
+        cur.insert(k, v);
+        size += len;
+    }
+    if !cur.is_empty() {
+        parts.push(cur);
+    }
+    let of = parts.len();
+    if of > 127 {
+        return Err(QueryError::coded(
+            10334,
+            "BSONObjectTooLarge",
+            "The change event is too large to split",
+        ));
+    }
+    Ok(parts
+        .into_iter()
+        .enumerate()
+        .map(|(n, fields)| {
+            let frag = Position {
+                flags: u8::try_from((n + 1) << 1).unwrap_or(u8::MAX),
+                ..pos
+            };
+            let mut d = doc! {
+                "_id": frag.token(),
+                "splitEvent": {
+                    "fragment": i32::try_from(n + 1).unwrap_or(i32::MAX),
+                    "of": i32::try_from(of).unwrap_or(i32::MAX),
+                },
+            };
+            d.extend(fields);
+            (frag, d)
+        })
+        .collect())
 }
 
 /// MongoDB's code for a stage a change stream's pipeline may not hold.
@@ -406,7 +494,10 @@ impl ChangeSource {
         for ch in changes {
             let (event, invalidates) = self.event(&ch)?;
             if let Some(ev) = event {
-                if ch.pos > self.skip_to {
+                // Resuming from a fragment of this event: its later fragments are still due.
+                let fragment_of_it = self.skip_to.fragment() > 0
+                    && (self.skip_to.ts, self.skip_to.idx) == (ch.pos.ts, ch.pos.idx);
+                if ch.pos > self.skip_to || fragment_of_it {
                     self.ready.push_back((ch.pos, ev));
                 }
             }
@@ -713,6 +804,10 @@ fn update_description(o: &Document) -> Document {
 impl DocSource for ChangeSource {
     fn next_doc(&mut self) -> QResult<Option<Document>> {
         loop {
+            if let Some((pos, d)) = self.fragments.pop_front() {
+                self.pbrt = pos;
+                return Ok(Some(d));
+            }
             if self.invalidated {
                 return Ok(None);
             }
@@ -738,6 +833,13 @@ impl DocSource for ChangeSource {
                                 d.get("_id").map_or_else(|| "{}".into(), |t| t.to_string())
                             ),
                         ))
+                    }
+                    Some(d) if self.split && bson_len(&d) > MAX_EVENT_BYTES => {
+                        self.fragments = split_event(d, pos)?
+                            .into_iter()
+                            .filter(|(p, _)| *p > self.skip_to)
+                            .collect();
+                        continue;
                     }
                     Some(d) => return Ok(Some(d)),
                     None => continue,
