@@ -25,6 +25,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def rs_client(server, **kw):
+    """A client of `server` (started with `--replSet rs0`) through a replica-set connection."""
+    kw.setdefault("serverSelectionTimeoutMS", 10000)
+    return pymongo.MongoClient(f"mongodb://127.0.0.1:{server.port}/?replicaSet=rs0", **kw)
+
+
 class Siltd:
     """One siltd process."""
 
@@ -125,6 +131,18 @@ def replset_server():
     _stop_checked(s)
 
 
+@pytest.fixture()
+def rs(replset_server):
+    """The session's `siltd --replSet rs0` (a module may define its own)."""
+    return replset_server
+
+
+@pytest.fixture()
+def rc(replset_client):
+    """A replica-set client of [`rs`] (a module may define its own)."""
+    return replset_client
+
+
 @pytest.fixture(scope="session")
 def standalone_client(standalone_server):
     c = standalone_server.client()
@@ -134,9 +152,7 @@ def standalone_client(standalone_server):
 
 @pytest.fixture(scope="session")
 def replset_client(replset_server):
-    c = pymongo.MongoClient(
-        f"mongodb://127.0.0.1:{replset_server.port}/?replicaSet=rs0",
-        serverSelectionTimeoutMS=10000, retryWrites=True)
+    c = rs_client(replset_server, retryWrites=True)
     yield c
     c.close()
 

@@ -9,27 +9,7 @@ import pymongo
 import pytest
 from bson import Timestamp
 
-from conftest import Siltd
-
-
-def rs_client(server, **kw):
-    return pymongo.MongoClient(
-        f"mongodb://127.0.0.1:{server.port}/?replicaSet=rs0",
-        serverSelectionTimeoutMS=10000, **kw)
-
-
-@pytest.fixture(scope="module")
-def rs():
-    s = Siltd(extra=["--replSet", "rs0"]).start()
-    yield s
-    s.cleanup()
-
-
-@pytest.fixture()
-def rc(rs):
-    c = rs_client(rs)
-    yield c
-    c.close()
+from conftest import Siltd, rs_client
 
 
 def drain(stream, n, timeout=20):

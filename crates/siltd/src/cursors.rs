@@ -342,6 +342,23 @@ pub(crate) struct OpenCursor {
     budget: Option<Duration>,
 }
 
+impl OpenCursor {
+    /// A cursor of `owner` over `source`, under the collation the command runs with.
+    fn new(owner: Owner, ns: &str, source: Box<dyn DocSource>) -> OpenCursor {
+        OpenCursor {
+            ns: ns.to_string(),
+            owner,
+            killed: None,
+            source,
+            held: None,
+            last_used: Instant::now(),
+            no_timeout: false,
+            collation: current_collation(),
+            budget: None,
+        }
+    }
+}
+
 /// Largest reply batch in bytes (MongoDB's 16 MiB less room for the envelope).
 pub(crate) const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 /// Documents in a first batch when the client does not say (MongoDB's default).
@@ -420,17 +437,7 @@ impl Cursors {
         single_batch: bool,
         deadline: Option<Instant>,
     ) -> QResult<(Vec<Document>, i64)> {
-        let mut cur = OpenCursor {
-            ns: ns.to_string(),
-            owner,
-            killed: None,
-            source,
-            held: None,
-            last_used: Instant::now(),
-            no_timeout: false,
-            collation: current_collation(),
-            budget: None,
-        };
+        let mut cur = OpenCursor::new(owner, ns, source);
         if batch_size == Some(0) && !single_batch {
             // An empty first batch: the client will ask with getMore.
             cur.budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -453,17 +460,7 @@ impl Cursors {
         source: Box<dyn DocSource>,
         batch_size: Option<usize>,
     ) -> QResult<(Vec<Document>, i64, Option<Document>)> {
-        let mut cur = OpenCursor {
-            ns: ns.to_string(),
-            owner,
-            killed: None,
-            source,
-            held: None,
-            last_used: Instant::now(),
-            no_timeout: false,
-            collation: current_collation(),
-            budget: None,
-        };
+        let mut cur = OpenCursor::new(owner, ns, source);
         let (batch, done) = if batch_size == Some(0) {
             (Vec::new(), false)
         } else {
