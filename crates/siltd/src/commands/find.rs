@@ -19,6 +19,19 @@ use crate::ops::read_stop;
 use crate::state::{CmdResult, Server};
 use silt_collection::oplog::OPLOG_NS;
 
+/// `inner` with the query's skip, limit and projection applied.
+fn shaped(inner: Box<dyn DocSource>, q: Query) -> Shaped {
+    Shaped {
+        inner,
+        skip: q.skip,
+        limit: q.limit,
+        returned: 0,
+        projection: q.projection,
+        matcher: Some(q.matcher),
+        text_meta: q.text_meta,
+    }
+}
+
 /// mongod's context on what goes wrong while the query runs (not while it is parsed or
 /// planned): "Executor error during find command :: caused by :: ...".
 fn executor_error(e: QueryError) -> QueryError {
@@ -90,15 +103,7 @@ fn run_query(coll: Option<Arc<Collection>>, q: Query, op: &Ctx) -> QResult<Box<d
         }
         _ => src,
     };
-    Ok(Box::new(Shaped {
-        inner,
-        skip: q.skip,
-        limit: q.limit,
-        returned: 0,
-        projection: q.projection,
-        matcher: Some(q.matcher),
-        text_meta: q.text_meta,
-    }))
+    Ok(Box::new(shaped(inner, q)))
 }
 
 /// `find`'s flags are mongod's `optionalBool`s: a bool or nothing (14 otherwise, `null`
@@ -240,15 +245,8 @@ fn find_oplog(
         _ if tailable => Box::new(src.tailing(bool_arg(cmd, "awaitData")?.unwrap_or(false))),
         _ => Box::new(src),
     };
-    let shaped = Shaped {
-        inner,
-        skip: q.skip,
-        limit: q.limit,
-        returned: 0,
-        projection: q.projection,
-        matcher: Some(q.matcher),
-        text_meta: Vec::new(),
-    };
+    let deadline = q.deadline;
+    let shaped = shaped(inner, q);
     let (docs, id) = s
         .cursors()
         .first_batch(
@@ -257,7 +255,7 @@ fn find_oplog(
             Box::new(shaped),
             batch_size_arg(cmd)?,
             bool_arg(cmd, "singleBatch")?.unwrap_or(false),
-            q.deadline,
+            deadline,
         )
         .map_err(executor_error)?;
     Ok(cursor_reply(OPLOG_NS, docs, id, true))
@@ -282,15 +280,7 @@ fn tail(s: &Server, ns: &str, q: Query, cmd: &Document, op: &Ctx) -> CmdResult {
         last_key: None,
         await_data: bool_arg(cmd, "awaitData")?.unwrap_or(false),
     };
-    let shaped = Shaped {
-        inner: Box::new(source),
-        skip: q.skip,
-        limit: q.limit,
-        returned: 0,
-        projection: q.projection,
-        matcher: Some(q.matcher),
-        text_meta: Vec::new(),
-    };
+    let shaped = shaped(Box::new(source), q);
     let single = bool_arg(cmd, "singleBatch")?.unwrap_or(false);
     let (docs, id) = s.cursors().first_batch(
         op.cursor_owner(),
