@@ -79,8 +79,12 @@ impl DocSource for OplogSource {
                     }
                 }
                 None => {
-                    // The next call starts a fresh scan past the last entry, up to the
-                    // visibility point of then.
+                    // Everything up to the scan's visibility point has been read: the next
+                    // call starts a fresh scan past it (and a wait waits for more than it).
+                    if !self.newest_first {
+                        let upto = unpack(scan.upto());
+                        self.last = Some(self.last.map_or(upto, |l| l.max(upto)));
+                    }
                     self.scan = None;
                     return Ok(None);
                 }
