@@ -368,3 +368,29 @@ def test_delete_many_is_logged_in_batches(rc):
     assert all(op["op"] == "d" and op["ns"] == "oplog_batched.c" for x in e
                for op in x["o"]["applyOps"])
     assert db.c.count_documents({}) == 2
+
+
+def test_fast_update_entries_replay_to_the_primarys_documents(rc, standalone_client):
+    """Differential: fast updates logged as their messages and applied on replay give the
+    documents the primary has (the same update function, the same `now`)."""
+    db = rc.oplog_fast
+    db.c.insert_many([{"_id": i, "n": 0, "l": []} for i in range(30)])
+    t0 = newest(rc)
+    rnd = random.Random(3)
+    for i in range(300):
+        k = rnd.randrange(30)
+        u = rnd.choice([
+            {"$inc": {"n": 1}},
+            {"$push": {"l": i}, "$currentDate": {"at": True}},
+            {"$mul": {"n": 2}, "$set": {"s": str(i)}},
+            {"$pop": {"l": -1}, "$max": {"m": i % 7}},
+        ])
+        r = db.command("update", "c", updates=[{"q": {"_id": k}, "u": u, "upsert": i % 11 == 0}],
+                       fastUpdate=True)
+        assert "fastUpdates" in r
+    entries = list(rc.local.oplog.rs.find({"ts": {"$gt": t0}, "ns": "oplog_fast.c"}))
+    assert entries and all("$silt" in e["o"] for e in entries if e["op"] == "u")
+    standalone_client.drop_database("oplog_fast")
+    standalone_client.oplog_fast.c.insert_many([{"_id": i, "n": 0, "l": []} for i in range(30)])
+    standalone_client.admin.command("applyOps", entries)
+    assert dbhashes(standalone_client, "oplog_fast") == dbhashes(rc, "oplog_fast")
