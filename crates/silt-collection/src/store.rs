@@ -76,6 +76,35 @@ impl Store {
         // A quarter of the cache, within mongod's default of 200 MB for index builds.
         let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
         let env = Env::open_with(dir, opts, fns)?;
+        Store::over(env, build_memory, oplog)
+    }
+
+    /// [`Store::open_with_oplog`] on a storage interface of the engine's own (its simulated
+    /// disk, which can lose power): for crash tests.
+    #[cfg(test)]
+    pub(crate) fn open_on(
+        vfs: Arc<dyn silt_storage::vfs::Vfs>,
+        dir: impl AsRef<Path>,
+        opts: EnvOptions,
+        fns: UpdateRegistry,
+        oplog: Option<OplogOptions>,
+    ) -> Result<Store> {
+        let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
+        let env = Env::open_on(vfs, dir, opts, fns)?;
+        Store::over(env, build_memory, oplog)
+    }
+
+    /// Stop as a killed process would: no checkpoint, no final log sync (crash tests).
+    #[cfg(test)]
+    pub(crate) fn simulate_crash(self) {
+        drop(self.colls);
+        drop(self.catalog);
+        drop(self.oplog);
+        self.env.simulate_crash();
+    }
+
+    /// The store over the opened environment `env`.
+    fn over(env: Env, build_memory: usize, oplog: Option<OplogOptions>) -> Result<Store> {
         // Run files an index build left behind when the server stopped.
         let _ = std::fs::remove_dir_all(env.dir().join(SORT_TMP_DIR));
         let catalog = env.open_or_create(CATALOG)?;

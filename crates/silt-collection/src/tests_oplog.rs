@@ -1,7 +1,8 @@
 //! Tests of the oplog: entries of every write in the same batch as the write, visibility
 //! below pending times, trimming by whole partitions, the clock across a reopen, and replay
-//! through the apply function.
+//! through the apply function, and data and oplog agreeing after a power loss.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bson::{doc, Bson, Document};
@@ -254,4 +255,62 @@ fn replay_into_an_empty_store_gives_the_same_documents() {
     assert_eq!(all(&s), all(&r));
     assert!(r.get("db.d").unwrap().index("z_1").is_some());
     assert!(r.get("db.c").is_none());
+}
+
+#[test]
+fn data_and_oplog_agree_after_a_power_loss() {
+    use silt_storage::vfs::sim::SimFs;
+    for seed in 0..6u64 {
+        let sim = SimFs::new();
+        let vfs: Arc<dyn silt_storage::vfs::Vfs> = Arc::new(sim.clone());
+        let dir = std::path::PathBuf::from("/sim/db");
+        let oplog = Some(OplogOptions {
+            max_bytes: 1 << 30,
+            min_retention: Duration::ZERO,
+        });
+        let s = Store::open_on(vfs.clone(), &dir, opts(), UpdateRegistry::new(), oplog).unwrap();
+        let c = s.get_or_create("db.c").unwrap();
+        for i in 0..400i32 {
+            let id = i % 37;
+            let lock = c.lock_doc(id_key(&Bson::Int32(id))).unwrap();
+            match lock.read().unwrap() {
+                None => c.insert_under(&lock, &doc! {"_id": id, "n": i}).unwrap(),
+                Some(old) if i % 5 == 0 => c.delete(&lock, &old).unwrap(),
+                Some(old) => {
+                    let mut new = old.clone();
+                    new.insert("n", i);
+                    new.insert("seed", seed as i64);
+                    c.update(&lock, &old, &new).unwrap();
+                }
+            }
+            drop(lock);
+            // Some of it is made durable, the rest may be lost (whole records or none).
+            if i % 97 == 0 {
+                s.sync_log().unwrap();
+            }
+        }
+        drop(c);
+        s.simulate_crash();
+        sim.power_loss(seed);
+        let s = Store::open_on(vfs, &dir, opts(), UpdateRegistry::new(), oplog).unwrap();
+        // What survived of the data is what replaying what survived of the oplog gives.
+        let other = tempfile::tempdir().unwrap();
+        let r = Store::open(other.path(), opts(), UpdateRegistry::new()).unwrap();
+        for e in entries(s.oplog().unwrap()) {
+            oplog::apply(&r, &e).unwrap();
+        }
+        let all = |s: &Store| -> Vec<Vec<u8>> {
+            let Some(c) = s.get("db.c") else {
+                return Vec::new();
+            };
+            let mut cur = c.scan(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
+            let mut out = Vec::new();
+            while let Some((_, d)) = cur.next_doc().unwrap() {
+                out.push(encode_doc(&d));
+            }
+            out
+        };
+        assert_eq!(all(&s), all(&r), "seed {seed}");
+        s.close().unwrap();
+    }
 }
