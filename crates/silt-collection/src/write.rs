@@ -34,7 +34,7 @@ use parking_lot::MutexGuard;
 use silt_storage::{LockMode, RangeLock, WriteBatch};
 
 use crate::index::{self, KeyError};
-use crate::oplog::Op;
+use crate::oplog::{self, Op};
 use crate::{
     encode_doc, id_key, stripe_of, CollError, Collection, Index, KeySet, Result, Writer,
     MAX_INDEX_KEY_BYTES,
@@ -381,22 +381,24 @@ impl Collection {
         let d = layout.primary.member_for(lock.key());
         // The oplog entry is the message itself (`oplog/entry.rs`, `Op::message`): logged
         // without reading, in the same batch, or kept by the transaction for its commit.
-        let op = self.oplog.as_ref().map(|log| {
-            let id = silt_bson::keyenc::decode_value(lock.key()).map_or(Bson::Null, |(v, _)| v);
-            (log, Op::message(&self.ns, self.uuid(), id, func, arg))
-        });
-        match (lock.writer.txn, op) {
-            (Some(t), op) => {
+        let id = || silt_bson::keyenc::decode_value(lock.key()).map_or(Bson::Null, |(v, _)| v);
+        match (lock.writer.txn, self.oplog.as_ref()) {
+            (Some(t), log) => {
                 t.inner.update(d, lock.key(), func, arg)?;
-                if let Some((log, op)) = op {
-                    t.log_op(log, op, None);
+                if let Some(log) = log {
+                    t.log_op(
+                        log,
+                        Op::message(&self.ns, self.uuid(), id(), func, arg),
+                        None,
+                    );
                 }
             }
-            (None, Some((log, op))) => {
+            (None, Some(log)) => {
+                let op = oplog::encode_message(&self.ns, self.uuid(), &id(), func, arg);
                 let mut batch = WriteBatch::new();
                 batch.update(d, lock.key(), func, arg)?;
                 let r = log.reserve(1);
-                r.put(&mut batch, 0, &op, None)?;
+                r.put_message(&mut batch, 0, &op)?;
                 batch.commit()?;
             }
             (None, None) => d.update(lock.key(), func, arg)?,

@@ -13,7 +13,8 @@
 //! [`Op`] is what a write knows (the part of the entry without its time); a transaction
 //! keeps its writes' `Op`s and logs them as one `applyOps` entry when it commits.
 
-use bson::{doc, Bson, Document, Timestamp};
+use bson::raw::RawBinaryRef;
+use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
 /// One change, as a write describes it: an entry without its time (and, inside an
 /// `applyOps`, exactly one of its operations).
@@ -132,54 +133,221 @@ pub(crate) struct Stamp {
     pub wall: bson::DateTime,
 }
 
-/// The optime before the first write of a session's transaction number.
-fn null_optime() -> Document {
-    doc! { "ts": Timestamp { time: 0, increment: 0 }, "t": -1i64 }
-}
-
-/// The entry of `op` at `stamp`, of a session's write when `session` is given.
-pub(crate) fn entry(op: &Op, stamp: Stamp, session: Option<SessionStmt<'_>>) -> Document {
-    let mut d = Document::new();
+/// The entry of `op` at `stamp`, of a session's write when `session` is given, encoded:
+/// `{lsid?, txnNumber?, <op's fields>, stmtId?, ts, t, v: 2, wall, prevOpTime?}`, the field
+/// order of mongod 7. `op` is given encoded (`op_bytes`) and spliced in whole, so an entry costs
+/// one encoding of the change and no copy of its document.
+pub(crate) fn encode(op_bytes: &[u8], stamp: Stamp, session: Option<SessionStmt<'_>>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(op_bytes.len() + 64);
+    out.extend_from_slice(&[0; 4]);
     if let Some(s) = session {
-        d.insert("lsid", s.session.lsid.clone());
-        d.insert("txnNumber", s.session.txn_number);
+        let head = doc! { "lsid": s.session.lsid.clone(), "txnNumber": s.session.txn_number };
+        splice(&mut out, &crate::encode_doc(&head));
     }
-    for (k, v) in &op.0 {
-        d.insert(k.clone(), v.clone());
-    }
+    splice(&mut out, op_bytes);
+    let mut tail = RawDocumentBuf::new();
     if let Some(stmt) = session.and_then(|s| s.stmt) {
-        d.insert("stmtId", stmt);
+        tail.append("stmtId", stmt);
     }
-    d.insert("ts", stamp.ts);
-    d.insert("t", stamp.term);
-    d.insert("v", 2i64);
-    d.insert("wall", stamp.wall);
+    tail.append("ts", stamp.ts);
+    tail.append("t", stamp.term);
+    tail.append("v", 2i64);
+    tail.append("wall", stamp.wall);
     if let Some(s) = session {
-        d.insert(
-            "prevOpTime",
-            s.prev
-                .map_or_else(null_optime, |(ts, t)| doc! { "ts": ts, "t": t }),
-        );
+        let (ts, t) = s.prev.unwrap_or((
+            Timestamp {
+                time: 0,
+                increment: 0,
+            },
+            -1,
+        ));
+        let mut prev = RawDocumentBuf::new();
+        prev.append("ts", ts);
+        prev.append("t", t);
+        tail.append("prevOpTime", prev);
     }
-    d
+    splice(&mut out, tail.as_bytes());
+    out.push(0);
+    let len = i32::try_from(out.len()).unwrap_or(i32::MAX);
+    out[..4].copy_from_slice(&len.to_le_bytes());
+    out
 }
 
-/// The entry of a multi-document transaction: one `applyOps` command with its operations in
-/// the order they were made.
-pub(crate) fn transaction(ops: &[Op], stamp: Stamp, session: Option<&OpSession>) -> Document {
+/// Append the elements of `doc` (one whole encoded document) to `out`.
+fn splice(out: &mut Vec<u8>, doc: &[u8]) {
+    if doc.len() > 5 {
+        out.extend_from_slice(&doc[4..doc.len() - 1]);
+    }
+}
+
+/// [`Op::message`], encoded straight from the message's bytes: a fast update's entry is built
+/// without decoding its argument into a document (the same bytes as encoding the `Op`).
+pub(crate) fn encode_message(
+    ns: &str,
+    ui: bson::Uuid,
+    id: &Bson,
+    func: u32,
+    arg: &[u8],
+) -> Vec<u8> {
+    let mut d = RawDocumentBuf::new();
+    d.append("op", "u");
+    d.append("ns", ns);
+    d.append("ui", bson::Binary::from_uuid(ui));
+    let mut o = RawDocumentBuf::new();
+    o.append("$silt", 1i32);
+    o.append("fn", i64::from(func));
+    match RawDocument::from_bytes(arg) {
+        Ok(a) if valid(a) => o.append_ref("arg", a),
+        _ => o.append_ref(
+            "arg",
+            RawBinaryRef {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: arg,
+            },
+        ),
+    }
+    d.append("o", o);
+    let mut o2 = RawDocumentBuf::new();
+    match RawBson::try_from(id.clone()) {
+        Ok(v) => o2.append("_id", v),
+        Err(_) => return crate::encode_doc(&Op::message(ns, ui, id.clone(), func, arg).0),
+    }
+    d.append("o2", o2);
+    d.into_bytes()
+}
+
+/// Whether `doc` is well-formed BSON all the way down (what decoding it would accept).
+fn valid(doc: &RawDocument) -> bool {
+    doc.iter().all(|e| e.is_ok_and(|(_, v)| valid_value(v)))
+}
+
+fn valid_value(v: RawBsonRef<'_>) -> bool {
+    match v {
+        RawBsonRef::Document(d) => valid(d),
+        RawBsonRef::Array(a) => a.into_iter().all(|v| v.is_ok_and(valid_value)),
+        _ => true,
+    }
+}
+
+/// The change of a multi-document transaction: one `applyOps` command with its operations
+/// in the order they were made (its entry carries the session, without a statement id).
+pub(crate) fn transaction(ops: &[Op]) -> Op {
     let list: Vec<Bson> = ops.iter().map(|o| Bson::Document(o.0.clone())).collect();
-    let op = Op(doc! {
+    Op(doc! {
         "op": "c",
         "ns": "admin.$cmd",
         "o": { "applyOps": list },
-    });
-    entry(
-        &op,
-        stamp,
-        session.map(|session| SessionStmt {
-            session,
-            stmt: None,
-            prev: None,
-        }),
-    )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entry as a document, field by field: what [`encode`] must give byte for byte.
+    fn reference(op: &Op, stamp: Stamp, session: Option<SessionStmt<'_>>) -> Document {
+        let mut d = Document::new();
+        if let Some(s) = session {
+            d.insert("lsid", s.session.lsid.clone());
+            d.insert("txnNumber", s.session.txn_number);
+        }
+        for (k, v) in &op.0 {
+            d.insert(k.clone(), v.clone());
+        }
+        if let Some(stmt) = session.and_then(|s| s.stmt) {
+            d.insert("stmtId", stmt);
+        }
+        d.insert("ts", stamp.ts);
+        d.insert("t", stamp.term);
+        d.insert("v", 2i64);
+        d.insert("wall", stamp.wall);
+        if let Some(s) = session {
+            let (ts, t) = s.prev.unwrap_or((
+                Timestamp {
+                    time: 0,
+                    increment: 0,
+                },
+                -1,
+            ));
+            d.insert("prevOpTime", doc! { "ts": ts, "t": t });
+        }
+        d
+    }
+
+    #[test]
+    fn encoded_entries_are_the_documents_bytes() {
+        let ui = bson::Uuid::new();
+        let stamp = Stamp {
+            ts: Timestamp {
+                time: 1_700_000_000,
+                increment: 7,
+            },
+            term: 3,
+            wall: bson::DateTime::from_millis(1_700_000_000_123),
+        };
+        let session = OpSession {
+            lsid: doc! { "id": bson::Uuid::new(), "uid": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1; 32] } },
+            txn_number: 42,
+        };
+        let old = doc! { "_id": 1, "a": [1, { "b": "x" }], "c": 2.5 };
+        let new = doc! { "_id": 1, "a": [1], "d": null };
+        let ops = [
+            Op::insert("db.c", ui, &old),
+            Op::update("db.c", ui, &old, &new),
+            Op::replace("db.c", ui, &new),
+            Op::delete("db.c", ui, &old),
+            Op::command("db", Some(ui), doc! { "create": "c" }),
+            Op::noop("periodic noop"),
+            transaction(&[Op::insert("db.c", ui, &old), Op::delete("db.c", ui, &new)]),
+        ];
+        let sessions = [
+            None,
+            Some(SessionStmt {
+                session: &session,
+                stmt: Some(0),
+                prev: None,
+            }),
+            Some(SessionStmt {
+                session: &session,
+                stmt: Some(3),
+                prev: Some((stamp.ts, 2)),
+            }),
+            Some(SessionStmt {
+                session: &session,
+                stmt: None,
+                prev: None,
+            }),
+        ];
+        for op in &ops {
+            for s in sessions {
+                let want = crate::encode_doc(&reference(op, stamp, s));
+                assert_eq!(encode(&crate::encode_doc(&op.0), stamp, s), want, "{op:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn encoded_messages_are_the_ops_bytes() {
+        let ui = bson::Uuid::new();
+        let arg = crate::encode_doc(&doc! { "id": 5, "u": { "$inc": { "n": 1 } }, "up": false });
+        let ids = [
+            Bson::Int32(5),
+            Bson::String("k".into()),
+            Bson::Document(doc! { "a": [1, 2] }),
+            Bson::ObjectId(bson::oid::ObjectId::new()),
+            Bson::Null,
+        ];
+        for id in ids {
+            for a in [&arg[..], b"not bson", &[5, 0, 0, 0, 0][..], &[]] {
+                let want = crate::encode_doc(&Op::message("db.c", ui, id.clone(), 9, a).0);
+                assert_eq!(encode_message("db.c", ui, &id, 9, a), want, "{id:?} {a:?}");
+            }
+        }
+        // A truncated document inside the argument is shown as a binary, as decoding shows it.
+        let mut bad = arg.clone();
+        let at = bad.len() - 3;
+        bad[at] = 0x7f;
+        let want = crate::encode_doc(&Op::message("db.c", ui, Bson::Int32(1), 9, &bad).0);
+        assert_eq!(encode_message("db.c", ui, &Bson::Int32(1), 9, &bad), want);
+    }
 }

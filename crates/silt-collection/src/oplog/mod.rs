@@ -39,7 +39,7 @@ use silt_storage::{Cursor, Dict, Env, WriteBatch};
 pub use apply::apply;
 pub use clock::{pack, unpack, Clock};
 pub use diff::{apply_diff, describe, diff_docs, BadDiff, UpdateDescription};
-pub(crate) use entry::SessionStmt;
+pub(crate) use entry::{encode_message, SessionStmt};
 pub use entry::{Op, OpSession};
 
 use crate::{decode_doc, encode_doc, CollError, Result};
@@ -579,8 +579,17 @@ impl Reservation<'_> {
         op: &Op,
         session: Option<entry::SessionStmt<'_>>,
     ) -> Result<()> {
-        let e = entry::entry(op, self.stamp(n), session);
-        self.put_doc(batch, n, &e)
+        self.put_bytes(
+            batch,
+            n,
+            &entry::encode(&encode_doc(&op.0), self.stamp(n), session),
+        )
+    }
+
+    /// Put a fast update's entry ([`Op::message`]) at the `n`th time, encoded straight from
+    /// the message.
+    pub(crate) fn put_message(&self, batch: &mut WriteBatch, n: usize, op: &[u8]) -> Result<()> {
+        self.put_bytes(batch, n, &entry::encode(op, self.stamp(n), None))
     }
 
     /// Put one `applyOps` entry of a multi-document transaction's `ops` at the first time.
@@ -590,8 +599,13 @@ impl Reservation<'_> {
         ops: &[Op],
         session: Option<&OpSession>,
     ) -> Result<()> {
-        let e = entry::transaction(ops, self.stamp(0), session);
-        self.put_doc(batch, 0, &e)
+        let op = encode_doc(&entry::transaction(ops).0);
+        let session = session.map(|session| entry::SessionStmt {
+            session,
+            stmt: None,
+            prev: None,
+        });
+        self.put_bytes(batch, 0, &entry::encode(&op, self.stamp(0), session))
     }
 
     /// Keep `doc`, the document as it was before operation `idx` of the entry at the `n`th
@@ -613,13 +627,12 @@ impl Reservation<'_> {
         Ok(())
     }
 
-    fn put_doc(&self, batch: &mut WriteBatch, n: usize, e: &Document) -> Result<()> {
-        let bytes = encode_doc(e);
+    fn put_bytes(&self, batch: &mut WriteBatch, n: usize, bytes: &[u8]) -> Result<()> {
         self.part.bytes.fetch_add(
             u64::try_from(bytes.len() + 8).unwrap_or(0),
             Ordering::Relaxed,
         );
-        batch.put(&self.part.dict, &key(self.times[n]), &bytes)?;
+        batch.put(&self.part.dict, &key(self.times[n]), bytes)?;
         Ok(())
     }
 }
