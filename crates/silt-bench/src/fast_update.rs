@@ -19,7 +19,7 @@ use crate::client::{Client, Server};
 use crate::progress::Bar;
 use crate::target::PeerName;
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(crate) struct Args {
     /// Documents in the collection.
     #[arg(long, default_value_t = 150_000)]

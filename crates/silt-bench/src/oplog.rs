@@ -3,8 +3,10 @@
 //! 1. Random inserts into a standalone `siltd` and into a `siltd --replSet` (which logs each
 //!    insert in the same engine batch), side by side: slices alternate between the two
 //!    servers (a, b, b, a, ...), so drift on a shared machine cancels.
-//! 2. W1a (`$inc` by `_id`) on the `--replSet` server, fast updates off and on, on data
-//!    larger than the cache: a fast update is logged as its message, without a read.
+//! 2. W1a (`$inc` by `_id`) on both servers, fast updates off and on, on data larger than
+//!    the cache, the phases interleaved across the two: on the `--replSet` server a fast
+//!    update is logged as its message, without a read, and the standalone figures beside it
+//!    show what the oplog costs each path.
 //! 3. A change stream following inserts at a fixed rate (default 10,000 per second): every
 //!    insert must arrive once, and the delay from the insert's send time to its event's
 //!    arrival is measured.
@@ -34,8 +36,14 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 16)]
     pub(crate) threads: usize,
     /// Seconds per phase and server (or mode), cut into quarters that alternate.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 16)]
     pub(crate) seconds: u64,
+    /// Seconds of W1a, fast updates off and then on, that each server runs after its load
+    /// and before the measured phases (not measured): right after a bulk load the tree's
+    /// message buffers are empty, and the first seconds of updates measure that transient
+    /// rather than W1a's steady state.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) warmup_seconds: u64,
     /// Inserts per second the change stream follows.
     #[arg(long, default_value_t = 10_000)]
     pub(crate) stream_rate: u64,
@@ -209,9 +217,8 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
         rates[which] += r / 4.0;
     }
-    drop(standalone);
 
-    // 2. W1a on the replica set, fast updates off and on.
+    // 2. W1a on both servers, fast updates off and on, phases interleaved across the two.
     let w1 = fast_update::Args {
         docs: a.docs,
         blob_bytes: 1024,
@@ -225,27 +232,57 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         peer: Vec::new(),
         json: None,
     };
-    let mut c = Client::connect(replset.port)?;
-    eprintln!("[w1a] loading {} documents", a.docs);
-    let raw = fast_update::load(&mut c, &w1, "replset load")?;
-    let mut w1a = [0f64; 2];
+    let mut raw = 0;
+    for (label, port) in [("standalone", standalone.port), ("replset", replset.port)] {
+        eprintln!("[w1a] loading {} documents into the {label} server", a.docs);
+        let mut c = Client::connect(port)?;
+        raw = fast_update::load(&mut c, &w1, &format!("{label} load"))?;
+    }
+    let warm = fast_update::Args {
+        seconds: a.warmup_seconds * fast_update::SLICES as u64,
+        ..w1.clone()
+    };
+    for (label, port) in [("standalone", standalone.port), ("replset", replset.port)] {
+        for fast in [false, true] {
+            let out = fast_update::phase(port, &warm, W::A, Some(fast))?;
+            eprintln!(
+                "[w1a] warm-up, {label} fast updates {}: {:.0} updates/s",
+                if fast { "on" } else { "off" },
+                out.rate
+            );
+        }
+    }
+    // [server][fast]: server 0 the standalone one, 1 the replica set.
+    let mut w1a = [[0f64; 2]; 2];
     let mut fast_path = 0u64;
-    for (slot, fast) in [(0, false), (1, true), (1, true), (0, false)]
-        .into_iter()
-        .cycle()
-        .take(8)
+    for (server, fast) in [
+        (1, false),
+        (0, false),
+        (1, true),
+        (0, true),
+        (0, true),
+        (1, true),
+        (0, false),
+        (1, false),
+    ]
+    .into_iter()
+    .cycle()
+    .take(16)
     {
-        let out = fast_update::phase(replset.port, &w1, W::A, Some(fast))?;
+        let port = [standalone.port, replset.port][server];
+        let out = fast_update::phase(port, &w1, W::A, Some(fast))?;
         eprintln!(
-            "[w1a] fast updates {}: {:.0} updates/s",
+            "[w1a] {} fast updates {}: {:.0} updates/s",
+            ["standalone", "replset"][server],
             if fast { "on" } else { "off" },
             out.rate
         );
-        w1a[slot] += out.rate / 4.0;
-        if fast {
+        w1a[server][usize::from(fast)] += out.rate / 4.0;
+        if fast && server == 1 {
             fast_path += out.fast_seen;
         }
     }
+    drop(standalone);
 
     // 3. A change stream following inserts.
     let (inserts, events, p99) = if a.only_w1a {
@@ -267,13 +304,20 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         "insert oplog / standalone",
         rates[1] / rates[0]
     );
-    println!("{:<44}{:>14.0}", "w1a_replset_normal_per_s", w1a[0]);
-    println!("{:<44}{:>14.0}", "w1a_replset_fast_per_s", w1a[1]);
-    println!(
-        "{:<44}{:>13.1}x",
-        "w1a fast / normal (--replSet)",
-        w1a[1] / w1a[0]
-    );
+    for (server, label) in [(1, "replset"), (0, "standalone")] {
+        let [normal, fast] = w1a[server];
+        println!(
+            "{:<44}{:>14.0}",
+            format!("w1a_{label}_normal_per_s"),
+            normal
+        );
+        println!("{:<44}{:>14.0}", format!("w1a_{label}_fast_per_s"), fast);
+        println!(
+            "{:<44}{:>13.1}x",
+            format!("w1a fast / normal ({label})"),
+            fast / normal
+        );
+    }
     println!("{:<44}{:>14}", "changestream_inserts", inserts);
     println!("{:<44}{:>14}", "changestream_events", events);
     println!("{:<44}{:>14.1}", "changestream_p99_delay_ms", p99);
@@ -292,8 +336,12 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             "insert_standalone_per_s": rates[0],
             "insert_oplog_per_s": rates[1],
             "insert_oplog_ratio": rates[1] / rates[0],
-            "w1a_replset_normal_per_s": w1a[0],
-            "w1a_replset_fast_per_s": w1a[1],
+            "w1a_replset_normal_per_s": w1a[1][0],
+            "w1a_replset_fast_per_s": w1a[1][1],
+            "w1a_replset_ratio": w1a[1][1] / w1a[1][0],
+            "w1a_standalone_normal_per_s": w1a[0][0],
+            "w1a_standalone_fast_per_s": w1a[0][1],
+            "w1a_standalone_ratio": w1a[0][1] / w1a[0][0],
             "w1a_replset_fast_path_statements": fast_path,
             "changestream_inserts": inserts,
             "changestream_events": events,
@@ -301,6 +349,7 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             "data_bytes": raw,
             "cache_bytes": a.cache_mb << 20,
             "params": { "docs": a.docs, "threads": a.threads, "seconds": a.seconds,
+                        "warmup_seconds": a.warmup_seconds,
                         "stream_rate": a.stream_rate, "stream_seconds": a.stream_seconds,
                         "directio": !a.buffered },
         });

@@ -34,7 +34,7 @@ use parking_lot::MutexGuard;
 use silt_storage::{LockMode, RangeLock, WriteBatch};
 
 use crate::index::{self, KeyError};
-use crate::oplog::{self, Op};
+use crate::oplog::Op;
 use crate::{
     encode_doc, id_key, stripe_of, CollError, Collection, Index, KeySet, Result, Writer,
     MAX_INDEX_KEY_BYTES,
@@ -394,11 +394,10 @@ impl Collection {
                 }
             }
             (None, Some(log)) => {
-                let op = oplog::encode_message(&self.ns, self.uuid(), &id(), func, arg);
                 let mut batch = WriteBatch::new();
                 batch.update(d, lock.key(), func, arg)?;
                 let r = log.reserve(1);
-                r.put_message(&mut batch, 0, &op)?;
+                r.put_message(&mut batch, 0, &self.ns, self.uuid(), &id(), func, arg)?;
                 batch.commit()?;
             }
             (None, None) => d.update(lock.key(), func, arg)?,

@@ -13,7 +13,6 @@
 //! [`Op`] is what a write knows (the part of the entry without its time); a transaction
 //! keeps its writes' `Op`s and logs them as one `applyOps` entry when it commits.
 
-use bson::raw::RawBinaryRef;
 use bson::{doc, Bson, Document, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
 /// One change, as a write describes it: an entry without its time (and, inside an
@@ -138,21 +137,16 @@ pub(crate) struct Stamp {
 /// order of mongod 7. `op` is given encoded (`op_bytes`) and spliced in whole, so an entry costs
 /// one encoding of the change and no copy of its document.
 pub(crate) fn encode(op_bytes: &[u8], stamp: Stamp, session: Option<SessionStmt<'_>>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(op_bytes.len() + 64);
-    out.extend_from_slice(&[0; 4]);
+    let mut out = Out::new(op_bytes.len() + 64);
     if let Some(s) = session {
         let head = doc! { "lsid": s.session.lsid.clone(), "txnNumber": s.session.txn_number };
-        splice(&mut out, &crate::encode_doc(&head));
+        out.splice(&crate::encode_doc(&head));
     }
-    splice(&mut out, op_bytes);
-    let mut tail = RawDocumentBuf::new();
+    out.splice(op_bytes);
     if let Some(stmt) = session.and_then(|s| s.stmt) {
-        tail.append("stmtId", stmt);
+        out.i32("stmtId", stmt);
     }
-    tail.append("ts", stamp.ts);
-    tail.append("t", stamp.term);
-    tail.append("v", 2i64);
-    tail.append("wall", stamp.wall);
+    out.stamp(stamp);
     if let Some(s) = session {
         let (ts, t) = s.prev.unwrap_or((
             Timestamp {
@@ -161,59 +155,140 @@ pub(crate) fn encode(op_bytes: &[u8], stamp: Stamp, session: Option<SessionStmt<
             },
             -1,
         ));
-        let mut prev = RawDocumentBuf::new();
-        prev.append("ts", ts);
-        prev.append("t", t);
-        tail.append("prevOpTime", prev);
+        let at = out.open("prevOpTime");
+        out.ts("ts", ts);
+        out.i64("t", t);
+        out.close(at);
     }
-    splice(&mut out, tail.as_bytes());
-    out.push(0);
-    let len = i32::try_from(out.len()).unwrap_or(i32::MAX);
-    out[..4].copy_from_slice(&len.to_le_bytes());
-    out
+    out.finish()
 }
 
-/// Append the elements of `doc` (one whole encoded document) to `out`.
-fn splice(out: &mut Vec<u8>, doc: &[u8]) {
-    if doc.len() > 5 {
-        out.extend_from_slice(&doc[4..doc.len() - 1]);
-    }
-}
-
-/// [`Op::message`], encoded straight from the message's bytes: a fast update's entry is built
-/// without decoding its argument into a document (the same bytes as encoding the `Op`).
+/// The entry of a fast update ([`Op::message`]) at `stamp`, written in one pass from the
+/// message's bytes, without decoding its argument (the same bytes as [`encode`] of the `Op`).
 pub(crate) fn encode_message(
     ns: &str,
     ui: bson::Uuid,
     id: &Bson,
     func: u32,
     arg: &[u8],
+    stamp: Stamp,
 ) -> Vec<u8> {
-    let mut d = RawDocumentBuf::new();
-    d.append("op", "u");
-    d.append("ns", ns);
-    d.append("ui", bson::Binary::from_uuid(ui));
-    let mut o = RawDocumentBuf::new();
-    o.append("$silt", 1i32);
-    o.append("fn", i64::from(func));
+    let Ok(id) = RawBson::try_from(id.clone()) else {
+        let op = Op::message(ns, ui, id.clone(), func, arg);
+        return encode(&crate::encode_doc(&op.0), stamp, None);
+    };
+    let mut out = Out::new(arg.len() + ns.len() + 160);
+    out.str("op", "u");
+    out.str("ns", ns);
+    out.binary("ui", bson::spec::BinarySubtype::Uuid, &ui.bytes());
+    let o = out.open("o");
+    out.i32("$silt", 1);
+    out.i64("fn", i64::from(func));
     match RawDocument::from_bytes(arg) {
-        Ok(a) if valid(a) => o.append_ref("arg", a),
-        _ => o.append_ref(
-            "arg",
-            RawBinaryRef {
-                subtype: bson::spec::BinarySubtype::Generic,
-                bytes: arg,
-            },
-        ),
+        Ok(a) if valid(a) => out.doc("arg", arg),
+        _ => out.binary("arg", bson::spec::BinarySubtype::Generic, arg),
     }
-    d.append("o", o);
+    out.close(o);
     let mut o2 = RawDocumentBuf::new();
-    match RawBson::try_from(id.clone()) {
-        Ok(v) => o2.append("_id", v),
-        Err(_) => return crate::encode_doc(&Op::message(ns, ui, id.clone(), func, arg).0),
+    o2.append("_id", id);
+    out.doc("o2", o2.as_bytes());
+    out.stamp(stamp);
+    out.finish()
+}
+
+/// A BSON document written field by field into one buffer (an entry is built without a
+/// `Document` per level and copied once).
+struct Out(Vec<u8>);
+
+impl Out {
+    fn new(capacity: usize) -> Out {
+        let mut v = Vec::with_capacity(capacity);
+        v.extend_from_slice(&[0; 4]);
+        Out(v)
     }
-    d.append("o2", o2);
-    d.into_bytes()
+
+    fn key(&mut self, kind: u8, key: &str) {
+        self.0.push(kind);
+        self.0.extend_from_slice(key.as_bytes());
+        self.0.push(0);
+    }
+
+    fn str(&mut self, key: &str, v: &str) {
+        self.key(0x02, key);
+        self.len(v.len() + 1);
+        self.0.extend_from_slice(v.as_bytes());
+        self.0.push(0);
+    }
+
+    fn i32(&mut self, key: &str, v: i32) {
+        self.key(0x10, key);
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn i64(&mut self, key: &str, v: i64) {
+        self.key(0x12, key);
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn ts(&mut self, key: &str, v: Timestamp) {
+        self.key(0x11, key);
+        self.0.extend_from_slice(&v.increment.to_le_bytes());
+        self.0.extend_from_slice(&v.time.to_le_bytes());
+    }
+
+    fn binary(&mut self, key: &str, subtype: bson::spec::BinarySubtype, bytes: &[u8]) {
+        self.key(0x05, key);
+        self.len(bytes.len());
+        self.0.push(u8::from(subtype));
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// A field whose value is `doc`, one whole encoded document.
+    fn doc(&mut self, key: &str, doc: &[u8]) {
+        self.key(0x03, key);
+        self.0.extend_from_slice(doc);
+    }
+
+    /// The fields of `doc`, one whole encoded document.
+    fn splice(&mut self, doc: &[u8]) {
+        if doc.len() > 5 {
+            self.0.extend_from_slice(&doc[4..doc.len() - 1]);
+        }
+    }
+
+    /// `ts, t, v: 2, wall`: the time part of every entry.
+    fn stamp(&mut self, stamp: Stamp) {
+        self.ts("ts", stamp.ts);
+        self.i64("t", stamp.term);
+        self.i64("v", 2);
+        self.key(0x09, "wall");
+        self.0
+            .extend_from_slice(&stamp.wall.timestamp_millis().to_le_bytes());
+    }
+
+    /// Begin a subdocument field; [`Out::close`] it with what this returns.
+    fn open(&mut self, key: &str) -> usize {
+        self.key(0x03, key);
+        let at = self.0.len();
+        self.0.extend_from_slice(&[0; 4]);
+        at
+    }
+
+    fn close(&mut self, at: usize) {
+        self.0.push(0);
+        let len = self.0.len() - at;
+        self.0[at..at + 4].copy_from_slice(&i32::try_from(len).unwrap_or(i32::MAX).to_le_bytes());
+    }
+
+    fn len(&mut self, n: usize) {
+        self.0
+            .extend_from_slice(&i32::try_from(n).unwrap_or(i32::MAX).to_le_bytes());
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.close(0);
+        self.0
+    }
 }
 
 /// Whether `doc` is well-formed BSON all the way down (what decoding it would accept).
@@ -329,6 +404,14 @@ mod tests {
     #[test]
     fn encoded_messages_are_the_ops_bytes() {
         let ui = bson::Uuid::new();
+        let stamp = Stamp {
+            ts: Timestamp {
+                time: 1_700_000_001,
+                increment: 1,
+            },
+            term: 1,
+            wall: bson::DateTime::from_millis(1_700_000_001_000),
+        };
         let arg = crate::encode_doc(&doc! { "id": 5, "u": { "$inc": { "n": 1 } }, "up": false });
         let ids = [
             Bson::Int32(5),
@@ -337,17 +420,19 @@ mod tests {
             Bson::ObjectId(bson::oid::ObjectId::new()),
             Bson::Null,
         ];
-        for id in ids {
-            for a in [&arg[..], b"not bson", &[5, 0, 0, 0, 0][..], &[]] {
-                let want = crate::encode_doc(&Op::message("db.c", ui, id.clone(), 9, a).0);
-                assert_eq!(encode_message("db.c", ui, &id, 9, a), want, "{id:?} {a:?}");
-            }
-        }
-        // A truncated document inside the argument is shown as a binary, as decoding shows it.
         let mut bad = arg.clone();
         let at = bad.len() - 3;
         bad[at] = 0x7f;
-        let want = crate::encode_doc(&Op::message("db.c", ui, Bson::Int32(1), 9, &bad).0);
-        assert_eq!(encode_message("db.c", ui, &Bson::Int32(1), 9, &bad), want);
+        for id in ids {
+            for a in [&arg[..], b"not bson", &[5, 0, 0, 0, 0][..], &[], &bad] {
+                let op = Op::message("db.c", ui, id.clone(), 9, a);
+                let want = encode(&crate::encode_doc(&op.0), stamp, None);
+                assert_eq!(
+                    encode_message("db.c", ui, &id, 9, a, stamp),
+                    want,
+                    "{id:?} {a:?}"
+                );
+            }
+        }
     }
 }

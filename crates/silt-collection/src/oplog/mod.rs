@@ -39,7 +39,7 @@ use silt_storage::{Cursor, Dict, Env, WriteBatch};
 pub use apply::apply;
 pub use clock::{pack, unpack, Clock};
 pub use diff::{apply_diff, describe, diff_docs, BadDiff, UpdateDescription};
-pub(crate) use entry::{encode_message, SessionStmt};
+pub(crate) use entry::SessionStmt;
 pub use entry::{Op, OpSession};
 
 use crate::{decode_doc, encode_doc, CollError, Result};
@@ -586,10 +586,22 @@ impl Reservation<'_> {
         )
     }
 
-    /// Put a fast update's entry ([`Op::message`]) at the `n`th time, encoded straight from
-    /// the message.
-    pub(crate) fn put_message(&self, batch: &mut WriteBatch, n: usize, op: &[u8]) -> Result<()> {
-        self.put_bytes(batch, n, &entry::encode(op, self.stamp(n), None))
+    /// Put the entry of a fast update of the document with `_id` `id` in `ns` (`ui`), the
+    /// engine's message `func(arg)`, at the `n`th time: written straight from the message
+    /// ([`Op::message`] is the same entry as a document).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put_message(
+        &self,
+        batch: &mut WriteBatch,
+        n: usize,
+        ns: &str,
+        ui: bson::Uuid,
+        id: &Bson,
+        func: u32,
+        arg: &[u8],
+    ) -> Result<()> {
+        let e = entry::encode_message(ns, ui, id, func, arg, self.stamp(n));
+        self.put_bytes(batch, n, &e)
     }
 
     /// Put one `applyOps` entry of a multi-document transaction's `ops` at the first time.

@@ -224,7 +224,14 @@ impl Wal {
             let mut seq = g.seq;
             let mut offset = g.file_bytes;
             drop(g);
-            let mut path = self.dir.join(file_name(seq));
+            // A file's path is only needed to name it in an error.
+            let io = |seq: u64| {
+                let dir = &self.dir;
+                move |source| Error::Io {
+                    path: dir.join(file_name(seq)),
+                    source,
+                }
+            };
             let mut rest = &data[..];
             let mut res = Ok(());
             let mut new_file = None;
@@ -234,14 +241,13 @@ impl Wal {
                 res = file
                     .write_all_at(&data[..c], offset)
                     .and_then(|()| file.sync())
-                    .ctx(&path);
+                    .map_err(io(seq));
                 if res.is_ok() {
                     match create_file(&*self.vfs, &self.dir, seq + 1, first) {
                         Ok(f) => {
                             seq += 1;
                             file = Arc::from(f);
                             offset = WAL_HEADER as u64;
-                            path = self.dir.join(file_name(seq));
                             new_file = Some((file.clone(), seq, first));
                             rest = &data[c..];
                         }
@@ -250,10 +256,10 @@ impl Wal {
                 }
             }
             if res.is_ok() {
-                res = file.write_all_at(rest, offset).ctx(&path);
+                res = file.write_all_at(rest, offset).map_err(io(seq));
             }
             if res.is_ok() && sync {
-                res = file.sync().ctx(&path);
+                res = file.sync().map_err(io(seq));
             }
             g = self.inner.lock();
             g.writing = false;
