@@ -132,6 +132,15 @@ pub(crate) struct Stamp {
     pub wall: bson::DateTime,
 }
 
+/// The `prevOpTime` of a session's first write of its transaction number.
+const NO_PREV: (Timestamp, i64) = (
+    Timestamp {
+        time: 0,
+        increment: 0,
+    },
+    -1,
+);
+
 /// The entry of `op` at `stamp`, of a session's write when `session` is given, encoded:
 /// `{lsid?, txnNumber?, <op's fields>, stmtId?, ts, t, v: 2, wall, prevOpTime?}`, the field
 /// order of mongod 7. `op` is given encoded (`op_bytes`) and spliced in whole, so an entry costs
@@ -148,13 +157,7 @@ pub(crate) fn encode(op_bytes: &[u8], stamp: Stamp, session: Option<SessionStmt<
     }
     out.stamp(stamp);
     if let Some(s) = session {
-        let (ts, t) = s.prev.unwrap_or((
-            Timestamp {
-                time: 0,
-                increment: 0,
-            },
-            -1,
-        ));
+        let (ts, t) = s.prev.unwrap_or(NO_PREV);
         let at = out.open("prevOpTime");
         out.ts("ts", ts);
         out.i64("t", t);
@@ -337,29 +340,24 @@ mod tests {
         d.insert("v", 2i64);
         d.insert("wall", stamp.wall);
         if let Some(s) = session {
-            let (ts, t) = s.prev.unwrap_or((
-                Timestamp {
-                    time: 0,
-                    increment: 0,
-                },
-                -1,
-            ));
+            let (ts, t) = s.prev.unwrap_or(NO_PREV);
             d.insert("prevOpTime", doc! { "ts": ts, "t": t });
         }
         d
     }
 
+    fn stamp_at(time: u32, increment: u32) -> Stamp {
+        Stamp {
+            ts: Timestamp { time, increment },
+            term: 3,
+            wall: bson::DateTime::from_millis(i64::from(time) * 1000 + 123),
+        }
+    }
+
     #[test]
     fn encoded_entries_are_the_documents_bytes() {
         let ui = bson::Uuid::new();
-        let stamp = Stamp {
-            ts: Timestamp {
-                time: 1_700_000_000,
-                increment: 7,
-            },
-            term: 3,
-            wall: bson::DateTime::from_millis(1_700_000_000_123),
-        };
+        let stamp = stamp_at(1_700_000_000, 7);
         let session = OpSession {
             lsid: doc! { "id": bson::Uuid::new(), "uid": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1; 32] } },
             txn_number: 42,
@@ -404,14 +402,7 @@ mod tests {
     #[test]
     fn encoded_messages_are_the_ops_bytes() {
         let ui = bson::Uuid::new();
-        let stamp = Stamp {
-            ts: Timestamp {
-                time: 1_700_000_001,
-                increment: 1,
-            },
-            term: 1,
-            wall: bson::DateTime::from_millis(1_700_000_001_000),
-        };
+        let stamp = stamp_at(1_700_000_001, 1);
         let arg = crate::encode_doc(&doc! { "id": 5, "u": { "$inc": { "n": 1 } }, "up": false });
         let ids = [
             Bson::Int32(5),
