@@ -60,3 +60,45 @@ def test_count_documents_answers_an_int32(db):
                        cursor={})
         n = r["cursor"]["firstBatch"][0]["n"]
         assert type(n) is int and n == (5 if not f else 3)
+
+
+def test_counts_with_a_matcher_read_only_the_filters_fields(db):
+    # A count through an index decodes only the top-level fields its filter reads; every kind
+    # of path must still match as on the whole document.
+    rng = random.Random(5)
+    docs = []
+    for i in range(2000):
+        d = {"_id": i, "a": rng.randrange(100), "pad": "p" * rng.randrange(200),
+             "n": {"x": rng.randrange(5), "y": [rng.randrange(3) for _ in range(rng.randrange(4))]},
+             "arr": [{"k": rng.randrange(4), "v": rng.randrange(4)} for _ in range(rng.randrange(3))]}
+        if i % 9 == 0:
+            del d["n"]
+        if i % 13 == 0:
+            d["z"] = None
+        docs.append(d)
+    db.c.insert_many(docs)
+    db.c.create_index("a")
+    rng_a = {"a": {"$gte": 10, "$lt": 80}}
+    filters = [
+        {"n.x": 2},
+        {"n.y": 1},
+        {"n.y.0": 2},
+        {"n": {"$exists": False}},
+        {"n.x": {"$exists": False}},
+        {"arr": {"$elemMatch": {"k": 1, "v": {"$gte": 2}}}},
+        {"arr.k": 3},
+        {"arr": {"$size": 2}},
+        {"z": None},
+        {"z": {"$exists": True}},
+        {"$or": [{"n.x": 1}, {"arr.v": 0}]},
+        {"$nor": [{"n.x": {"$lt": 3}}]},
+        {"_id": {"$mod": [3, 1]}},
+        {"pad": {"$regex": "^p{150}"}},
+        {"$expr": {"$gt": ["$n.x", 2]}},
+    ]
+    for f in filters:
+        q = {"$and": [rng_a, f]}
+        real = sum(1 for _ in db.c.find(q))
+        assert db.c.count_documents(q) == real, f
+        assert db.command("count", "c", query=q)["n"] == real, f
+        assert db.command("count", "c", query=q, hint="a_1")["n"] == real, f

@@ -403,6 +403,11 @@ impl Collection {
         }
     }
 
+    /// The stored bytes of the document with this encoded key as `snap` sees it.
+    pub(crate) fn get_raw_by_key_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
+        Ok(self.layout().primary.get_at(key, snap.engine())?)
+    }
+
     /// The document with this encoded key as `snap` sees it.
     pub fn get_by_key_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Document>> {
         match self.layout().primary.get_at(key, snap.engine())? {

@@ -224,6 +224,24 @@ pub(crate) fn decode_doc(ns: &str, bytes: &[u8]) -> Result<Document> {
     })
 }
 
+/// The top-level fields `names` of a stored document, decoded (the others skipped, never
+/// decoded), in the document's order: what a count's matcher reads.
+pub(crate) fn decode_fields(ns: &str, bytes: &[u8], names: &[String]) -> Result<Document> {
+    let bad = |detail: String| CollError::BadStoredDocument {
+        ns: ns.to_string(),
+        detail,
+    };
+    let raw = bson::RawDocument::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
+    let mut d = Document::new();
+    for e in raw {
+        let (k, v) = e.map_err(|e| bad(e.to_string()))?;
+        if names.iter().any(|n| n == k) {
+            d.insert(k, Bson::try_from(v).map_err(|e| bad(e.to_string()))?);
+        }
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

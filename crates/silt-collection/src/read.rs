@@ -17,6 +17,7 @@ use bson::{Bson, Document};
 use silt_query::matcher::Matcher;
 use silt_query::plan::{Access, Covered, Plan};
 
+use crate::decode_fields;
 use crate::keyrange::{as_ref, KeyRange, KeyScan};
 use crate::parts::PartsCursor;
 use crate::plan::Planned;
@@ -59,6 +60,9 @@ pub struct MatchSource {
     matcher: Option<Arc<Matcher>>,
     stop: Stop,
     covered: Option<Covered>,
+    /// Only these top-level fields of each fetched document are decoded (a count's: the
+    /// documents matched are counted, never returned whole); `None` decodes them whole.
+    fields: Option<Vec<String>>,
     /// Documents examined (read from the primary tree or a clustering index), for explain
     /// and slow-operation logs.
     pub examined: u64,
@@ -75,6 +79,20 @@ impl std::fmt::Debug for MatchSource {
 }
 
 impl MatchSource {
+    /// Decode only what the matcher reads of each document fetched through an index:
+    /// `paths` are its filter's paths ([`silt_query::plan::needed_paths`] with no output),
+    /// and the documents this source returns then hold only their top-level fields. For a
+    /// count, which never returns them.
+    pub fn decode_only(&mut self, paths: &[String]) {
+        let mut top: Vec<String> = paths
+            .iter()
+            .map(|p| p.split('.').next().unwrap_or_default().to_string())
+            .collect();
+        top.sort();
+        top.dedup();
+        self.fields = Some(top);
+    }
+
     /// Move the read's deadline (`maxTimeMS`): a cursor's time is spent only while a batch is
     /// being produced, so each batch gets what remains.
     pub fn set_deadline(&mut self, deadline: Option<Instant>) {
@@ -144,6 +162,7 @@ impl MatchSource {
             matcher,
             stop,
             covered: None,
+            fields: None,
             examined: 0,
             keys: 0,
         }
@@ -196,10 +215,15 @@ impl MatchSource {
                         }
                         continue;
                     }
-                    if e.index.spec.clustering {
-                        Some((id, self.coll.decode(&e.value)?))
-                    } else {
-                        self.coll.get_by_key_at(&id, &self.snap)?.map(|d| (id, d))
+                    match (&self.fields, e.index.spec.clustering) {
+                        (Some(f), true) => Some((id, decode_fields(self.coll.ns(), &e.value, f)?)),
+                        (None, true) => Some((id, self.coll.decode(&e.value)?)),
+                        (Some(f), false) => self
+                            .coll
+                            .get_raw_by_key_at(&id, &self.snap)?
+                            .map(|v| decode_fields(self.coll.ns(), &v, f).map(|d| (id, d)))
+                            .transpose()?,
+                        (None, false) => self.coll.get_by_key_at(&id, &self.snap)?.map(|d| (id, d)),
                     }
                 }
             };

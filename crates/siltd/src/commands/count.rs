@@ -79,6 +79,10 @@ pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult
         let needs = plan::needed_paths(&matcher, None, Some(Vec::new()));
         let planned = c.plan(&filter, &matcher, None, cmd.get("hint"), needs.as_deref())?;
         let mut src = MatchSource::new(c, &planned, Some(matcher), read_stop(deadline(cmd)?));
+        if let Some(paths) = &needs {
+            // Only what the filter reads is decoded of each document counted.
+            src.decode_only(paths);
+        }
         let mut n = 0u64;
         while src.next_match().map_err(coll_err)?.is_some() {
             n += 1;
