@@ -198,6 +198,23 @@ fn measure(t: &Target, a: &Args) -> Result<W4Run, Box<dyn std::error::Error>> {
         results.insert(format!("itcount_{keys}_us"), json!(it_us));
         rows.push((keys, nm_us, m_us, it_us));
     }
+    // Issue 35's figures: counting a range that holds a given number of index entries,
+    // without a matcher, whatever the number of distinct values (10 up to 1,000,000 entries;
+    // a size larger than the collection is left out).
+    let mut by_entries = Vec::new();
+    for entries in [10u64, 1000, 100_000, 1_000_000] {
+        if entries > a.docs {
+            continue;
+        }
+        let width = ((entries as f64 / per_value).round() as i64).clamp(1, A_VALUES);
+        let starts: Vec<i64> = (0..a.reps)
+            .map(|_| rng.gen_range(0..=A_VALUES - width))
+            .collect();
+        let range = |l: i64| doc! { "a": { "$gte": l, "$lt": l + width } };
+        let (us, _) = time_us(a.reps, |r| count(&mut c, range(starts[r as usize])))?;
+        results.insert(format!("count_entries_{entries}_us"), json!(us));
+        by_entries.push((entries, us));
+    }
     let disk = t.bytes_on_disk(&mut c);
     results.insert("cache_bytes".into(), json!(a.cache_mb << 20));
     results.insert("data_bytes".into(), json!(raw));
@@ -208,6 +225,9 @@ fn measure(t: &Target, a: &Args) -> Result<W4Run, Box<dyn std::error::Error>> {
     results.insert("counts_agree".into(), json!(ok));
     println!("== {}", t.name());
     print_run(&rows, full_us, full_n, est_us, est_n);
+    for (entries, us) in &by_entries {
+        println!("count_entries_{entries}_us: {us:.0}");
+    }
     println!(
         "documents {}, raw {} MiB, on disk {} MiB, cache {} MiB, server RSS after warm-up {} MiB (peak {} MiB); load {load_per_s:.0} docs/s; counts agree: {}",
         a.docs,
