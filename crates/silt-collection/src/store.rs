@@ -73,8 +73,7 @@ impl Store {
         fns: UpdateRegistry,
         oplog: Option<OplogOptions>,
     ) -> Result<Store> {
-        // A quarter of the cache, within mongod's default of 200 MB for index builds.
-        let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
+        let build_memory = build_memory(&opts);
         let env = Env::open_with(dir, opts, fns)?;
         Store::over(env, build_memory, oplog)
     }
@@ -89,7 +88,7 @@ impl Store {
         fns: UpdateRegistry,
         oplog: Option<OplogOptions>,
     ) -> Result<Store> {
-        let build_memory = (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20);
+        let build_memory = build_memory(&opts);
         let env = Env::open_on(vfs, dir, opts, fns)?;
         Store::over(env, build_memory, oplog)
     }
@@ -621,4 +620,10 @@ impl Store {
         self.env.close()?;
         Ok(())
     }
+}
+
+/// The memory an index build may use: a quarter of the cache, within mongod's default of
+/// 200 MB for index builds.
+fn build_memory(opts: &EnvOptions) -> usize {
+    (opts.cache_bytes / 4).clamp(4 << 20, 200 << 20)
 }
