@@ -95,7 +95,7 @@ class Siltd:
 # (validators, caps, TTL, partitions, unique indexes, fast updates) must hold on both paths.
 BOTH_TOPOLOGIES = {
     "test_capped", "test_validation", "test_ttl_collmod", "test_partitions",
-    "test_fast_updates", "test_indexes", "test_write_rules",
+    "test_fast_updates", "test_indexes", "test_write_rules", "test_subtree_counts",
 }
 
 

@@ -195,7 +195,7 @@ impl Store {
                 let name = format!("idx-{}", self.next_dict.fetch_add(1, Ordering::Relaxed));
                 let r = self
                     .env
-                    .create_dict(&name)
+                    .create_counted_dict(&name)
                     .map_err(CollError::from)
                     .and_then(|dict| {
                         made.push(name.clone());

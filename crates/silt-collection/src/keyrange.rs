@@ -189,16 +189,24 @@ impl KeyScan {
         Ok(out)
     }
 
-    /// The number of entries in the ranges, counted in the tree.
-    pub fn count(&self) -> Result<u64> {
+    /// The number of entries in the ranges that `snap` sees (the latest without one),
+    /// counted in the tree; how it was answered is added to `stats`.
+    pub fn count(
+        &self,
+        snap: Option<&silt_storage::Snapshot>,
+        stats: &mut silt_storage::CountStats,
+    ) -> Result<u64> {
         let mut n = 0u64;
+        let parts = self.index.parts();
         for (lo, hi) in &self.ranges {
-            n += self
-                .index
-                .parts()
-                .count_range(as_ref(lo), as_ref(hi), false)?;
+            n += parts.count_range_at(as_ref(lo), as_ref(hi), false, snap, stats)?;
         }
         Ok(n)
+    }
+
+    /// How many key ranges it scans.
+    pub fn range_count(&self) -> usize {
+        self.ranges.len()
     }
 }
 

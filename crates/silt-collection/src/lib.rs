@@ -62,7 +62,7 @@ pub use partition::{
     max_doc, CrashPoints, DropPartitions, Every, PartitionStats, Retention, Rotation,
 };
 pub use pk::PrimaryKey;
-pub use plan::Planned;
+pub use plan::{FastCount, Planned};
 pub use read::{MatchSource, Stop};
 pub use rules::{check_limits, nesting_depth, MAX_DOC_BYTES, MAX_STORAGE_DEPTH};
 pub use snapshot::Snapshot;

@@ -256,7 +256,7 @@ impl Store {
             let built = (|| -> Result<(Dict, Vec<Dict>)> {
                 let mut create = |kind: &str| -> Result<Dict> {
                     let name = self.new_dict_name(kind);
-                    let d = self.env.create_dict(&name)?;
+                    let d = self.env.create_counted_dict(&name)?;
                     made.push(name);
                     Ok(d)
                 };

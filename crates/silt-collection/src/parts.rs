@@ -18,7 +18,7 @@
 
 use std::ops::Bound;
 
-use silt_storage::{Cursor, Dict, DictStats, Error, Result, Snapshot};
+use silt_storage::{CountStats, Cursor, Dict, DictStats, Error, Result, Snapshot};
 
 /// One partition's dictionary.
 #[derive(Clone, Debug)]
@@ -99,13 +99,30 @@ impl Parts {
         hi: Bound<&[u8]>,
         primary: bool,
     ) -> Result<u64> {
+        self.count_range_at(lo, hi, primary, None, &mut CountStats::default())
+    }
+
+    /// [`Parts::count_range`] of what `snap` sees (the latest state without one), adding
+    /// how each member's count was answered to `stats`.
+    pub(crate) fn count_range_at(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        primary: bool,
+        snap: Option<&Snapshot>,
+        stats: &mut CountStats,
+    ) -> Result<u64> {
         let mut n = 0;
         for i in 0..self.members.len() {
             if primary && !self.meets(i, lo, hi) {
                 continue;
             }
-            match self.members[i].dict.count_range(lo, hi) {
-                Ok(c) => n += c,
+            match self.members[i].dict.count_range_explained(lo, hi, snap) {
+                Ok((c, how)) => {
+                    n += c;
+                    stats.nodes += how.nodes;
+                    stats.scanned_ranges += how.scanned_ranges;
+                }
                 Err(Error::NoSuchDictionary(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -122,6 +139,8 @@ impl Parts {
             file_allocated_bytes: 0,
             height: 0,
             resident_nodes: 0,
+            counted: true,
+            count_repairs: 0,
         };
         for d in self.dicts() {
             let s = d.stats();
@@ -131,6 +150,8 @@ impl Parts {
             t.file_allocated_bytes += s.file_allocated_bytes;
             t.height = t.height.max(s.height);
             t.resident_nodes += s.resident_nodes;
+            t.counted &= s.counted;
+            t.count_repairs += s.count_repairs;
         }
         t
     }

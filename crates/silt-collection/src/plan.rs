@@ -12,7 +12,20 @@ use silt_query::plan::{self, Access, Choice, IndexInfo, IndexScan, Plan, SortSpe
 use silt_query::{QResult, QueryError};
 
 use crate::keyrange::KeyScan;
-use crate::{Collection, Index, Result};
+
+/// A count answered inside the storage layer ([`Collection::fast_count`]).
+#[derive(Debug, Clone, Default)]
+pub struct FastCount {
+    /// The documents counted.
+    pub n: u64,
+    /// The index whose entries were counted (`None`: the primary tree).
+    pub index: Option<Arc<Index>>,
+    /// Key ranges counted.
+    pub ranges: usize,
+    /// Nodes read and ranges scanned (`silt_storage::Dict::count_range_explained`).
+    pub stats: silt_storage::CountStats,
+}
+use crate::{Collection, Index, Result, Snapshot};
 
 /// A choice of the planner and the indexes its scans name (by position).
 #[derive(Debug, Clone)]
@@ -139,39 +152,53 @@ impl Collection {
         Some(KeyScan::new(ix, &scan))
     }
 
-    /// Count the documents matching `matcher` inside the storage layer, without reading or
-    /// decoding a document, when the filter is fully answered by one index's bounds (no
-    /// matcher needed): an empty filter counts the smallest complete tree; otherwise a
-    /// non-multikey, non-sparse, non-partial index whose bounds consume every predicate.
-    /// `None` when no such plan exists (the caller then counts by reading).
-    pub fn fast_count(&self, matcher: &Matcher) -> Result<Option<u64>> {
+    /// Count the documents matching `matcher` that `snap` sees (the latest state without
+    /// one) inside the storage layer, without reading or decoding a document, when the
+    /// filter is fully answered by one index's bounds (no matcher needed): an empty filter
+    /// counts the primary tree from its subtree counts (or, in a tree of an older format that
+    /// keeps none, the smallest complete tree); otherwise a non-multikey, non-sparse,
+    /// non-partial index whose bounds consume every predicate. `None` when no such plan
+    /// exists (the caller then counts by reading).
+    pub fn fast_count(
+        &self,
+        matcher: &Matcher,
+        snap: Option<&Snapshot>,
+    ) -> Result<Option<FastCount>> {
         let mut leaves = Vec::new();
         plan::conjuncts(matcher.expr(), &mut leaves);
         let complete =
             |ix: &Arc<Index>| !ix.is_multikey() && !ix.spec.sparse && ix.spec.partial.is_none();
+        let mut out = FastCount::default();
+        let snap = snap.map(Snapshot::engine);
         if leaves.is_empty() || matches!(leaves.as_slice(), [MatchExpr::AlwaysTrue]) {
-            // Every document has one entry in the primary tree and in each complete index;
-            // count the smallest.
+            // Every document has one entry in the primary tree and in each complete index:
+            // count the primary tree if it keeps counts, else the smallest.
+            let layout = self.layout();
             let mut best: (u64, Option<Arc<Index>>) = (self.stats().storage_size, None);
-            for ix in self.indexes().into_iter().filter(complete) {
-                let size = ix.parts().stats().file_bytes;
-                if size < best.0 {
-                    best = (size, Some(ix));
+            if !layout.primary.stats().counted {
+                for ix in self.indexes().into_iter().filter(complete) {
+                    let size = ix.parts().stats().file_bytes;
+                    if size < best.0 {
+                        best = (size, Some(ix));
+                    }
                 }
             }
-            let n = match best.1 {
-                Some(ix) => ix
-                    .parts()
-                    .count_range(Bound::Unbounded, Bound::Unbounded, false),
-                None => self
-                    .layout()
-                    .primary
-                    .count_range(Bound::Unbounded, Bound::Unbounded, true),
+            let (all, stats) = (Bound::Unbounded, &mut out.stats);
+            out.n = match &best.1 {
+                Some(ix) => ix.parts().count_range_at(all, all, false, snap, stats),
+                None => layout.primary.count_range_at(all, all, true, snap, stats),
             }?;
-            return Ok(Some(n));
+            out.index = best.1;
+            out.ranges = 1;
+            return Ok(Some(out));
         }
         match self.exact_scan(matcher) {
-            Some(scan) => Ok(Some(scan.count()?)),
+            Some(scan) => {
+                out.n = scan.count(snap, &mut out.stats)?;
+                out.index = Some(scan.index().clone());
+                out.ranges = scan.range_count();
+                Ok(Some(out))
+            }
             None => Ok(None),
         }
     }

@@ -405,7 +405,7 @@ impl Store {
             return Err(CollError::NamespaceExists(ns.to_string()));
         }
         let dict_name = self.new_dict_name("coll");
-        let dict = self.env.create_dict(&dict_name)?;
+        let dict = self.env.create_counted_dict(&dict_name)?;
         let layout = if options.get_bool("partitioned").unwrap_or(false) {
             crate::partition::first_layout(dict)
         } else {
@@ -423,7 +423,7 @@ impl Store {
             }
             let spec = IndexSpec::parse(&id_spec)
                 .map_err(|e| CollError::Storage(silt_storage::Error::InvalidArgument(e.0)))?;
-            let ixd = self.env.create_dict(&self.new_dict_name("idx"))?;
+            let ixd = self.env.create_counted_dict(&self.new_dict_name("idx"))?;
             let first = &layout.primary.members()[0];
             let parts = crate::parts::Parts::new(vec![crate::parts::Member {
                 id: first.id,

@@ -15,6 +15,25 @@ use std::path::Path;
 use crate::parts::Parts;
 use crate::{decode_doc, sorter, CollError, Collection, Index, Result};
 
+/// That the subtree counts of a tree (`silt_storage::Dict::count_range`) agree with the
+/// `found` entries a scan saw, and whether a writer broke the counting promise.
+fn check_counts(name: &str, parts: &Parts, found: u64, r: &mut ValidateReport) -> Result<()> {
+    let counted = parts.count_range(Bound::Unbounded, Bound::Unbounded, false)?;
+    if counted != found {
+        r.error(format!(
+            "index {name}: its subtree counts say {counted} entries, but it holds {found}"
+        ));
+    }
+    let repairs = parts.stats().count_repairs;
+    if repairs > 0 {
+        r.warnings.push(format!(
+            "index {name}: {repairs} writes since the start did not do what they told the \
+             subtree counts; the counts were repaired when they reached the leaves"
+        ));
+    }
+    Ok(())
+}
+
 /// How many examples of each kind of damage are listed.
 const EXAMPLES: usize = 10;
 
@@ -138,6 +157,17 @@ impl Collection {
         for (ix, s) in indexes.iter().zip(sorters) {
             let expected = s.finish().map_err(io)?;
             self.compare_index(ix, expected, &mut r)?;
+        }
+        check_counts(self.primary_index_name(), primary, r.nrecords, &mut r)?;
+        for ix in &indexes {
+            let found = r
+                .keys_per_index
+                .iter()
+                .find(|(n, _)| n == ix.name())
+                .map(|(_, k)| *k);
+            if let Some(found) = found {
+                check_counts(ix.name(), &ix.parts(), found, &mut r)?;
+            }
         }
         if full {
             self.verify_files(&indexes, &mut r);

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::format::btt::Extent;
 use crate::format::node::{encode_basement, encode_block, encode_buffer, NodeImage};
 use crate::ids::{BlockNum, Msn};
+use crate::tree::count::{basement_count, SubCount};
 use crate::tree::node::{entry_bytes, ChildBuf, Key, LeafBuilder};
 use crate::tree::{missing, Need};
 use crate::tree_io::load_node;
@@ -16,6 +17,8 @@ struct Built {
     first: Key,
     block: BlockNum,
     ext: Extent,
+    /// Keys in its subtree.
+    count: u64,
 }
 
 pub(crate) fn bulk_load<I, K, V>(d: &Dict, entries: I) -> Result<u64>
@@ -92,10 +95,17 @@ where
             pivots,
             children: Vec::new(),
             parts: bms.iter().map(encode_basement).collect(),
+            counts: bms.iter().map(|b| Some(basement_count(b))).collect(),
             gen: 0,
         };
         let ext = write(&img, written)?;
-        level.push(Built { first, block, ext });
+        let count = bms.iter().map(|b| b.len() as u64).sum();
+        level.push(Built {
+            first,
+            block,
+            ext,
+            count,
+        });
         Ok(())
     };
     let mut prev: Option<Key> = None;
@@ -148,6 +158,15 @@ where
                     .iter()
                     .map(|_| encode_buffer(&ChildBuf::default()))
                     .collect(),
+                counts: group
+                    .iter()
+                    .map(|b| {
+                        Some(SubCount {
+                            live: b.count as i64,
+                            ..SubCount::default()
+                        })
+                    })
+                    .collect(),
                 gen: 0,
             };
             let ext = write(&img, &mut written)?;
@@ -155,6 +174,7 @@ where
                 first: group[0].first.clone(),
                 block,
                 ext,
+                count: group.iter().map(|b| b.count).sum(),
             });
         }
         level = up;

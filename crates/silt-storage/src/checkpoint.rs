@@ -64,6 +64,7 @@ impl EnvInner {
                 h.rows = t.stats.rows;
                 h.data_bytes = t.stats.bytes;
                 h.next_xid = next_xid;
+                h.counted = t.counted;
                 st.inprogress = Some(st.current.clone());
                 plans.push((d.clone(), pending, h));
             }

@@ -58,6 +58,21 @@ pub struct DictStats {
     pub height: u32,
     /// Nodes resident in the cache.
     pub resident_nodes: usize,
+    /// The tree keeps subtree counts ([`Env::create_counted_dict`](crate::Env::create_counted_dict)).
+    pub counted: bool,
+    /// Writes that broke the counting promise, found (and the counts repaired) when they
+    /// reached their leaf since the dictionary was opened.
+    pub count_repairs: u64,
+}
+
+/// How a count was answered ([`Dict::count_range_explained`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountStats {
+    /// Nodes the walk over subtree counts visited (all of its tries).
+    pub nodes: u64,
+    /// Ranges that had to be counted by a scan (none in a counted tree whose messages all
+    /// have a known effect and whose versions the reader sees).
+    pub scanned_ranges: u64,
 }
 
 fn check_key(k: &[u8]) -> Result<()> {
@@ -80,6 +95,14 @@ fn check_val(v: &[u8]) -> Result<()> {
         });
     }
     Ok(())
+}
+
+fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
 }
 
 fn own(b: Bound<&[u8]>) -> Bound<Key> {
@@ -211,8 +234,14 @@ impl Dict {
         self.write(self.update_record(key, func, arg)?)
     }
 
-    /// Apply update function `func` with `arg` to every key.
+    /// Apply update function `func` with `arg` to every key. Refused in a counted dictionary
+    /// (a broadcast's effect on each key is unknown until it reaches the leaves).
     pub fn update_all(&self, func: u32, arg: &[u8]) -> Result<()> {
+        if self.core.tree.read().counted {
+            return Err(Error::InvalidArgument(
+                "update_all on a dictionary that keeps subtree counts".into(),
+            ));
+        }
         check_val(arg)?;
         self.env.fns.check(func)?;
         self.write(LogRecord::UpdateAll {
@@ -325,9 +354,10 @@ impl Dict {
         }
     }
 
-    /// Number of live keys in `[lo, hi]`, counted in the tree without copying values out.
+    /// Number of live keys in `[lo, hi]`. In a counted dictionary this reads the nodes on
+    /// the range's two boundary paths (`tree/count_read.rs`); otherwise it scans the range.
     pub fn count_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
-        self.count_view(lo, hi, View::Latest)
+        Ok(self.count_range_explained(lo, hi, None)?.0)
     }
 
     /// [`Dict::count_range`] of what `snap` sees.
@@ -337,7 +367,52 @@ impl Dict {
         hi: Bound<&[u8]>,
         snap: &Snapshot,
     ) -> Result<u64> {
-        self.count_view(lo, hi, snap.view())
+        Ok(self.count_range_explained(lo, hi, Some(snap))?.0)
+    }
+
+    /// [`Dict::count_range`] (of what `snap` sees, if given), and how it was answered.
+    pub fn count_range_explained(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        snap: Option<&Snapshot>,
+    ) -> Result<(u64, CountStats)> {
+        self.readable()?;
+        let view = snap.map_or(View::Latest, Snapshot::view);
+        let mut stats = CountStats::default();
+        let plan = loop {
+            let r = self
+                .core
+                .tree
+                .read()
+                .count_range(&self.env.fns, (lo, hi), view);
+            match r {
+                Ok(p) => break p,
+                Err(n) => {
+                    stats.nodes += 1;
+                    self.core.do_io(&self.env, n)?
+                }
+            }
+        };
+        stats.nodes += plan.nodes;
+        stats.scanned_ranges = plan.scan.len() as u64;
+        let mut n = plan.live;
+        for (a, z) in &plan.scan {
+            n += self.count_view(bound_ref(a), bound_ref(z), view)? as i64;
+        }
+        self.env.relieve_memory(true)?;
+        Ok((n.max(0) as u64, stats))
+    }
+
+    /// [`Dict::count_range`] by visiting every key of the range (what subtree counts are
+    /// checked against).
+    pub fn count_range_by_scan(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        snap: Option<&Snapshot>,
+    ) -> Result<u64> {
+        self.count_view(lo, hi, snap.map_or(View::Latest, Snapshot::view))
     }
 
     fn count_view(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, view: View<'_>) -> Result<u64> {
@@ -427,6 +502,8 @@ impl Dict {
             file_allocated_bytes: self.core.file.allocated_on_disk(),
             height: t.node(t.root).height,
             resident_nodes: t.nodes.len(),
+            counted: t.counted,
+            count_repairs: t.count_repairs,
         }
     }
 

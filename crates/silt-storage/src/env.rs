@@ -205,6 +205,8 @@ fn open_core(
         cache: cache.clone(),
         horizon: txns.horizon_cell(),
         evict_hand: (0, BlockNum(0)),
+        counted: header.counted,
+        count_repairs: 0,
     };
     txns.observe(Xid(header.next_xid.saturating_sub(1)));
     tree.insert_node(root);
@@ -390,7 +392,16 @@ impl Env {
 
     /// Create a dictionary.
     pub fn create_dict(&self, name: &str) -> Result<Dict> {
-        self.inner.create_dict(name)
+        self.inner.create_dict(name, false)
+    }
+
+    /// Create a dictionary that keeps subtree counts, so that [`Dict::count_range`] reads
+    /// only the nodes on the range's boundaries. Its writers promise that a put or batch put
+    /// is of an absent key and a delete of a present one (use [`Dict::replace`] to overwrite,
+    /// and [`Dict::put_if_absent`] when the key may exist). A broken promise makes counts
+    /// wrong until the message reaches its leaf, where it is repaired.
+    pub fn create_counted_dict(&self, name: &str) -> Result<Dict> {
+        self.inner.create_dict(name, true)
     }
 
     /// Open an existing dictionary.
@@ -632,7 +643,7 @@ impl EnvInner {
         self.dicts.read().values().cloned().collect()
     }
 
-    fn create_dict(self: &Arc<Self>, name: &str) -> Result<Dict> {
+    fn create_dict(self: &Arc<Self>, name: &str, counted: bool) -> Result<Dict> {
         self.check_open()?;
         let _g = self.ckpt_mutex.lock();
         let mut cat = self.catalog.lock();
@@ -662,6 +673,7 @@ impl EnvInner {
             rows: 0,
             data_bytes: 0,
             next_xid: self.txns.next_xid(),
+            counted,
         };
         let path = self.dir.join(dict_file_name(id));
         let _ = self.vfs.remove(&path);

@@ -57,7 +57,7 @@ mod width;
 mod write;
 
 pub use batch::WriteBatch;
-pub use dict::{Cursor, Dict, DictStats, RangeLock};
+pub use dict::{CountStats, Cursor, Dict, DictStats, RangeLock};
 pub use env::{Env, EnvStats};
 pub use error::PoisonCause;
 pub use error::{Error, Result};

@@ -1,7 +1,7 @@
 //! Messages: what a write becomes. A message is injected at the root, waits in buffers and is
 //! applied to a leaf entry in MSN order. Reads apply pending messages to what they return.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -30,6 +30,8 @@ pub type UpdateFn = Arc<dyn Fn(&[u8], Option<&[u8]>, &[u8]) -> UpdateOutcome + S
 #[derive(Clone, Default)]
 pub struct UpdateRegistry {
     fns: HashMap<u32, UpdateFn>,
+    /// Functions registered with [`UpdateRegistry::register_keeping`].
+    keeping: HashSet<u32>,
     on_panic: Option<PanicHook>,
 }
 
@@ -57,6 +59,25 @@ impl UpdateRegistry {
         f: impl Fn(&[u8], Option<&[u8]>, &[u8]) -> UpdateOutcome + Send + Sync + 'static,
     ) {
         self.fns.insert(id, Arc::new(f));
+        self.keeping.remove(&id);
+    }
+
+    /// Register `f` under `id` as a function that never changes whether a key exists: it
+    /// runs only on keys that have a value, and an outcome of `Delete` is taken as
+    /// `NoChange`. Its messages then have a known effect on the key count (none), so they
+    /// leave subtree counts exact while they wait in buffers (`tree/count.rs`).
+    pub fn register_keeping(
+        &mut self,
+        id: u32,
+        f: impl Fn(&[u8], Option<&[u8]>, &[u8]) -> UpdateOutcome + Send + Sync + 'static,
+    ) {
+        self.fns.insert(id, Arc::new(f));
+        self.keeping.insert(id);
+    }
+
+    /// Whether function `id` was registered with [`UpdateRegistry::register_keeping`].
+    pub(crate) fn keeps(&self, id: u32) -> bool {
+        self.keeping.contains(&id)
     }
 
     /// Call `hook` whenever an update function panics (the message then changes nothing,
@@ -83,7 +104,12 @@ impl UpdateRegistry {
         let Some(f) = self.fns.get(&id) else {
             return UpdateOutcome::NoChange;
         };
+        let keeping = self.keeping.contains(&id);
+        if keeping && old.is_none() {
+            return UpdateOutcome::NoChange;
+        }
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(key, old, arg))) {
+            Ok(UpdateOutcome::Delete) if keeping => UpdateOutcome::NoChange,
             Ok(o) => o,
             Err(p) => {
                 let msg = crate::poison::panic_message(&*p);
@@ -115,8 +141,10 @@ pub(crate) enum MsgKind {
     Update { func: u32, arg: Box<[u8]> },
     /// Promote the message's transaction's provisional version of the key to committed.
     /// `rows` is the change in the row count charged when the commit was injected (the
-    /// transaction's estimate of what its writes to the key did: -1, 0 or 1).
-    Commit { rows: i8 },
+    /// transaction's estimate of what its writes to the key did: -1, 0 or 1). `sure`: every
+    /// write of the transaction to the key had a known effect on the key count, so `rows` is
+    /// exact (`tree/count.rs`); stored as a second body byte only when false.
+    Commit { rows: i8, sure: bool },
     /// Drop the message's transaction's provisional version of the key.
     Abort,
 }
@@ -169,9 +197,14 @@ impl MsgKind {
                 a.extend_from_slice(v);
             }
             MsgKind::Delete | MsgKind::Abort => a.extend_from_slice(&0u32.to_le_bytes()),
-            MsgKind::Commit { rows } => {
+            MsgKind::Commit { rows, sure: true } => {
                 a.extend_from_slice(&1u32.to_le_bytes());
                 a.push(*rows as u8);
+            }
+            MsgKind::Commit { rows, sure: false } => {
+                a.extend_from_slice(&2u32.to_le_bytes());
+                a.push(*rows as u8);
+                a.push(1);
             }
             MsgKind::Update { func, arg } => {
                 a.extend_from_slice(&(len_u32(arg.len()) + 4).to_le_bytes());
@@ -189,7 +222,13 @@ impl MsgKind {
             tag::INSERT | tag::REPLACE | tag::INSERT_NO_OVERWRITE | tag::DELETE => Ok(()),
             tag::UPDATE if body.len() >= 4 => Ok(()),
             tag::UPDATE => Err("update message shorter than its function id".into()),
-            tag::COMMIT if !prov && body.len() == 1 && (body[0] as i8).abs() <= 1 => Ok(()),
+            tag::COMMIT
+                if !prov
+                    && (body.len() == 1 || (body.len() == 2 && body[1] == 1))
+                    && (body[0] as i8).abs() <= 1 =>
+            {
+                Ok(())
+            }
             tag::ABORT if !prov && body.is_empty() => Ok(()),
             _ => Err(format!("unknown message type {t}")),
         }
@@ -199,6 +238,7 @@ impl MsgKind {
         Ok(match tag::split(t).0 {
             tag::COMMIT => MsgKind::Commit {
                 rows: body.first().map_or(0, |b| *b as i8),
+                sure: body.len() < 2,
             },
             tag::ABORT => MsgKind::Abort,
             tag::INSERT => MsgKind::Insert(body.into()),
@@ -223,7 +263,8 @@ impl MsgKind {
         match self {
             MsgKind::Insert(v) | MsgKind::Replace(v) | MsgKind::InsertNoOverwrite(v) => v.len() + 4,
             MsgKind::Delete | MsgKind::Abort => 4,
-            MsgKind::Commit { .. } => 5,
+            MsgKind::Commit { sure: true, .. } => 5,
+            MsgKind::Commit { sure: false, .. } => 6,
             MsgKind::Update { arg, .. } => arg.len() + 8,
         }
     }

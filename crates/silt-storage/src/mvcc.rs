@@ -50,7 +50,7 @@ impl SnapView {
     }
 
     /// The smallest xid this snapshot might not see.
-    fn bound(&self) -> u64 {
+    pub(crate) fn bound(&self) -> u64 {
         self.live.first().map_or(self.hi.0, |x| x.0.min(self.hi.0))
     }
 }

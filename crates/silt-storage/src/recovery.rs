@@ -25,7 +25,7 @@ impl EnvInner {
             .map(|(id, d)| (*id, d.file.state.lock().header.ckpt_lsn))
             .collect();
         let uncovered = |id: DictId, lsn: Lsn| ckpt.get(&id).is_some_and(|&cl| lsn > cl);
-        type Keys = BTreeMap<Box<[u8]>, i8>;
+        type Keys = BTreeMap<Box<[u8]>, crate::txn::KeyRows>;
         let mut open: BTreeMap<Xid, BTreeMap<DictId, Keys>> = BTreeMap::new();
         let mut n = 0u64;
         let mut inject = |d: &DictCore, w: LogRecord, xid: Xid, prov: bool| -> Result<()> {
@@ -54,7 +54,10 @@ impl EnvInner {
         let finish = |d: &DictCore, keys: &Keys, xid: Xid, commit: bool| -> Result<()> {
             for (key, rows) in keys {
                 let kind = if commit {
-                    MsgKind::Commit { rows: *rows }
+                    MsgKind::Commit {
+                        rows: rows.rows,
+                        sure: !rows.unsure,
+                    }
                 } else {
                     MsgKind::Abort
                 };
@@ -86,7 +89,7 @@ impl EnvInner {
                         let ws = open.entry(xid).or_default();
                         for w in rec.writes() {
                             let id = w.dict();
-                            note_write(ws.entry(id).or_default(), &w);
+                            note_write(ws.entry(id).or_default(), &w, &self.fns);
                             if let (Some(d), true) = (dicts.get(&id), uncovered(id, lsn)) {
                                 inject(d, w, xid, true)?;
                             }

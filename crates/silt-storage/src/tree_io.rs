@@ -82,6 +82,7 @@ pub(crate) fn load_node(file: &DictFile, b: BlockNum, ext: Extent) -> Result<Nod
             data: None,
             loc: Some(loc),
             touched: AtomicBool::new(false),
+            count: h.counts.get(i).copied().flatten(),
         });
     }
     let mut n = if leaf {
@@ -138,6 +139,9 @@ fn drop_parts(env: &EnvInner, t: &mut Tree, b: BlockNum, all: bool) -> i64 {
     for p in &mut n.parts {
         if p.data.is_some() && p.loc.is_some() && (!p.touched.swap(false, Ordering::Relaxed) || all)
         {
+            if let Some(PartData::Leaf(b)) = &p.data {
+                p.count = Some(crate::tree::count::basement_count(b));
+            }
             p.data = None;
             dropped += 1;
         }

@@ -17,25 +17,43 @@ use crate::env::EnvInner;
 use crate::error::{Error, Result};
 use crate::ids::{DictId, Xid};
 use crate::locks::{LockMode, LockOwner};
+use crate::msg::UpdateRegistry;
 use crate::mvcc::Snapshot;
 use crate::wal::LogRecord;
 
-/// The keys a transaction wrote, per dictionary, each with the change in the row count its
-/// writes to the key add up to (-1, 0 or 1; charged when the commit is injected).
-pub(crate) type WriteSet = BTreeMap<DictId, (Dict, BTreeMap<Box<[u8]>, i8>)>;
+/// The keys a transaction wrote, per dictionary, each with what its writes to the key add up
+/// to (charged when the commit is injected).
+pub(crate) type WriteSet = BTreeMap<DictId, (Dict, BTreeMap<Box<[u8]>, KeyRows>)>;
+
+/// What a transaction's writes to one key add up to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KeyRows {
+    /// The change in the row count: -1, 0 or 1.
+    pub rows: i8,
+    /// Some write to the key had an effect on the key count that is not known until it
+    /// reaches the leaf (a put-if-absent, or an update that may create or remove the key).
+    pub unsure: bool,
+}
 
 /// Add write `w` to the keys of its dictionary in a write set, with its row estimate: the
 /// estimates a write outside a transaction would be charged (put +1, delete -1, replace and
 /// update 0), summed per key and kept within -1..=1.
-pub(crate) fn note_write(keys: &mut BTreeMap<Box<[u8]>, i8>, w: &LogRecord) {
-    let (key, rows) = match w {
-        LogRecord::Put { key, .. } | LogRecord::PutIfAbsent { key, .. } => (key, 1),
-        LogRecord::Delete { key, .. } => (key, -1),
-        LogRecord::Replace { key, .. } | LogRecord::Update { key, .. } => (key, 0),
+pub(crate) fn note_write(
+    keys: &mut BTreeMap<Box<[u8]>, KeyRows>,
+    w: &LogRecord,
+    fns: &UpdateRegistry,
+) {
+    let (key, rows, unsure) = match w {
+        LogRecord::Put { key, .. } => (key, 1, false),
+        LogRecord::PutIfAbsent { key, .. } => (key, 1, true),
+        LogRecord::Delete { key, .. } => (key, -1, false),
+        LogRecord::Replace { key, .. } => (key, 0, false),
+        LogRecord::Update { key, func, .. } => (key, 0, !fns.keeps(*func)),
         _ => return,
     };
-    let e = keys.entry(key.as_slice().into()).or_insert(0);
-    *e = (*e + rows).clamp(-1, 1);
+    let e = keys.entry(key.as_slice().into()).or_default();
+    e.rows = (e.rows + rows).clamp(-1, 1);
+    e.unsure |= unsure;
 }
 
 /// What the write path needs of a transaction.
@@ -69,7 +87,7 @@ impl TxnCore {
                 .entry(d.core.id)
                 .or_insert_with(|| (d.clone(), BTreeMap::new()))
                 .1;
-            note_write(keys, w);
+            note_write(keys, w, &d.env.fns);
         });
     }
 

@@ -226,7 +226,10 @@ pub(crate) fn finish(env: &Arc<EnvInner>, t: &TxnCore, commit: bool, durable: bo
         for ((_, keys), tree) in dicts.iter().zip(ready.iter_mut()) {
             for (key, rows) in keys {
                 let kind = if commit {
-                    MsgKind::Commit { rows: *rows }
+                    MsgKind::Commit {
+                        rows: rows.rows,
+                        sure: !rows.unsure,
+                    }
                 } else {
                     MsgKind::Abort
                 };

@@ -34,9 +34,21 @@ use silt_collection::{UpdateOutcome, UpdateRegistry};
 use silt_query::update::{UpdateCtx, UpdateSpec};
 use silt_query::QueryError;
 
-/// The engine update-function id of fast updates. Stored in messages and log records: never
-/// reuse it for anything else.
+/// The engine update-function id of fast updates that may create the document (upserts).
+/// Stored in messages and log records: never reuse it for anything else.
 pub(crate) const FAST_UPDATE_FN: u32 = 1;
+/// The same function for fast updates that never create or remove the document (registered
+/// as keeping, so their messages leave subtree counts exact while they wait).
+pub(crate) const FAST_UPDATE_KEEPING_FN: u32 = 2;
+
+/// The function id of a fast update, by whether it may create the document.
+pub(crate) fn fast_update_fn(upsert: bool) -> u32 {
+    if upsert {
+        FAST_UPDATE_FN
+    } else {
+        FAST_UPDATE_KEEPING_FN
+    }
+}
 
 /// Counters and the switch.
 #[derive(Debug, Default)]
@@ -85,7 +97,7 @@ pub(crate) fn register(reg: &mut UpdateRegistry, stats: Arc<FastUpdates>) {
     reg.on_panic(move |_func, msg| {
         on_panic.failed(&format!("the update function panicked: {msg}"))
     });
-    reg.register(FAST_UPDATE_FN, move |_key, old, arg| {
+    let run = move |old: Option<&[u8]>, arg: &[u8]| {
         if stats.fail_panic.load(Ordering::Relaxed) {
             panic!("fail point siltFastUpdatePanic");
         }
@@ -96,6 +108,11 @@ pub(crate) fn register(reg: &mut UpdateRegistry, stats: Arc<FastUpdates>) {
                 UpdateOutcome::NoChange
             }
         }
+    };
+    let keeping = run.clone();
+    reg.register(FAST_UPDATE_FN, move |_key, old, arg| run(old, arg));
+    reg.register_keeping(FAST_UPDATE_KEEPING_FN, move |_key, old, arg| {
+        keeping(old, arg)
     });
 }
 

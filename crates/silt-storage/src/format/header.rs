@@ -6,11 +6,13 @@
 //! magic "SILTDICT" | layout u32 | dict_id u64 | ckpt_count u64 | ckpt_lsn u64
 //! | btt_offset u64 | btt_len u64 | root u64 | next_block u64 | max_msn u64
 //! | node_bytes u64 | basement_bytes u64 | fanout u32 | compression u8 | level i32
-//! | rows i64 | data_bytes i64 | next_xid u64 (layout 2 on) | crc32c u32 (over everything
-//! before it)
+//! | rows i64 | data_bytes i64 | next_xid u64 (layout 2 on) | flags u32 (layout 3 on)
+//! | crc32c u32 (over everything before it)
 //! ```
 //!
-//! Layout 2 added `next_xid`; layout 1 headers are still read (as `next_xid` 0).
+//! Layout 2 added `next_xid`; layout 1 headers are still read (as `next_xid` 0). Layout 3
+//! added `flags` (bit 0: the tree keeps subtree counts, `tree/count.rs`); older headers are
+//! read as flags 0.
 
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::ids::{BlockNum, DictId, Lsn, Msn};
@@ -18,7 +20,8 @@ use crate::options::Compression;
 use crate::width::usize_of;
 
 pub(crate) const HEADER_MAGIC: &[u8; 8] = b"SILTDICT";
-pub(crate) const FILE_LAYOUT: u32 = 2;
+pub(crate) const FILE_LAYOUT: u32 = 3;
+const FLAG_COUNTED: u32 = 1;
 pub(crate) const HEADER_SLOT_BYTES: u64 = 4096;
 /// First byte after the two header slots; blocks live from here on.
 pub(crate) const DATA_START: u64 = 2 * HEADER_SLOT_BYTES;
@@ -57,6 +60,9 @@ pub struct FileHeader {
     /// The environment's next transaction id when the checkpoint began: every xid stamped in
     /// the file is below it.
     pub next_xid: u64,
+    /// The tree keeps subtree counts: its writers insert only absent keys and delete only
+    /// present ones (`tree/count.rs`).
+    pub counted: bool,
 }
 
 impl FileHeader {
@@ -83,6 +89,7 @@ impl FileHeader {
         e.i64(self.rows);
         e.i64(self.data_bytes);
         e.u64(self.next_xid);
+        e.u32(if self.counted { FLAG_COUNTED } else { 0 });
         let crc = crc32c::crc32c(&e.buf);
         e.u32(crc);
         e.buf.resize(usize_of(HEADER_SLOT_BYTES), 0);
@@ -123,6 +130,7 @@ impl FileHeader {
             rows: d.i64()?,
             data_bytes: d.i64()?,
             next_xid: if layout >= 2 { d.u64()? } else { 0 },
+            counted: layout >= 3 && d.u32()? & FLAG_COUNTED != 0,
         };
         let pos = d.pos();
         let crc = d.u32()?;

@@ -7,7 +7,9 @@
 //! directory: n_parts x { disk_len u32 | raw_len u32 | crc32c u32 }
 //! header crc32c u32 (over fixed header and directory)
 //! info (info_len bytes): pivots (n_parts-1, each u32 length + bytes); internal nodes: child
-//!   block numbers (n_parts x u64)
+//!   block numbers (n_parts x u64); layout 4 on: n_parts counts, each
+//!   known u8 | (known = 1) live i64 | unsure u64 | max_xid u64
+//!   (a child pointer's subtree count, or a basement's count: `tree/count.rs`)
 //! info crc32c u32
 //! partitions, back to back: [compression tag u8][compressed payload]
 //! ```
@@ -19,14 +21,17 @@ use crate::format::compress;
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{tag, Broadcast};
 use crate::options::Compression;
+use crate::tree::count::{basement_count, SubCount};
 use crate::tree::node::{index_messages, Basement, ChildBuf, Key, Node, PartData, PartLoc};
 use crate::width::len_u32;
 
 pub(crate) const NODE_MAGIC: &[u8; 8] = b"SILTNODE";
 /// Layout written now. Version 2 added message type 3 (REPLACE); version 3 added versioned
 /// leaf entries (type 1), provisional messages and COMMIT/ABORT messages. Blocks of versions
-/// 1 and 2 hold a subset and are still read.
-pub(crate) const NODE_LAYOUT: u16 = 3;
+/// 1 and 2 hold a subset and are still read. Version 4 added the counts to the info section
+/// and the unsure COMMIT (a second body byte); blocks of versions 1 to 3 are read with their
+/// counts unknown.
+pub(crate) const NODE_LAYOUT: u16 = 4;
 pub(crate) const FIXED_HEADER: usize = 40;
 pub(crate) const DIR_ENTRY: usize = 12;
 const BASEMENT_TAG: u8 = 0xAA;
@@ -42,6 +47,8 @@ pub(crate) struct NodeImage {
     pub pivots: Vec<Key>,
     pub children: Vec<BlockNum>,
     pub parts: Vec<Vec<u8>>,
+    /// Per partition: the child pointer's count (internal) or the basement's (leaf).
+    pub counts: Vec<Option<SubCount>>,
     pub gen: u64,
 }
 
@@ -160,6 +167,14 @@ pub(crate) fn image_of(n: &Node) -> NodeImage {
             n.parts.iter().map(|p| p.child).collect()
         },
         parts,
+        counts: n
+            .parts
+            .iter()
+            .map(|p| match &p.data {
+                Some(PartData::Leaf(b)) => Some(basement_count(b)),
+                _ => p.count,
+            })
+            .collect(),
         gen: n.gen,
     }
 }
@@ -174,6 +189,17 @@ pub(crate) fn encode_block(img: &NodeImage, c: Compression) -> (Vec<u8>, Vec<Par
     }
     for ch in &img.children {
         info.u64(ch.0);
+    }
+    for c in &img.counts {
+        match c {
+            None => info.u8(0),
+            Some(c) => {
+                info.u8(1);
+                info.u64(c.live as u64);
+                info.u64(c.unsure);
+                info.u64(c.max_xid);
+            }
+        }
     }
     let mut e = Enc {
         buf: crate::bufpool::take(),
@@ -230,6 +256,8 @@ pub(crate) struct BlockHeader {
     pub children: Vec<BlockNum>,
     /// Partition locations relative to the block start.
     pub parts: Vec<PartLoc>,
+    /// Per partition, as in [`NodeImage::counts`] (all unknown before layout 4).
+    pub counts: Vec<Option<SubCount>>,
 }
 
 /// Bytes of the block needed before the info can be parsed, from the fixed header alone.
@@ -292,6 +320,20 @@ pub(crate) fn decode_header(buf: &[u8]) -> DecResult<BlockHeader> {
             children.push(BlockNum(id.u64()?));
         }
     }
+    let mut counts = vec![None; n];
+    if layout >= 4 {
+        for c in &mut counts {
+            *c = match id.u8()? {
+                0 => None,
+                1 => Some(SubCount {
+                    live: id.u64()? as i64,
+                    unsure: id.u64()?,
+                    max_xid: id.u64()?,
+                }),
+                f => return Err(format!("bad count flag {f}")),
+            };
+        }
+    }
     if id.remaining() != 0 {
         return Err("trailing bytes in node info".into());
     }
@@ -316,6 +358,7 @@ pub(crate) fn decode_header(buf: &[u8]) -> DecResult<BlockHeader> {
         pivots,
         children,
         parts,
+        counts,
     })
 }
 

@@ -31,7 +31,7 @@ pub(crate) fn injected_delta(key: &[u8], kind: &MsgKind, prov: bool) -> Delta {
         return Delta::default();
     }
     match kind {
-        MsgKind::Commit { rows } => Delta {
+        MsgKind::Commit { rows, .. } => Delta {
             rows: i64::from(*rows),
             bytes: 0,
         },

@@ -110,6 +110,16 @@ pub(crate) fn check(t: u8, raw: &[u8]) -> DecResult<()> {
     }
 }
 
+/// The newest xid of a stored versioned entry's versions, the provisional one included.
+pub(crate) fn newest_xid(raw: &[u8]) -> u64 {
+    let mut m = 0;
+    let _ = walk(raw, |_, x, _| -> Option<()> {
+        m = m.max(x.0);
+        None
+    });
+    m
+}
+
 /// The value `view` sees in a stored entry, borrowed from it.
 #[inline]
 pub(crate) fn visible<'a>(t: u8, raw: &'a [u8], view: View<'_>) -> Option<&'a [u8]> {
@@ -335,7 +345,18 @@ mod tests {
             aborted.settle(Xid(9)),
             Some((LE_CLEAN, Cow::Owned(b"a".to_vec())))
         );
-        le.apply(&fns, b"k", &msg(5, false, MsgKind::Commit { rows: 0 }));
+        le.apply(
+            &fns,
+            b"k",
+            &msg(
+                5,
+                false,
+                MsgKind::Commit {
+                    rows: 0,
+                    sure: true,
+                },
+            ),
+        );
         assert_eq!(le.committed_val(), Some(&b"b"[..]));
         // A snapshot that was taken while 5 was live still sees the old value.
         let old = SnapView {

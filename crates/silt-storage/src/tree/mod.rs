@@ -14,6 +14,8 @@
 
 pub(crate) mod apply;
 mod bounds;
+pub(crate) mod count;
+pub(crate) mod count_read;
 pub(crate) mod le;
 pub(crate) mod node;
 mod reshape;
@@ -99,6 +101,11 @@ pub(crate) struct Tree {
     /// The eviction clock's hand: the `(height, block)` the last sweep stopped at. The next
     /// sweep goes on from there (`Dict::evict_pass`).
     pub evict_hand: (u32, BlockNum),
+    /// The tree keeps subtree counts (`count.rs`; persisted in the file header).
+    pub counted: bool,
+    /// Times a message of known effect turned out, at its leaf, to do something else (a
+    /// writer that broke the counting promise); the counts were repaired each time.
+    pub count_repairs: u64,
 }
 
 /// A write-locked tree whose root is resident with every partition ([`Tree::ready`]): the only
@@ -275,9 +282,14 @@ impl Tree {
             };
             leaf_apply_one(fns, bm, key, &p, &mut fix, horizon);
             self.stats.add(fix);
-            self.after_root_leaf_change(i);
+            self.after_root_leaf_change(fns, i);
         } else {
             r.buf_mut(i).push(key, &p);
+            if self.counted {
+                if let Some(c) = &mut r.parts[i].count {
+                    c.note(count::effect(&p.kind, p.prov, fns), xid, p.prov);
+                }
+            }
         }
         self.recharge(root);
         msn
@@ -290,6 +302,10 @@ impl Tree {
         let horizon = self.horizon();
         let root = self.root;
         self.modify(root);
+        // A broadcast is copied into every buffer it passes: a tree that took one keeps no
+        // counts (the document layer never sends one; `Dict::update_all` refuses it on a
+        // counted dictionary).
+        self.counted = false;
         let r = self.nodes.get_mut(&root).expect("root is resident");
         r.touch();
         r.max_msn = msn;
@@ -309,7 +325,7 @@ impl Tree {
             drop(old);
             set_leaf(r, out);
             self.stats.add(fix);
-            self.after_root_leaf_change(0);
+            self.after_root_leaf_change(fns, 0);
         } else {
             for i in 0..r.parts.len() {
                 r.buf_mut(i).push_bcast(bc.clone());
@@ -319,7 +335,7 @@ impl Tree {
         msn
     }
 
-    fn after_root_leaf_change(&mut self, bi: usize) {
+    fn after_root_leaf_change(&mut self, fns: &UpdateRegistry, bi: usize) {
         let root = self.root;
         let cfg = self.cfg;
         let r = self.nodes.get_mut(&root).expect("root is resident");
@@ -329,7 +345,7 @@ impl Tree {
             recut_leaf(r, cfg.basement_bytes);
         }
         if r.bytes() > cfg.node_bytes && leaf_entries(r) > 1 {
-            self.split_root();
+            self.split_root(fns);
         }
     }
 
@@ -347,7 +363,7 @@ impl Tree {
             };
         }
         if !self.gorged(r) {
-            return self.fix_root();
+            return self.fix_root(fns);
         }
         let mut path = vec![root];
         loop {
@@ -365,15 +381,18 @@ impl Tree {
                 path.push(cb);
                 continue;
             }
-            self.flush_into(fns, pb, c);
+            self.flush_into(fns, &path, c);
             self.fix_after_flush(fns, &path, c);
             return Step::Progress;
         }
     }
 
-    /// Move the buffer of child `c` of `pb` into the child.
-    fn flush_into(&mut self, fns: &UpdateRegistry, pb: BlockNum, c: usize) {
+    /// Move the buffer of child `c` of `pb` (the last node of `path`, a path from the root
+    /// whose nodes are resident and whole) into the child.
+    pub(super) fn flush_into(&mut self, fns: &UpdateRegistry, path: &[BlockNum], c: usize) {
+        let pb = *path.last().expect("path is never empty");
         let cb = self.node(pb).parts[c].child;
+        let counted = self.counted;
         self.modify(pb);
         self.modify(cb);
         let buf = std::mem::take(self.nodes.get_mut(&pb).expect("parent").buf_mut(c));
@@ -385,11 +404,29 @@ impl Tree {
         if child.is_leaf() {
             let mut fix = Delta::default();
             let old = take_leaf_basements(child);
+            let before = if counted {
+                leaf_live(&old.iter().collect::<Vec<_>>())
+            } else {
+                0
+            };
             let mut out = LeafBuilder::new(cfg.basement_bytes);
             apply_buffer_to_leaf(fns, &old, &buf, &mut fix, &mut out, horizon);
             drop(old);
             set_leaf(child, out);
             self.stats.add(fix);
+            if counted {
+                // What the messages did, against what the pointers above were told.
+                let after = leaf_live(&take_leaf_view(self.node(cb)));
+                let told = count::buffer_count(&buf, 0..buf.len(), fns);
+                let repair = after - before - told.live;
+                if repair != 0 || told.unsure != 0 {
+                    if told.unsure == 0 {
+                        self.count_repairs += 1;
+                        tracing::debug!(repair, "a write broke the counting promise");
+                    }
+                    self.repair_counts(path, c, repair, told.unsure);
+                }
+            }
         } else {
             // The buffer is in key order: hand each child its run of messages.
             let n = buf.len();
@@ -401,6 +438,11 @@ impl Tree {
                     None => n,
                 };
                 child.buf_mut(c).append_sorted(&buf, i..j);
+                if counted {
+                    if let Some(n) = &mut child.parts[c].count {
+                        n.absorb(count::buffer_count(&buf, i..j, fns));
+                    }
+                }
                 i = j;
             }
             for bc in buf.bcasts {
@@ -419,32 +461,95 @@ impl Tree {
         let child = self.node(cb);
         if child.is_leaf() {
             if child.bytes() > self.cfg.node_bytes && leaf_entries(child) > 1 {
-                self.split_leaf(pb, c);
+                self.split_leaf(fns, pb, c);
             } else if child.bytes() * 4 < self.cfg.node_bytes {
-                self.try_merge(fns, pb, c);
+                self.try_merge(fns, path, c);
             }
         } else if child.parts.len() > self.cfg.fanout {
-            self.split_internal(pb, c);
+            self.split_internal(fns, pb, c);
         } else if child.parts.len() * 4 < self.cfg.fanout {
-            self.try_merge(fns, pb, c);
+            self.try_merge(fns, path, c);
         }
         for w in path.windows(2).rev() {
             let (parent, nb) = (w[0], w[1]);
             if self.node(nb).parts.len() > self.cfg.fanout {
                 if let Some(i) = self.node(parent).parts.iter().position(|p| p.child == nb) {
-                    self.split_internal(parent, i);
+                    self.split_internal(fns, parent, i);
                 }
             }
         }
-        self.fix_root();
+        self.fix_root(fns);
+    }
+
+    /// Add `repair` to the count of every pointer from the root down to child `c` of the last
+    /// node of `path`, and take `landed` messages of unknown effect off their `unsure`: what
+    /// a flush into a leaf measured.
+    fn repair_counts(&mut self, path: &[BlockNum], c: usize, repair: i64, landed: u64) {
+        let mut ptrs = Vec::with_capacity(path.len());
+        for w in path.windows(2) {
+            let i = self
+                .node(w[0])
+                .parts
+                .iter()
+                .position(|p| p.child == w[1])
+                .expect("a path's node is its parent's child");
+            ptrs.push((w[0], i));
+        }
+        ptrs.push((*path.last().expect("path is never empty"), c));
+        for (b, i) in ptrs {
+            self.modify(b);
+            let n = self.nodes.get_mut(&b).expect("on the path");
+            if let Some(k) = &mut n.parts[i].count {
+                k.live += repair;
+                k.unsure = k.unsure.saturating_sub(landed);
+            }
+        }
+    }
+
+    /// What pointer `i` of `pb` counts, derived from its child (resident, with every
+    /// basement if a leaf) and `pb`'s buffer for it (resident). `None` in a tree that keeps no
+    /// counts or below a pointer that knows none.
+    pub(super) fn derive_count(
+        &self,
+        fns: &UpdateRegistry,
+        pb: BlockNum,
+        i: usize,
+    ) -> Option<count::SubCount> {
+        if !self.counted {
+            return None;
+        }
+        let part = &self.node(pb).parts[i];
+        let Some(PartData::Buf(buf)) = &part.data else {
+            return None;
+        };
+        if !buf.bcasts.is_empty() {
+            return None;
+        }
+        let child = self.nodes.get(&part.child)?;
+        let mut c = count::SubCount::default();
+        for q in &child.parts {
+            let k = match &q.data {
+                Some(PartData::Leaf(b)) => count::basement_count(b),
+                _ => q.count?,
+            };
+            c.absorb(k);
+        }
+        c.absorb(count::buffer_count(buf, 0..buf.len(), fns));
+        Some(c)
+    }
+
+    /// Set pointer `i` of `pb` (modified already) to [`Tree::derive_count`].
+    pub(super) fn recount(&mut self, fns: &UpdateRegistry, pb: BlockNum, i: usize) {
+        let c = self.derive_count(fns, pb, i);
+        self.nodes.get_mut(&pb).expect("parent").parts[i].count = c;
     }
 
     /// Split an over-full root, or drop a root that has a single child and nothing buffered.
-    fn fix_root(&mut self) -> Step {
+    fn fix_root(&mut self, fns: &UpdateRegistry) -> Step {
         let root = self.root;
         let r = self.node(root);
         if !r.is_leaf() && r.parts.len() > self.cfg.fanout {
-            self.split_root();
+            self.split_root(fns);
             return Step::Progress;
         }
         if !r.is_leaf() && r.parts.len() == 1 && r.buf(0).is_some_and(ChildBuf::is_empty) {
@@ -722,6 +827,24 @@ fn leaf_entries(n: &Node) -> usize {
         .sum()
 }
 
+/// Live entries of a leaf's basements.
+fn leaf_live(bms: &[&Basement]) -> i64 {
+    bms.iter()
+        .map(|b| count::live_between(b, 0, b.len()) as i64)
+        .sum()
+}
+
+/// A resident leaf's basements, borrowed.
+fn take_leaf_view(n: &Node) -> Vec<&Basement> {
+    n.parts
+        .iter()
+        .filter_map(|p| match &p.data {
+            Some(PartData::Leaf(b)) => Some(b),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Take a (fully resident) leaf's basements out, in order.
 fn take_leaf_basements(n: &mut Node) -> Vec<Basement> {
     let mut out = Vec::with_capacity(n.parts.len());
@@ -808,7 +931,7 @@ impl Tree {
                     Some(ch) if !ch.fully_loaded() => return Step::Need(missing(ch)),
                     Some(_) => {}
                 }
-                self.flush_into(fns, b, c);
+                self.flush_into(fns, &path, c);
                 self.fix_after_flush(fns, &path, c);
                 return Step::Progress;
             }

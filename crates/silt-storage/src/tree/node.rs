@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use crate::format::bytes::DecResult;
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, MSG_HEADER_BYTES};
+use crate::tree::count::SubCount;
 use crate::width::len_u32;
 
 /// Memory one leaf entry costs besides its serialized bytes: its `u32` offset in the
@@ -551,6 +552,10 @@ pub(crate) struct Part {
     pub loc: Option<PartLoc>,
     /// Clock bit for partial eviction.
     pub touched: AtomicBool,
+    /// Internal nodes: what the pointer knows of the child's subtree; leaves: the basement's
+    /// count, used only while `data` is `None` (`tree/count.rs`). `None`: not known (a node
+    /// of an older layout, or a tree that keeps no counts).
+    pub count: Option<SubCount>,
 }
 
 impl Part {
@@ -560,6 +565,7 @@ impl Part {
             data: Some(data),
             loc: None,
             touched: AtomicBool::new(true),
+            count: None,
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::ids::BlockNum;
 use crate::msg::UpdateRegistry;
 
 impl Tree {
-    pub(super) fn split_root(&mut self) {
+    pub(super) fn split_root(&mut self, fns: &UpdateRegistry) {
         let old = self.root;
         let nb = self.alloc_block();
         let h = self.node(old).height + 1;
@@ -19,14 +19,14 @@ impl Tree {
         self.insert_node(nr);
         self.root = nb;
         if self.node(old).is_leaf() {
-            self.split_leaf(nb, 0);
+            self.split_leaf(fns, nb, 0);
         } else {
-            self.split_internal(nb, 0);
+            self.split_internal(fns, nb, 0);
         }
     }
 
     /// Split leaf child `c` of `pb` into as many leaves as its size needs.
-    pub(super) fn split_leaf(&mut self, pb: BlockNum, c: usize) {
+    pub(super) fn split_leaf(&mut self, fns: &UpdateRegistry, pb: BlockNum, c: usize) {
         let cb = self.node(pb).parts[c].child;
         self.modify(pb);
         self.modify(cb);
@@ -68,12 +68,14 @@ impl Tree {
             new_children.push((pivot, nb));
         }
         self.recharge(cb);
-        self.attach_children(pb, c, new_children);
+        self.attach_children(fns, pb, c, new_children);
     }
 
-    /// Insert new right siblings of child `c` into `pb`, splitting `c`'s buffer among them.
+    /// Insert new right siblings of child `c` into `pb`, splitting `c`'s buffer among them,
+    /// and count each piece afresh.
     pub(super) fn attach_children(
         &mut self,
+        fns: &UpdateRegistry,
         pb: BlockNum,
         c: usize,
         new_children: Vec<(Key, BlockNum)>,
@@ -86,15 +88,19 @@ impl Tree {
         }
         bufs.reverse();
         *p.buf_mut(c) = rest;
+        let k = new_children.len();
         for (j, ((pivot, nb), buf)) in new_children.into_iter().zip(bufs).enumerate() {
             p.pivots.insert(c + j, pivot);
             p.parts
                 .insert(c + 1 + j, node::Part::new(nb, PartData::Buf(buf)));
         }
+        for i in c..=c + k {
+            self.recount(fns, pb, i);
+        }
         self.recharge(pb);
     }
 
-    pub(super) fn split_internal(&mut self, pb: BlockNum, c: usize) {
+    pub(super) fn split_internal(&mut self, fns: &UpdateRegistry, pb: BlockNum, c: usize) {
         let cb = self.node(pb).parts[c].child;
         self.modify(pb);
         self.modify(cb);
@@ -111,11 +117,13 @@ impl Tree {
         right.max_msn = max_msn;
         self.insert_node(right);
         self.recharge(cb);
-        self.attach_children(pb, c, vec![(mid, nb)]);
+        self.attach_children(fns, pb, c, vec![(mid, nb)]);
     }
 
-    /// Merge child `c` of `pb` with a neighbour if both are resident; otherwise leave it.
-    pub(super) fn try_merge(&mut self, fns: &UpdateRegistry, pb: BlockNum, c: usize) {
+    /// Merge child `c` of `pb` (the last node of `path`, from the root) with a neighbour if
+    /// both are resident; otherwise leave it.
+    pub(super) fn try_merge(&mut self, fns: &UpdateRegistry, path: &[BlockNum], c: usize) {
+        let pb = *path.last().expect("path is never empty");
         let p = self.node(pb);
         if p.parts.len() < 2 {
             return;
@@ -132,7 +140,7 @@ impl Tree {
         }
         for i in [l, r] {
             if !self.node(pb).buf(i).is_some_and(ChildBuf::is_empty) {
-                self.flush_into(fns, pb, i);
+                self.flush_into(fns, path, i);
             }
         }
         let cfg = self.cfg;
@@ -154,6 +162,7 @@ impl Tree {
                 set_leaf(self.nodes.get_mut(&lb).expect("l"), out);
                 self.detach_child(pb, r);
                 self.remove_node(rb);
+                self.recount(fns, pb, l);
                 self.recharge(lb);
             }
         } else if ln.parts.len() + rn.parts.len() <= cfg.fanout {
@@ -171,6 +180,7 @@ impl Tree {
             ln.max_msn = ln.max_msn.max(rnode.max_msn);
             self.file.state.lock().remove_current(rb);
             self.detach_child(pb, r);
+            self.recount(fns, pb, l);
             self.recharge(lb);
         }
     }

@@ -549,21 +549,26 @@ fn pipeline_docs(
             Some(c) => {
                 let matcher = Arc::new(new_matcher(&filter)?);
                 match count_shape(&stages) {
-                    // countDocuments: answered inside the storage layer when it can be.
+                    // countDocuments, `$count`: answered inside the storage layer when it can
+                    // be, of what the operation's snapshot (a transaction's) sees.
                     Some((id, field))
                         if cmd.get("hint").is_none()
-                            && op.snap.is_none()
                             && matcher.text().is_none()
-                            && let Some(n) = c.fast_count(&matcher).map_err(coll_err)? =>
+                            && let Some(f) =
+                                c.fast_count(&matcher, op.snap.as_ref()).map_err(coll_err)? =>
                     {
-                        if n == 0 {
+                        if f.n == 0 {
                             Vec::new()
                         } else {
-                            let mut d = doc! { "_id": id };
+                            // `$count` has no `_id`.
+                            let mut d = match id {
+                                Some(id) => doc! { "_id": id },
+                                None => Document::new(),
+                            };
                             // As `$sum` of int32s: an int32 while it fits.
-                            match i32::try_from(n) {
+                            match i32::try_from(f.n) {
                                 Ok(n) => d.insert(field, n),
-                                Err(_) => d.insert(field, n as i64),
+                                Err(_) => d.insert(field, f.n as i64),
                             };
                             vec![d]
                         }
@@ -619,13 +624,26 @@ fn pipeline_docs(
 }
 
 /// `[{$match: F}?, {$group: {_id: <constant>, n: {$sum: 1}}}]`, the pipeline drivers send for
-/// `countDocuments`: the constant `_id` and the count field's name.
-fn count_shape(stages: &[Document]) -> Option<(Bson, String)> {
+/// `countDocuments`, or `[{$match: F}?, {$count: "n"}]`: the constant `_id` (none for
+/// `$count`) and the count field's name.
+fn count_shape(stages: &[Document]) -> Option<(Option<Bson>, String)> {
     let group = match stages {
         [m, g] if m.keys().next().map(String::as_str) == Some("$match") => g,
         [g] => g,
         _ => return None,
     };
+    if group.len() == 1 {
+        // `{$count: "n"}`, with a name `$count` itself accepts.
+        if let Ok(name) = group.get_str("$count") {
+            if !name.is_empty()
+                && !name.starts_with('$')
+                && !name.contains('.')
+                && !name.contains('\0')
+            {
+                return Some((None, name.to_string()));
+            }
+        }
+    }
     let spec = group.get_document("$group").ok()?;
     if group.len() != 1 || spec.len() != 2 {
         return None;
@@ -641,8 +659,10 @@ fn count_shape(stages: &[Document]) -> Option<(Bson, String)> {
     let (field, acc) = spec.iter().find(|(k, _)| k.as_str() != "_id")?;
     let acc = acc.as_document()?;
     match acc.get("$sum")? {
-        Bson::Int32(1) | Bson::Int64(1) if acc.len() == 1 => Some((id.clone(), field.clone())),
-        Bson::Double(d) if *d == 1.0 && acc.len() == 1 => Some((id.clone(), field.clone())),
+        Bson::Int32(1) | Bson::Int64(1) if acc.len() == 1 => {
+            Some((Some(id.clone()), field.clone()))
+        }
+        Bson::Double(d) if *d == 1.0 && acc.len() == 1 => Some((Some(id.clone()), field.clone())),
         _ => None,
     }
 }

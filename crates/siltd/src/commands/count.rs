@@ -70,7 +70,7 @@ pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult
         // upserts or insert-if-absent messages may be pending, the tree is counted instead.
         Some(c.estimated_count())
     } else {
-        c.fast_count(&matcher).map_err(coll_err)?
+        c.fast_count(&matcher, None).map_err(coll_err)?.map(|f| f.n)
     };
     let total = if let Some(n) = fast {
         n

@@ -118,7 +118,13 @@ fn fast_by_index(
     for key in &keys {
         let lock = op.lock_doc(c, key.clone()).map_err(WriteFail::from)?;
         let fast = c
-            .fast_update(&lock, eligible, false, crate::fast::FAST_UPDATE_FN, &arg)
+            .fast_update(
+                &lock,
+                eligible,
+                false,
+                crate::fast::FAST_UPDATE_KEEPING_FN,
+                &arg,
+            )
             .map_err(|e| WriteFail::Other(coll_err(e)))?;
         if fast {
             s.fast()
@@ -218,7 +224,13 @@ pub(super) fn update(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResul
                     // A fast upsert may create the document: the count is unknown until
                     // its message reaches a leaf.
                     let injected = coll
-                        .fast_update(&lock, eligible, upsert, crate::fast::FAST_UPDATE_FN, &arg)
+                        .fast_update(
+                            &lock,
+                            eligible,
+                            upsert,
+                            crate::fast::fast_update_fn(upsert),
+                            &arg,
+                        )
                         .map_err(|e| WriteFail::Other(coll_err(e)))?;
                     if injected {
                         s.fast().eligible.fetch_add(1, AtomicOrdering::Relaxed);
