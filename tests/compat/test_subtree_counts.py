@@ -139,3 +139,27 @@ def test_counts_in_a_transaction_see_its_snapshot(rc):
     assert c.count_documents({}) == 1000 + 50 - 20 + 7 - 1
     check(c.with_options(read_preference=ReadPreference.PRIMARY), [{}, {"a": 3}, {"a": {"$lt": 3}}])
     rc.drop_database(db.name)
+
+
+def test_explain_of_a_count_shows_a_count_scan(db):
+    c = db.e
+    c.create_index("a")
+    c.insert_many([{"_id": i, "a": i % 100} for i in range(20000)])
+    r = db.command("explain", {"count": "e", "query": {"a": {"$gte": 10, "$lt": 90}}},
+                   verbosity="executionStats")
+    plan = r["queryPlanner"]["winningPlan"]
+    assert plan["stage"] == "COUNT" and plan["inputStage"]["stage"] == "COUNT_SCAN", plan
+    assert plan["inputStage"]["indexName"] == "a_1"
+    assert plan["inputStage"]["keyPattern"] == {"a": 1}
+    st = r["executionStats"]["executionStages"]
+    assert st["nCounted"] == 16000
+    assert 0 < st["inputStage"]["nodesRead"] < 40, st
+    assert st["inputStage"]["rangesScanned"] == 0, st
+    # countDocuments({}) counts the primary tree.
+    r = db.command("explain", {"aggregate": "e", "cursor": {}, "pipeline": [
+        {"$match": {}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}]})
+    plan = r["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]
+    assert plan["inputStage"]["indexName"] == "_id_", plan
+    # A filter an index cannot answer alone is no count scan.
+    r = db.command("explain", {"count": "e", "query": {"a": {"$gte": 10}, "x": 1}})
+    assert r["queryPlanner"]["winningPlan"]["stage"] != "COUNT"

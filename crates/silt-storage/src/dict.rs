@@ -21,7 +21,7 @@ use crate::msg::{MsgKind, UpdateRegistry};
 use crate::mvcc::{Snapshot, View};
 use crate::options::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::tree::node::Key;
-use crate::tree::{Need, Ready, Step, Tree};
+use crate::tree::{bound_ref, Need, Ready, Step, Tree};
 use crate::txn::Txn;
 use crate::wal::LogRecord;
 
@@ -95,14 +95,6 @@ fn check_val(v: &[u8]) -> Result<()> {
         });
     }
     Ok(())
-}
-
-fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }
 
 fn own(b: Bound<&[u8]>) -> Bound<Key> {

@@ -303,3 +303,38 @@ fn counts_read_only_the_boundary_paths() {
         );
     }
 }
+
+/// A bulk load writes the counts of the tree it builds; writes afterwards keep them, and so
+/// does a reopen.
+#[test]
+fn bulk_loaded_trees_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open_with(dir.path(), opts(), registry()).unwrap();
+    let d = env.create_counted_dict("t").unwrap();
+    let mut m = Model::new();
+    for k in 0..6000u16 {
+        m.insert(key(k), vec![b'x'; usize::from(k % 20)]);
+    }
+    d.bulk_load(m.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .unwrap();
+    assert!(d.stats().height >= 2, "{:?}", d.stats());
+    for (a, b) in [(0, 6000), (17, 5999), (3000, 3001), (100, 4000)] {
+        check_count(&d, None, &m, a, b, "bulk loaded");
+        let (lo, hi) = range(a, b);
+        let (_, how) = d
+            .count_range_explained(Included(&lo), Excluded(&hi), None)
+            .unwrap();
+        assert_eq!(how.scanned_ranges, 0, "{a}..{b}: {how:?}");
+    }
+    for k in (0..6000u16).step_by(3) {
+        d.delete(&key(k)).unwrap();
+        m.remove(&key(k));
+    }
+    check_count(&d, None, &m, 10, 5000, "after deletes");
+    drop(d);
+    env.close().unwrap();
+    let env = Env::open_with(dir.path(), opts(), registry()).unwrap();
+    let d = env.open_dict("t").unwrap();
+    check_count(&d, None, &m, 0, 6000, "reopened");
+    assert_eq!(d.stats().count_repairs, 0);
+}

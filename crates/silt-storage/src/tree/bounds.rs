@@ -5,7 +5,7 @@ use std::ops::Bound;
 
 use crate::tree::node::Key;
 
-pub(super) fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
+pub(crate) fn bound_ref(b: &Bound<Key>) -> Bound<&[u8]> {
     match b {
         Bound::Included(k) => Bound::Included(k),
         Bound::Excluded(k) => Bound::Excluded(k),

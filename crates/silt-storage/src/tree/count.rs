@@ -133,6 +133,9 @@ pub(crate) fn live(t: u8, raw: &[u8]) -> bool {
 
 /// Live entries of a basement between positions `s` and `e`.
 pub(crate) fn live_between(bm: &Basement, s: usize, e: usize) -> u64 {
+    if bm.all_clean() {
+        return e.saturating_sub(s) as u64;
+    }
     (s..e)
         .filter(|&i| {
             let (_, t, v) = bm.entry(i);
@@ -144,6 +147,10 @@ pub(crate) fn live_between(bm: &Basement, s: usize, e: usize) -> u64 {
 /// A basement's count: its live entries, and the newest xid of its versioned entries.
 pub(crate) fn basement_count(bm: &Basement) -> SubCount {
     let mut c = SubCount::default();
+    if bm.all_clean() {
+        c.live = bm.len() as i64;
+        return c;
+    }
     for i in 0..bm.len() {
         let (_, t, v) = bm.entry(i);
         if t == LE_CLEAN {

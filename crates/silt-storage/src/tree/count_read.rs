@@ -9,7 +9,7 @@
 
 use std::ops::Bound;
 
-use super::bounds::{empty_range, tighter_hi, tighter_lo};
+use super::bounds::{bound_ref, empty_range, tighter_hi, tighter_lo};
 use super::count::stored_effect;
 use super::le;
 use super::node::{Key, Node, PartData};
@@ -39,8 +39,9 @@ struct Walk<'a> {
     bound: Xid,
     q: (Bound<&'a [u8]>, Bound<&'a [u8]>),
     plan: CountPlan,
-    /// Effects of the messages in range on the path, by key.
-    pending: Vec<(Key, i64)>,
+    /// The buffers on the path whose messages in a part of the range were added to `live`:
+    /// node, partition and that part (to take back what a scanned range holds).
+    spans: Vec<(BlockNum, usize, Range)>,
 }
 
 fn owned((a, z): (Bound<&[u8]>, Bound<&[u8]>)) -> Range {
@@ -50,20 +51,6 @@ fn owned((a, z): (Bound<&[u8]>, Bound<&[u8]>)) -> Range {
         Bound::Unbounded => Bound::Unbounded,
     };
     (o(a), o(z))
-}
-
-fn contains((a, z): &Range, k: &[u8]) -> bool {
-    let above = match a {
-        Bound::Included(x) => k >= &**x,
-        Bound::Excluded(x) => k > &**x,
-        Bound::Unbounded => true,
-    };
-    let below = match z {
-        Bound::Included(x) => k <= &**x,
-        Bound::Excluded(x) => k < &**x,
-        Bound::Unbounded => true,
-    };
-    above && below
 }
 
 impl Tree {
@@ -85,17 +72,29 @@ impl Tree {
             bound,
             q,
             plan: CountPlan::default(),
-            pending: Vec::new(),
+            spans: Vec::new(),
         };
         if !self.counted {
             w.plan.scan.push(owned(q));
             return Ok(w.plan);
         }
         self.count_node(&mut w, self.root, Bound::Unbounded, Bound::Unbounded)?;
+        // A scanned range counts the messages above it itself: take back what the walk added
+        // of them.
         let mut plan = w.plan;
-        for (k, e) in &w.pending {
-            if !plan.scan.iter().any(|r| contains(r, k)) {
-                plan.live += e;
+        for s in &plan.scan {
+            for (b, i, (a, z)) in &w.spans {
+                let Some(PartData::Buf(buf)) = &self.node(*b).parts[*i].data else {
+                    continue;
+                };
+                let lo = tighter_lo(bound_ref(&s.0), bound_ref(a));
+                let hi = tighter_hi(bound_ref(&s.1), bound_ref(z));
+                if empty_range(lo, hi) {
+                    continue;
+                }
+                for j in buf.positions(lo, hi) {
+                    plan.live -= stored_effect(&buf.msg(j), fns).unwrap_or(0);
+                }
             }
         }
         Ok(plan)
@@ -157,7 +156,7 @@ impl Tree {
             };
             // The messages in range on the way down must each have a known effect that the
             // view sees; otherwise the child's part of the range is scanned.
-            let mut adds = Vec::new();
+            let (mut adds, mut added) = (0, false);
             let mut known = buf.bcasts.is_empty();
             for j in buf.positions(a, z) {
                 if !known {
@@ -169,15 +168,20 @@ impl Tree {
                     None => known = false,
                     Some(0) if !prov => {}
                     Some(_) if m.xid >= w.bound => known = false,
-                    Some(0) => {}
-                    Some(e) => adds.push((Key::from(m.key), e)),
+                    Some(e) => {
+                        adds += e;
+                        added |= e != 0;
+                    }
                 }
             }
             if !known {
                 w.plan.scan.push(owned((a, z)));
                 continue;
             }
-            w.pending.extend(adds);
+            if added {
+                w.plan.live += adds;
+                w.spans.push((b, i, owned((a, z))));
+            }
             self.count_node(w, part.child, clo, chi)?;
         }
         Ok(())
@@ -217,11 +221,15 @@ fn count_basement(
         Bound::Excluded(k) => bm.partition_point(|x| x < k),
     };
     let view = w.view;
-    w.plan.live += (s..e.max(s))
-        .filter(|&j| {
-            let (_, t, v) = bm.entry(j);
-            le::visible(t, v, view).is_some()
-        })
-        .count() as i64;
+    w.plan.live += if bm.all_clean() {
+        e.saturating_sub(s) as i64
+    } else {
+        (s..e.max(s))
+            .filter(|&j| {
+                let (_, t, v) = bm.entry(j);
+                le::visible(t, v, view).is_some()
+            })
+            .count() as i64
+    };
     Ok(())
 }

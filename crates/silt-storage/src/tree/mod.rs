@@ -32,7 +32,8 @@ use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, UpdateRegistry};
 use crate::mvcc::View;
 use apply::{apply_buffer_to_leaf, injected_delta, merge_walk, read_value, resolve, Delta};
-use bounds::{above_hi, below_lo, bound_ref, empty_range, tighter_hi, tighter_lo};
+pub(crate) use bounds::bound_ref;
+use bounds::{above_hi, below_lo, empty_range, tighter_hi, tighter_lo};
 use le::{Le, LE_CLEAN};
 use node::{Basement, ChildBuf, Key, LeafBuilder, Node, PartData, PartLoc, Val};
 

@@ -9,6 +9,7 @@ use crate::format::bytes::DecResult;
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, MSG_HEADER_BYTES};
 use crate::tree::count::SubCount;
+use crate::tree::le::LE_CLEAN;
 use crate::width::len_u32;
 
 /// Memory one leaf entry costs besides its serialized bytes: its `u32` offset in the
@@ -45,6 +46,9 @@ fn rd64(b: &[u8], at: usize) -> u64 {
 pub(crate) struct Basement {
     arena: Vec<u8>,
     offs: Vec<u32>,
+    /// Entries that are not of the clean type (`tree::le`): with none, every entry is live and
+    /// a count of the basement is its length.
+    versioned: u32,
 }
 
 impl Basement {
@@ -52,11 +56,24 @@ impl Basement {
         Basement {
             arena: Vec::with_capacity(bytes),
             offs: Vec::new(),
+            versioned: 0,
         }
     }
     /// From a checked arena and its entry offsets (the decoder validates both).
     pub(crate) fn from_parts(arena: Vec<u8>, offs: Vec<u32>) -> Basement {
-        Basement { arena, offs }
+        let versioned = offs
+            .iter()
+            .filter(|&&o| arena[o as usize + 8] != LE_CLEAN)
+            .count();
+        Basement {
+            arena,
+            offs,
+            versioned: len_u32(versioned),
+        }
+    }
+    /// Whether every entry is clean (so live).
+    pub(crate) fn all_clean(&self) -> bool {
+        self.versioned == 0
     }
     pub(crate) fn len(&self) -> usize {
         self.offs.len()
@@ -120,6 +137,7 @@ impl Basement {
         debug_assert!(self.is_empty() || self.key(self.len() - 1) < k);
         self.offs.push(len_u32(self.arena.len()));
         write_entry(&mut self.arena, k, t, v);
+        self.versioned += u32::from(t != LE_CLEAN);
     }
     /// Replace entry `i` (if `replace`) or insert before it, with `new` (or nothing).
     pub(crate) fn splice(&mut self, i: usize, replace: bool, new: Option<(&[u8], u8, &[u8])>) {
@@ -129,9 +147,13 @@ impl Basement {
             self.arena.len()
         };
         let end = if replace { self.entry_end(i) } else { start };
+        if replace {
+            self.versioned -= u32::from(self.arena[start + 8] != LE_CLEAN);
+        }
         let mut enc = Vec::new();
         if let Some((k, t, v)) = new {
             write_entry(&mut enc, k, t, v);
+            self.versioned += u32::from(t != LE_CLEAN);
         }
         let (grown, shrunk) = (len_u32(enc.len()), len_u32(end - start));
         let added = !enc.is_empty();

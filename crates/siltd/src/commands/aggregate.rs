@@ -626,7 +626,7 @@ fn pipeline_docs(
 /// `[{$match: F}?, {$group: {_id: <constant>, n: {$sum: 1}}}]`, the pipeline drivers send for
 /// `countDocuments`, or `[{$match: F}?, {$count: "n"}]`: the constant `_id` (none for
 /// `$count`) and the count field's name.
-fn count_shape(stages: &[Document]) -> Option<(Option<Bson>, String)> {
+pub(super) fn count_shape(stages: &[Document]) -> Option<(Option<Bson>, String)> {
     let group = match stages {
         [m, g] if m.keys().next().map(String::as_str) == Some("$match") => g,
         [g] => g,

@@ -91,6 +91,50 @@ fn query_of(name: &str, inner: &Document) -> QResult<Query> {
     })
 }
 
+/// Whether an aggregation is countDocuments' or `$count`'s shape (what `aggregate` counts
+/// from subtree counts).
+fn count_pipeline(inner: &Document) -> bool {
+    match inner.get("pipeline") {
+        Some(Bson::Array(p)) => {
+            let stages: Vec<Document> = p.iter().filter_map(|s| s.as_document().cloned()).collect();
+            stages.len() == p.len() && super::aggregate::count_shape(&stages).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The plan of a count answered from subtree counts: MongoDB's COUNT over a COUNT_SCAN of
+/// the tree counted, with what the walk read (`nodesRead`, and `rangesScanned`: parts of the
+/// range that had to be counted key by key).
+fn count_scan(c: &silt_collection::Collection, f: &silt_collection::FastCount) -> Document {
+    let mut scan = match &f.index {
+        Some(ix) => doc! {
+            "stage": "COUNT_SCAN",
+            "keyPattern": ix.spec.key_pattern.clone(),
+            "indexName": ix.name(),
+            "isMultiKey": false,
+            "isUnique": ix.spec.unique,
+            "isSparse": false,
+            "isPartial": false,
+            "indexVersion": 2,
+        },
+        None => doc! {
+            "stage": "COUNT_SCAN",
+            "keyPattern": { "_id": 1 },
+            "indexName": c.primary_index_name(),
+            "isMultiKey": false,
+            "isUnique": true,
+            "isSparse": false,
+            "isPartial": false,
+            "indexVersion": 2,
+        },
+    };
+    scan.insert("keyRanges", f.ranges as i64);
+    scan.insert("nodesRead", f.stats.nodes as i64);
+    scan.insert("rangesScanned", f.stats.scanned_ranges as i64);
+    doc! { "stage": "COUNT", "inputStage": scan }
+}
+
 /// `explain` of a command: the chosen plan and, unless `verbosity` is `queryPlanner`, the
 /// figures of running it.
 pub(super) fn explain(s: &Server, db: &str, cmd: &Document) -> CmdResult {
@@ -156,7 +200,22 @@ pub(super) fn explain_command(
         Some(c) => q.choose(c)?,
         None => Planned::full_scan(),
     };
-    let winning = planned.explain(&q.filter, q.sort.as_ref(), q.projection_spec.as_ref());
+    let mut winning = planned.explain(&q.filter, q.sort.as_ref(), q.projection_spec.as_ref());
+    // A count answered from subtree counts (`count`, or an aggregation of countDocuments'
+    // or `$count`'s shape) reads no document: its plan is a COUNT_SCAN.
+    let counted = match (&c, name) {
+        (Some(c), "count" | "aggregate")
+            if q.hint.is_none()
+                && (name == "count" || count_pipeline(inner))
+                && q.matcher.text().is_none() =>
+        {
+            c.fast_count(&q.matcher, None).map_err(coll_err)?
+        }
+        _ => None,
+    };
+    if let (Some(f), Some(c)) = (&counted, &c) {
+        winning = count_scan(c, f);
+    }
     let planner = doc! {
         "namespace": &ns,
         "indexFilterSet": false,
@@ -166,6 +225,17 @@ pub(super) fn explain_command(
     };
     let exec = if verbosity == "queryPlanner" {
         None
+    } else if let Some(f) = &counted {
+        let mut stages = winning.clone();
+        stages.insert("nCounted", f.n as i64);
+        Some(doc! {
+            "executionSuccess": true,
+            "nReturned": 0_i64,
+            "executionTimeMillis": crate::num::millis(started.elapsed()),
+            "totalKeysExamined": 0_i64,
+            "totalDocsExamined": 0_i64,
+            "executionStages": stages,
+        })
     } else {
         let (mut n, mut keys, mut docs) = (0u64, 0u64, 0u64);
         if let Some(c) = c {
