@@ -81,6 +81,11 @@ def test_explain_of_every_query_command(db):
     for cmd in cmds:
         r = db.command("explain", cmd, verbosity="executionStats")
         plan = r["queryPlanner"]["winningPlan"]
+        if "count" in cmd:
+            # As mongod: a COUNT over a COUNT_SCAN, which returns no document.
+            assert plan["inputStage"]["stage"] == "COUNT_SCAN", (cmd, plan)
+            assert r["executionStats"]["executionStages"]["nCounted"] == 5
+            continue
         assert "IXSCAN" in str(plan), (cmd, plan)
         assert r["executionStats"]["nReturned"] >= 1
     # Nothing was written by explaining writes.

@@ -404,6 +404,20 @@ impl Collection {
     }
 
     /// The stored bytes of the document with this encoded key as `snap` sees it.
+    /// The stored documents of `keys` (ascending) that `snap` sees, each given to `f` with
+    /// its index in `keys` (one descent per basement: `silt_storage::Dict::get_sorted`).
+    pub(crate) fn get_raw_sorted_at(
+        &self,
+        keys: &[&[u8]],
+        snap: &Snapshot,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        Ok(self
+            .layout()
+            .primary
+            .get_sorted_at(keys, snap.engine(), f)?)
+    }
+
     pub(crate) fn get_raw_by_key_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
         Ok(self.layout().primary.get_at(key, snap.engine())?)
     }

@@ -91,6 +91,35 @@ impl Parts {
         gone_is_none(self.member_for(pk).get_at(pk, snap))
     }
 
+    /// The values of primary keys `pks` (ascending) that `snap` sees, each given to `f` with
+    /// its index (`Dict::get_sorted`, member by member; a member dropped meanwhile holds
+    /// nothing).
+    pub(crate) fn get_sorted_at(
+        &self,
+        pks: &[&[u8]],
+        snap: &Snapshot,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        let mut i = 0;
+        while i < pks.len() {
+            let m = self.position_of(pks[i]);
+            let mut j = i + 1;
+            while j < pks.len() && self.position_of(pks[j]) == m {
+                j += 1;
+            }
+            let r = self.members[m]
+                .dict
+                .get_sorted(&pks[i..j], Some(snap), &mut |k, v| f(i + k, v));
+            match r {
+                Ok(()) => {}
+                Err(Error::NoSuchDictionary(_)) => (i..j).for_each(|k| f(k, None)),
+                Err(e) => return Err(e),
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
     /// Live keys in `(lo, hi)` over the members (pruned by the bounds when they are primary
     /// keys), counted in the trees. A member dropped meanwhile counts nothing.
     pub(crate) fn count_range(
@@ -141,6 +170,7 @@ impl Parts {
             resident_nodes: 0,
             counted: true,
             count_repairs: 0,
+            unsure: 0,
         };
         for d in self.dicts() {
             let s = d.stats();
@@ -152,6 +182,7 @@ impl Parts {
             t.resident_nodes += s.resident_nodes;
             t.counted &= s.counted;
             t.count_repairs += s.count_repairs;
+            t.unsure += s.unsure;
         }
         t
     }

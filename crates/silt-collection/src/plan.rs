@@ -172,14 +172,22 @@ impl Collection {
         let snap = snap.map(Snapshot::engine);
         if leaves.is_empty() || matches!(leaves.as_slice(), [MatchExpr::AlwaysTrue]) {
             // Every document has one entry in the primary tree and in each complete index:
-            // count the primary tree if it keeps counts, else the smallest.
+            // count a tree whose subtree counts answer alone (no message of unknown effect
+            // waits in it: the primary tree first), else the smallest.
             let layout = self.layout();
+            let answers = |s: &silt_storage::DictStats| s.counted && s.unsure == 0;
             let mut best: (u64, Option<Arc<Index>>) = (self.stats().storage_size, None);
-            if !layout.primary.stats().counted {
-                for ix in self.indexes().into_iter().filter(complete) {
-                    let size = ix.parts().stats().file_bytes;
-                    if size < best.0 {
-                        best = (size, Some(ix));
+            if !answers(&layout.primary.stats()) {
+                let ixs: Vec<_> = self.indexes().into_iter().filter(complete).collect();
+                match ixs.iter().find(|ix| answers(&ix.parts().stats())) {
+                    Some(ix) => best.1 = Some(ix.clone()),
+                    None => {
+                        for ix in ixs {
+                            let size = ix.parts().stats().file_bytes;
+                            if size < best.0 {
+                                best = (size, Some(ix));
+                            }
+                        }
                     }
                 }
             }

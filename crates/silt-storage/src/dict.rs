@@ -63,6 +63,9 @@ pub struct DictStats {
     /// Writes that broke the counting promise, found (and the counts repaired) when they
     /// reached their leaf since the dictionary was opened.
     pub count_repairs: u64,
+    /// Messages of unknown effect on the key count waiting in the tree's buffers (a count
+    /// scans the subtrees that hold them; 0 in a tree that keeps no counts).
+    pub unsure: u64,
 }
 
 /// How a count was answered ([`Dict::count_range_explained`]).
@@ -314,6 +317,34 @@ impl Dict {
         }
     }
 
+    /// Read `keys`, which must be in ascending order, calling `f` with each one's index in
+    /// `keys` and the value `snap` sees (the latest without one). The keys of one basement
+    /// share one descent from the root, which is what makes this cheaper than a `get` per
+    /// key. `f` runs under the tree's read lock: it must not touch the dictionary.
+    pub fn get_sorted(
+        &self,
+        keys: &[&[u8]],
+        snap: Option<&Snapshot>,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        self.readable()?;
+        debug_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+        let view = snap.map_or(View::Latest, Snapshot::view);
+        let mut from = 0;
+        while from < keys.len() {
+            let r = self
+                .core
+                .tree
+                .read()
+                .get_run(&self.env.fns, keys, from, view, f);
+            match r {
+                Ok(next) => from = next,
+                Err(n) => self.core.do_io(&self.env, n)?,
+            }
+        }
+        self.env.relieve_memory(true)
+    }
+
     /// Visit live entries in `[lo, hi]` from `from` in one direction, one basement at a time.
     fn scan(
         &self,
@@ -496,6 +527,13 @@ impl Dict {
             resident_nodes: t.nodes.len(),
             counted: t.counted,
             count_repairs: t.count_repairs,
+            unsure: t
+                .node(t.root)
+                .parts
+                .iter()
+                .filter(|_| t.counted && !t.node(t.root).is_leaf())
+                .filter_map(|p| p.count.map(|c| c.unsure))
+                .sum(),
         }
     }
 

@@ -259,3 +259,37 @@ fn idle_roots_do_not_pin_the_cache() {
     assert!(s.cache_peak <= 2 * s.cache_budget, "{s:?}");
     env.close().unwrap();
 }
+
+/// `get_sorted` reads what one `get` per key reads: absent keys, keys with pending messages
+/// (puts, deletes, updates), keys of several basements and leaves, and at a snapshot.
+#[test]
+fn sorted_reads_equal_point_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open_with(dir.path(), small_opts(), fns()).unwrap();
+    let d = env.create_dict("t").unwrap();
+    let key = |i: u32| format!("k{:06}", i).into_bytes();
+    for i in (0..3000).step_by(2) {
+        d.put(&key(i), &u64::from(i).to_le_bytes()).unwrap();
+    }
+    let snap = d.snapshot();
+    for i in (0..3000).step_by(7) {
+        d.update(&key(i), 1, &5u64.to_le_bytes()).unwrap();
+    }
+    for i in (0..3000).step_by(11) {
+        d.delete(&key(i)).unwrap();
+    }
+    let keys: Vec<Vec<u8>> = (0..3100).step_by(3).map(key).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    for s in [None, Some(&snap)] {
+        let mut got = vec![None; refs.len()];
+        d.get_sorted(&refs, s, &mut |i, v| got[i] = v.map(<[u8]>::to_vec))
+            .unwrap();
+        for (i, k) in refs.iter().enumerate() {
+            let want = match s {
+                None => d.get(k).unwrap(),
+                Some(s) => d.get_at(k, s).unwrap(),
+            };
+            assert_eq!(got[i], want, "key {}", String::from_utf8_lossy(k));
+        }
+    }
+}

@@ -674,6 +674,43 @@ impl Tree {
         })
     }
 
+    /// Read the keys of `keys` (ascending) from `from` on that lie in the basement of
+    /// `keys[from]`, calling `f` with each one's index and the value `view` sees, with one
+    /// descent for them all. Returns where the next basement's keys begin.
+    pub(crate) fn get_run(
+        &self,
+        fns: &UpdateRegistry,
+        keys: &[&[u8]],
+        from: usize,
+        view: View<'_>,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<usize, Need> {
+        let loc = self.locate(Target::At(keys[from]))?;
+        let bm = self
+            .node(loc.leaf)
+            .basement(loc.bi)
+            .expect("located basement is resident");
+        let mut to = from + 1;
+        while to < keys.len() && loc.hi.as_deref().is_none_or(|h| keys[to] < h) {
+            to += 1;
+        }
+        for (i, &key) in keys.iter().enumerate().take(to).skip(from) {
+            let base = bm.get(key);
+            // Each key's own messages: a range's would copy every message between them.
+            let (msgs, bcasts) =
+                self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
+            match msgs.get(key) {
+                None if bcasts.is_empty() => f(i, base.and_then(|(t, v)| le::visible(t, v, view))),
+                list => {
+                    let list = list.map(Vec::as_slice).unwrap_or(&[]);
+                    let v = read_value(fns, key, base, list, &bcasts, view);
+                    f(i, v.as_deref());
+                }
+            }
+        }
+        Ok(to)
+    }
+
     /// Every version of `key`, pending messages applied (what a writer checks for conflicts).
     pub(crate) fn versions(&self, fns: &UpdateRegistry, key: &[u8]) -> Result<Le, Need> {
         self.with_key(key, |base, list, bcasts| {

@@ -12,9 +12,23 @@ use crate::tree::count::SubCount;
 use crate::tree::le::LE_CLEAN;
 use crate::width::len_u32;
 
-/// Memory one leaf entry costs besides its serialized bytes: its `u32` offset in the
-/// basement's index. (The arena and index are charged by capacity, so growth slack counts.)
-pub(crate) const ENTRY_MEM_OVERHEAD: usize = std::mem::size_of::<u32>();
+/// 4 bytes of a key from byte `from` on (zero-padded) as a big-endian number. For keys that
+/// share their first `from` bytes, comparing these orders the keys when they differ, so a
+/// search compares them in a compact array before it touches the keys themselves, scattered
+/// through the arena.
+#[inline]
+fn prefix(k: &[u8], from: usize) -> u32 {
+    let k = k.get(from..).unwrap_or_default();
+    let mut b = [0u8; 4];
+    let n = k.len().min(4);
+    b[..n].copy_from_slice(&k[..n]);
+    u32::from_be_bytes(b)
+}
+
+/// The length of the common prefix of `a` and `b`.
+fn common_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
 /// Memory one buffered message costs besides its serialized bytes: its `u32` offset in the
 /// buffer's sorted index.
 pub(crate) const MSG_MEM_OVERHEAD: usize = std::mem::size_of::<u32>();
@@ -41,11 +55,16 @@ fn rd64(b: &[u8], at: usize) -> u64 {
 /// A leaf partition: entries sorted by key, packed. `arena` holds the entries back to back in
 /// their serialized form (`key_len u32 | val_len u32 | type u8 | key | value`, the stored
 /// basement payload after its tag and count), so loading is a decompression plus one pass
-/// to build `offs`, and storing is a copy. `offs[i]` is where entry `i` starts.
+/// to build `offs`, and storing is a copy. `offs[i]` is where entry `i` starts, and `pfx[i]`
+/// its key's [`prefix`] after the bytes every key begins with, `head` (the bytes after it tell
+/// neighbouring keys apart; for an `_id` they are its last ones).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Basement {
     arena: Vec<u8>,
     offs: Vec<u32>,
+    pfx: Vec<u32>,
+    /// Bytes every key begins with.
+    head: Box<[u8]>,
     /// Entries that are not of the clean type (`tree::le`): with none, every entry is live and
     /// a count of the basement is its length.
     versioned: u32,
@@ -56,6 +75,8 @@ impl Basement {
         Basement {
             arena: Vec::with_capacity(bytes),
             offs: Vec::new(),
+            pfx: Vec::new(),
+            head: Box::default(),
             versioned: 0,
         }
     }
@@ -65,11 +86,19 @@ impl Basement {
             .iter()
             .filter(|&&o| arena[o as usize + 8] != LE_CLEAN)
             .count();
-        Basement {
+        let mut b = Basement {
             arena,
             offs,
+            pfx: Vec::new(),
+            head: Box::default(),
             versioned: len_u32(versioned),
+        };
+        if !b.is_empty() {
+            let (first, last) = (b.key(0), b.key(b.len() - 1));
+            b.head = first[..common_len(first, last)].into();
         }
+        b.reprefix();
+        b
     }
     /// Whether every entry is clean (so live).
     pub(crate) fn all_clean(&self) -> bool {
@@ -88,8 +117,14 @@ impl Basement {
     pub(crate) fn arena(&self) -> &[u8] {
         &self.arena
     }
+    /// Memory held: the arena, and per entry its `u32` offset and `u32` key prefix (all by
+    /// capacity, so growth slack counts).
     pub(crate) fn mem(&self) -> usize {
-        self.arena.capacity() + self.offs.capacity() * ENTRY_MEM_OVERHEAD + PART_MEM_FIXED
+        self.arena.capacity()
+            + self.offs.capacity() * std::mem::size_of::<u32>()
+            + self.pfx.capacity() * std::mem::size_of::<u32>()
+            + self.head.len()
+            + PART_MEM_FIXED
     }
     #[inline]
     fn key_at(&self, o: u32) -> &[u8] {
@@ -118,8 +153,85 @@ impl Basement {
         let o = self.offs[i] as usize;
         o + ENTRY_HEADER_BYTES + rd32(&self.arena, o) + rd32(&self.arena, o + 4)
     }
+    /// Recompute every prefix (after `head` shrank).
+    fn reprefix(&mut self) {
+        let from = self.head.len();
+        self.pfx = (0..self.len()).map(|i| prefix(self.key(i), from)).collect();
+    }
+    /// The first entry whose prefix is at least `p`. The prefixes of a basement's keys are
+    /// often spread evenly (consecutive `_id`s), so the search guesses the position by
+    /// interpolation and checks a few entries around the guess, each guess narrowing the
+    /// range, before it falls back to a binary search: a lookup in a basement not in the CPU
+    /// cache then touches one or two cache lines of the array instead of ten.
+    fn first_prefix_at_least(&self, p: u32) -> usize {
+        const WINDOW: usize = 8;
+        let pfx = &self.pfx;
+        // The answer lies in lo..=hi.
+        let (mut lo, mut hi) = (0, pfx.len());
+        for _ in 0..4 {
+            if hi - lo <= 2 * WINDOW {
+                break;
+            }
+            let (a, b) = (pfx[lo], pfx[hi - 1]);
+            if p <= a {
+                return lo;
+            }
+            if p > b {
+                return hi;
+            }
+            let span = (hi - 1 - lo) as u128;
+            let guess = lo + ((u128::from(p - a) * span) / u128::from(b - a)) as usize;
+            let wlo = guess.saturating_sub(WINDOW).max(lo);
+            let whi = (guess + WINDOW).min(hi - 1);
+            if pfx[wlo] >= p {
+                hi = wlo;
+            } else if pfx[whi] < p {
+                lo = whi + 1;
+            } else {
+                return wlo + pfx[wlo..=whi].partition_point(|&x| x < p);
+            }
+        }
+        lo + pfx[lo..hi].partition_point(|&x| x < p)
+    }
+    /// Keep `head` a prefix of a key `k` about to be added, and `k`'s prefix.
+    fn admit(&mut self, k: &[u8]) -> u32 {
+        if self.is_empty() {
+            self.head = k.into();
+        } else {
+            let c = common_len(&self.head, k);
+            if c < self.head.len() {
+                self.head = self.head[..c].into();
+                self.reprefix();
+            }
+        }
+        prefix(k, self.head.len())
+    }
     pub(crate) fn search(&self, key: &[u8]) -> Result<usize, usize> {
-        self.offs.binary_search_by(|&o| self.key_at(o).cmp(key))
+        if self.is_empty() {
+            return Err(0);
+        }
+        let shared = self.head.len();
+        if key.get(..shared) != Some(&self.head[..]) {
+            // Outside the basement's keys: before them all or after them all.
+            return if key < &self.head[..] {
+                Err(0)
+            } else {
+                Err(self.len())
+            };
+        }
+        // The run of entries whose prefix equals the key's, found in the prefix array; only
+        // the keys in that run are compared whole.
+        let p = prefix(key, shared);
+        let lo = self.first_prefix_at_least(p);
+        let rest = &self.pfx[lo..];
+        let mut run = rest.iter().take(4).take_while(|&&x| x == p).count();
+        if run == 4 {
+            run = rest.partition_point(|&x| x == p);
+        }
+        self.offs[lo..lo + run]
+            .binary_search_by(|&o| self.key_at(o).cmp(key))
+            .map(|i| lo + i)
+            .map_err(|i| lo + i)
     }
     /// Number of leading entries whose key satisfies `pred` (which must be monotone).
     pub(crate) fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
@@ -135,7 +247,9 @@ impl Basement {
     /// Append an entry whose key is greater than every key present.
     pub(crate) fn push(&mut self, k: &[u8], t: u8, v: &[u8]) {
         debug_assert!(self.is_empty() || self.key(self.len() - 1) < k);
+        let p = self.admit(k);
         self.offs.push(len_u32(self.arena.len()));
+        self.pfx.push(p);
         write_entry(&mut self.arena, k, t, v);
         self.versioned += u32::from(t != LE_CLEAN);
     }
@@ -147,6 +261,7 @@ impl Basement {
             self.arena.len()
         };
         let end = if replace { self.entry_end(i) } else { start };
+        let p = new.map(|(k, _, _)| self.admit(k));
         if replace {
             self.versioned -= u32::from(self.arena[start + 8] != LE_CLEAN);
         }
@@ -156,7 +271,6 @@ impl Basement {
             self.versioned += u32::from(t != LE_CLEAN);
         }
         let (grown, shrunk) = (len_u32(enc.len()), len_u32(end - start));
-        let added = !enc.is_empty();
         self.arena.splice(start..end, enc);
         // Every offset is below the arena's new length, so if that fits a u32 the arithmetic
         // below cannot overflow (and an offset moved is at or after `end`: no underflow).
@@ -165,17 +279,27 @@ impl Basement {
         for o in &mut self.offs[tail..] {
             *o = *o - shrunk + grown;
         }
-        match (replace, added) {
-            (true, false) => {
+        match (replace, new) {
+            (true, None) => {
                 self.offs.remove(i);
+                self.pfx.remove(i);
             }
-            (false, true) => self.offs.insert(i, len_u32(start)),
-            _ => {}
+            (false, Some(_)) => {
+                self.offs.insert(i, len_u32(start));
+                self.pfx.insert(i, p.unwrap_or_default());
+            }
+            (true, Some(_)) => self.pfx[i] = p.unwrap_or_default(),
+            (false, None) => {}
         }
     }
     pub(crate) fn shrink(&mut self) {
         self.arena.shrink_to_fit();
+        self.shrink_index();
+    }
+    /// Drop the growth slack of the per-entry arrays (the arena was reserved at its size).
+    fn shrink_index(&mut self) {
         self.offs.shrink_to_fit();
+        self.pfx.shrink_to_fit();
     }
 }
 
@@ -216,7 +340,8 @@ impl LeafBuilder {
         let eb = entry_bytes(k, v);
         if self.cur.bytes() + eb > self.target && !self.cur.is_empty() {
             self.pivots.push(k.into());
-            let full = std::mem::replace(&mut self.cur, Basement::with_capacity(self.target));
+            let mut full = std::mem::replace(&mut self.cur, Basement::with_capacity(self.target));
+            full.shrink_index();
             self.done.push(full);
         } else if self.cur.arena.capacity() == 0 {
             self.cur.arena.reserve(self.target);
@@ -835,5 +960,64 @@ mod tests {
             right.positions(Bound::Included(b"m"), Bound::Included(b"m")),
             0..3
         );
+    }
+}
+
+#[cfg(test)]
+mod search_tests {
+    use super::*;
+
+    /// `search` through the prefix array finds what a binary search over the keys finds,
+    /// while inserts, replaces and removals change which bytes all keys share.
+    #[test]
+    #[expect(clippy::cast_possible_truncation, reason = "small random numbers")]
+    fn prefix_search_matches_the_keys() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..40 {
+            let mut bm = Basement::default();
+            let mut model: Vec<Vec<u8>> = Vec::new();
+            let base: &[u8] = if round % 2 == 0 {
+                b"shared/prefix/"
+            } else {
+                b""
+            };
+            for _ in 0..400 {
+                let mut k = base.to_vec();
+                let len = rnd(10) as usize;
+                k.extend((0..len).map(|_| [0u8, 1, 7, 200, 255][rnd(5) as usize]));
+                if rnd(7) == 0 {
+                    k = vec![rnd(256) as u8];
+                }
+                match model.binary_search(&k) {
+                    Ok(i) if rnd(2) == 0 => {
+                        bm.splice(i, true, None);
+                        model.remove(i);
+                    }
+                    Ok(i) => bm.splice(i, true, Some((&k, LE_CLEAN, b"v"))),
+                    Err(i) => {
+                        bm.splice(i, false, Some((&k, LE_CLEAN, b"v")));
+                        model.insert(i, k);
+                    }
+                }
+                for _ in 0..3 {
+                    let mut q = base.to_vec();
+                    q.extend((0..rnd(10)).map(|_| [0u8, 1, 7, 200, 255][rnd(5) as usize]));
+                    assert_eq!(bm.search(&q), model.binary_search(&q), "{q:?}");
+                }
+                for (i, k) in model.iter().enumerate() {
+                    assert_eq!(bm.search(k), Ok(i));
+                }
+            }
+            let again = Basement::from_parts(bm.arena.clone(), bm.offs.clone());
+            for (i, k) in model.iter().enumerate() {
+                assert_eq!(again.search(k), Ok(i));
+            }
+        }
     }
 }

@@ -83,11 +83,7 @@ pub(super) fn count(s: &Server, db: &str, cmd: &Document, op: &Ctx) -> CmdResult
             // Only what the filter reads is decoded of each document counted.
             src.decode_only(paths);
         }
-        let mut n = 0u64;
-        while src.next_match().map_err(coll_err)?.is_some() {
-            n += 1;
-        }
-        n
+        src.count_matches().map_err(coll_err)?
     };
     let mut n = total.saturating_sub(skip as u64);
     if limit > 0 {
