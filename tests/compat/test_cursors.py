@@ -243,3 +243,12 @@ def test_a_full_batch_leaves_the_cursor_open(client, db):
         assert m["cursor"]["nextBatch"] == [] and m["cursor"]["id"] == 0
     # Drivers see the same documents either way.
     assert len(list(db.c.find({}, batch_size=101))) == 101
+
+
+def test_a_full_get_more_batch_fits_a_reply(db):
+    # 250,000 documents of 84 bytes: a getMore without batchSize fills 16 MiB, and the
+    # reply's array adds a type byte and an index string per document on top of that.
+    pad = "p" * 60
+    for i in range(0, 250_000, 10_000):
+        db.c.insert_many([{"_id": j, "pad": pad} for j in range(i, i + 10_000)])
+    assert sum(1 for _ in db.c.find({})) == 250_000

@@ -404,7 +404,9 @@ impl Cursors {
                     None => return Ok((out, !cur.source.tailable())),
                 },
             };
-            let len = doc_len(&d);
+            // As an element of the reply's batch array: its type byte, its index as a
+            // string with a terminating NUL, and the document.
+            let len = doc_len(&d) + 2 + out.len().checked_ilog10().unwrap_or(0) as usize + 1;
             if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
                 cur.held = Some(d);
                 break;

@@ -92,6 +92,10 @@ pub(crate) fn decode_basement(mut raw: Vec<u8>) -> DecResult<Basement> {
     Ok(Basement::from_parts(raw, offs))
 }
 
+/// The uncompressed length of an empty buffer's payload (its tag and two zero counts): a
+/// partition of this length holds no message, which a reader can tell without reading it.
+pub(crate) const EMPTY_BUFFER_RAW_LEN: u32 = 9;
+
 pub(crate) fn encode_buffer(b: &ChildBuf) -> Vec<u8> {
     let mut e = Enc::with_capacity(b.bytes + 16);
     e.u8(BUFFER_TAG);

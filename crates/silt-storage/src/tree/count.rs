@@ -170,6 +170,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_empty_buffer_is_known_by_its_length() {
+        use crate::format::node::{encode_buffer, EMPTY_BUFFER_RAW_LEN};
+        let raw = encode_buffer(&ChildBuf::default());
+        assert_eq!(raw.len(), EMPTY_BUFFER_RAW_LEN as usize);
+    }
+
+    #[test]
     fn counts_add_and_know_what_they_do_not_know() {
         let mut c = SubCount::default();
         c.note(Some(1), Xid(5), false);

@@ -14,6 +14,7 @@ use super::count::stored_effect;
 use super::le;
 use super::node::{Key, Node, PartData};
 use super::{Need, Tree};
+use crate::format::node::EMPTY_BUFFER_RAW_LEN;
 use crate::ids::{BlockNum, Xid};
 use crate::msg::{tag, UpdateRegistry};
 use crate::mvcc::View;
@@ -152,6 +153,11 @@ impl Tree {
             }
             let Some(PartData::Buf(buf)) = &part.data else {
                 let loc = part.loc.expect("a non-resident partition has a location");
+                if loc.raw_len == EMPTY_BUFFER_RAW_LEN {
+                    // Nothing waits there: no need to read it.
+                    self.count_node(w, part.child, clo, chi)?;
+                    continue;
+                }
                 return Err(Need::Parts(b, vec![(i, loc)]));
             };
             // The messages in range on the way down must each have a known effect that the

@@ -694,11 +694,24 @@ impl Tree {
         while to < keys.len() && loc.hi.as_deref().is_none_or(|h| keys[to] < h) {
             to += 1;
         }
+        // Only the buffers on the path that hold a message between the first key and the
+        // last are searched for each key's own (gathering the whole range's messages would
+        // copy every message between the keys).
+        let run = (Bound::Included(keys[from]), Bound::Included(keys[to - 1]));
+        let busy: Vec<(BlockNum, usize)> = loc
+            .path
+            .iter()
+            .copied()
+            .filter(|&(b, i)| {
+                self.node(b)
+                    .buf(i)
+                    .is_some_and(|x| !x.bcasts.is_empty() || !x.positions(run.0, run.1).is_empty())
+            })
+            .collect();
         for (i, &key) in keys.iter().enumerate().take(to).skip(from) {
             let base = bm.get(key);
-            // Each key's own messages: a range's would copy every message between them.
             let (msgs, bcasts) =
-                self.pending_in(&loc.path, (Bound::Included(key), Bound::Included(key)));
+                self.pending_in(&busy, (Bound::Included(key), Bound::Included(key)));
             match msgs.get(key) {
                 None if bcasts.is_empty() => f(i, base.and_then(|(t, v)| le::visible(t, v, view))),
                 list => {
