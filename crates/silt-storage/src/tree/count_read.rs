@@ -216,21 +216,12 @@ fn count_basement(
         let loc = part.loc.expect("a non-resident partition has a location");
         return Err(Need::Parts(n.blocknum, vec![(i, loc)]));
     };
-    let s = match a {
-        Bound::Unbounded => 0,
-        Bound::Included(k) => bm.partition_point(|x| x < k),
-        Bound::Excluded(k) => bm.partition_point(|x| x <= k),
-    };
-    let e = match z {
-        Bound::Unbounded => bm.len(),
-        Bound::Included(k) => bm.partition_point(|x| x <= k),
-        Bound::Excluded(k) => bm.partition_point(|x| x < k),
-    };
+    let (s, e) = bm.positions(a, z);
     let view = w.view;
     w.plan.live += if bm.all_clean() {
-        e.saturating_sub(s) as i64
+        (e - s) as i64
     } else {
-        (s..e.max(s))
+        (s..e)
             .filter(|&j| {
                 let (_, t, v) = bm.entry(j);
                 le::visible(t, v, view).is_some()

@@ -27,10 +27,7 @@ use crate::mvcc::View;
 use crate::tree::node::Val;
 use crate::width::len_u32;
 
-/// Leaf entry type of a clean value.
-pub(crate) const LE_CLEAN: u8 = 0;
-/// Leaf entry type of a versioned entry.
-pub(crate) const LE_MVCC: u8 = 1;
+pub(crate) use crate::tree::node::{LE_CLEAN, LE_MVCC};
 
 /// One version: the transaction that wrote it and the value (`None`: deleted).
 #[derive(Clone, Debug, PartialEq, Eq)]

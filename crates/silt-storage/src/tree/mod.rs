@@ -19,6 +19,7 @@ pub(crate) mod count_read;
 pub(crate) mod le;
 pub(crate) mod node;
 mod reshape;
+pub(crate) mod subcount;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -802,30 +803,13 @@ impl Tree {
                 .node(loc.leaf)
                 .basement(loc.bi)
                 .expect("located basement is resident");
-            let s = match a {
-                Bound::Unbounded => 0,
-                Bound::Included(k) => bm.partition_point(|x| x < k),
-                Bound::Excluded(k) => bm.partition_point(|x| x <= k),
-            };
-            let e = match z {
-                Bound::Unbounded => bm.len(),
-                Bound::Included(k) => bm.partition_point(|x| x <= k),
-                Bound::Excluded(k) => bm.partition_point(|x| x < k),
-            };
+            let (s, e) = bm.positions(a, z);
             let (msgs, bcasts) = self.pending_in(&loc.path, (a, z));
-            merge_walk(
-                fns,
-                (bm, s, e.max(s)),
-                &msgs,
-                &bcasts,
-                reverse,
-                view,
-                |k, v| {
-                    let go = f(k, &v);
-                    stopped |= !go;
-                    go
-                },
-            );
+            merge_walk(fns, (bm, s, e), &msgs, &bcasts, reverse, view, |k, v| {
+                let go = f(k, &v);
+                stopped |= !go;
+                go
+            });
         }
         if stopped {
             return Ok(None);

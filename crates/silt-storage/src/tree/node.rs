@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use crate::format::bytes::DecResult;
 use crate::ids::{BlockNum, Msn, Xid};
 use crate::msg::{Broadcast, MsgKind, Pending, MSG_HEADER_BYTES};
-use crate::tree::count::SubCount;
-use crate::tree::le::LE_CLEAN;
+use crate::tree::subcount::SubCount;
 use crate::width::len_u32;
 
 /// 4 bytes of a key from byte `from` on (zero-padded) as a big-endian number. For keys that
@@ -51,6 +50,11 @@ fn rd64(b: &[u8], at: usize) -> u64 {
     x.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(x)
 }
+
+/// Leaf entry type of a clean value (`tree::le` describes the entry types).
+pub(crate) const LE_CLEAN: u8 = 0;
+/// Leaf entry type of a versioned entry.
+pub(crate) const LE_MVCC: u8 = 1;
 
 /// A leaf partition: entries sorted by key, packed. `arena` holds the entries back to back in
 /// their serialized form (`key_len u32 | val_len u32 | type u8 | key | value`, the stored
@@ -232,6 +236,20 @@ impl Basement {
             .binary_search_by(|&o| self.key_at(o).cmp(key))
             .map(|i| lo + i)
             .map_err(|i| lo + i)
+    }
+    /// The positions `s..e` of the entries within the bounds `(a, z)`.
+    pub(crate) fn positions(&self, a: Bound<&[u8]>, z: Bound<&[u8]>) -> (usize, usize) {
+        let s = match a {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => self.partition_point(|x| x < k),
+            Bound::Excluded(k) => self.partition_point(|x| x <= k),
+        };
+        let e = match z {
+            Bound::Unbounded => self.len(),
+            Bound::Included(k) => self.partition_point(|x| x <= k),
+            Bound::Excluded(k) => self.partition_point(|x| x < k),
+        };
+        (s, e.max(s))
     }
     /// Number of leading entries whose key satisfies `pred` (which must be monotone).
     pub(crate) fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
