@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound::*;
 
+mod common;
+
+use common::{key, model_toggle, tiny_opts, toggle};
 use proptest::prelude::*;
-use silt_storage::{
-    Compression, Dict, Env, EnvOptions, Snapshot, SyncPolicy, UpdateOutcome, UpdateRegistry,
-};
+use silt_storage::{Dict, Env, EnvOptions, Snapshot, UpdateOutcome, UpdateRegistry};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -22,14 +23,6 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 const APPEND: u32 = 1;
 /// Present with an even first byte: delete. Present otherwise: no change. Absent: insert.
 const TOGGLE: u32 = 2;
-
-fn toggle(old: Option<&[u8]>, arg: &[u8]) -> Option<Option<Vec<u8>>> {
-    match old {
-        Some(v) if v.first().is_some_and(|b| b % 2 == 0) => Some(None),
-        Some(_) => None,
-        None => Some(Some(arg.to_vec())),
-    }
-}
 
 fn registry() -> UpdateRegistry {
     let mut r = UpdateRegistry::new();
@@ -55,15 +48,7 @@ fn model_update(m: &mut Model, k: &[u8], func: u32, arg: &[u8]) {
                 v.truncate(40);
             }
         }
-        _ => match toggle(m.get(k).map(Vec::as_slice), arg) {
-            Some(Some(v)) => {
-                m.insert(k.to_vec(), v);
-            }
-            Some(None) => {
-                m.remove(k);
-            }
-            None => {}
-        },
+        _ => model_toggle(m, k, arg),
     }
 }
 
@@ -89,12 +74,6 @@ enum Op {
     Crash,
 }
 
-fn key(k: u16) -> Vec<u8> {
-    let mut v = b"key-prefix/".to_vec();
-    v.extend_from_slice(&k.to_be_bytes());
-    v
-}
-
 fn op() -> impl Strategy<Value = Op> {
     let k = 0u16..800;
     let val = prop::collection::vec(any::<u8>(), 0..40);
@@ -117,18 +96,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn opts() -> EnvOptions {
-    EnvOptions {
-        cache_bytes: 48 << 10,
-        node_bytes: 2048,
-        basement_bytes: 512,
-        fanout: 4,
-        compression: Compression::Lz4,
-        sync: SyncPolicy::Never,
-        checkpoint_period: None,
-        log_file_bytes: 64 << 10,
-        flusher_threads: 1,
-        direct_io: false,
-    }
+    tiny_opts()
 }
 
 fn range(a: u16, b: u16) -> (Vec<u8>, Vec<u8>) {

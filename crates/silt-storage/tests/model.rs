@@ -18,6 +18,9 @@ use std::ops::Bound::{self, *};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod common;
+
+use common::{key, model_toggle, tiny_opts, toggle};
 use proptest::prelude::*;
 use silt_storage::vfs::sim::{FaultFs, SimFs};
 use silt_storage::vfs::{RealFs, Vfs};
@@ -38,15 +41,6 @@ fn add(old: Option<&[u8]>, arg: &[u8]) -> Option<Vec<u8>> {
         .unwrap_or(0);
     let a = u64::from_le_bytes(arg.try_into().unwrap_or([0; 8]));
     Some(cur.wrapping_add(a).to_le_bytes().to_vec())
-}
-
-/// Present with an even first byte: delete. Present otherwise: no change. Absent: insert arg.
-fn toggle(old: Option<&[u8]>, arg: &[u8]) -> Option<Option<Vec<u8>>> {
-    match old {
-        Some(v) if v.first().is_some_and(|b| b % 2 == 0) => Some(None),
-        Some(_) => None,
-        None => Some(Some(arg.to_vec())),
-    }
 }
 
 fn registry() -> UpdateRegistry {
@@ -71,15 +65,7 @@ fn model_update(m: &mut BTreeMap<Vec<u8>, Vec<u8>>, k: &[u8], func: u32, arg: &[
                 m.insert(k.to_vec(), v);
             }
         }
-        _ => match toggle(old.as_deref(), arg) {
-            Some(Some(v)) => {
-                m.insert(k.to_vec(), v);
-            }
-            Some(None) => {
-                m.remove(k);
-            }
-            None => {}
-        },
+        _ => model_toggle(m, k, arg),
     }
 }
 
@@ -104,13 +90,6 @@ enum Op {
     Sync,
     /// Lose power (on the simulated disk; a process crash on a real one).
     PowerLoss(u64),
-}
-
-fn key(k: u16) -> Vec<u8> {
-    // A long-ish common prefix makes keys realistic and fills nodes faster.
-    let mut v = b"key-prefix/".to_vec();
-    v.extend_from_slice(&k.to_be_bytes());
-    v
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -138,16 +117,10 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn opts(compression: Compression, direct_io: bool, sync: SyncPolicy) -> EnvOptions {
     EnvOptions {
-        cache_bytes: 48 << 10,
-        node_bytes: 2048,
-        basement_bytes: 512,
-        fanout: 4,
         compression,
-        sync,
-        checkpoint_period: None,
-        log_file_bytes: 64 << 10,
-        flusher_threads: 1,
         direct_io,
+        sync,
+        ..tiny_opts()
     }
 }
 

@@ -18,11 +18,13 @@ use std::ops::Bound::{self, *};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod common;
+
+use common::tiny_opts;
 use proptest::prelude::*;
 use silt_storage::vfs::sim::SimFs;
 use silt_storage::{
-    Compression, Dict, Env, EnvOptions, Snapshot, SyncPolicy, Txn, UpdateOutcome, UpdateRegistry,
-    WriteBatch,
+    Dict, Env, EnvOptions, Snapshot, Txn, UpdateOutcome, UpdateRegistry, WriteBatch,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -169,16 +171,8 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn opts() -> EnvOptions {
     EnvOptions {
-        cache_bytes: 48 << 10,
-        node_bytes: 2048,
-        basement_bytes: 512,
-        fanout: 4,
-        compression: Compression::Lz4,
-        sync: SyncPolicy::Never,
-        checkpoint_period: None,
         log_file_bytes: 16 << 10,
-        flusher_threads: 1,
-        direct_io: false,
+        ..tiny_opts()
     }
 }
 
