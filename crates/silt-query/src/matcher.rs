@@ -25,6 +25,7 @@ use crate::error::{QResult, QueryError};
 
 mod eval;
 mod parse;
+mod raw;
 pub mod schema;
 
 use eval::Eval;
@@ -454,6 +455,9 @@ pub fn is_truthy(v: &Bson) -> bool {
 pub struct Matcher {
     expr: MatchExpr,
     expr_eval: Option<ExprEval>,
+    /// The fields [`Matcher::matches_raw`] reads, when it can decide every document
+    /// (`raw::raw_fields`); 0 when it cannot.
+    raw_fields: usize,
 }
 
 impl Matcher {
@@ -476,7 +480,12 @@ impl Matcher {
                 "$expr is not supported here (no expression evaluator)",
             ));
         }
-        Ok(Matcher { expr, expr_eval })
+        let raw_fields = raw::raw_fields(&expr);
+        Ok(Matcher {
+            expr,
+            expr_eval,
+            raw_fields,
+        })
     }
 
     /// The filter's `$text`, if it has one (always a top-level conjunct).

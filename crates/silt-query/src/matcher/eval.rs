@@ -80,7 +80,12 @@ impl Eval {
 
     /// Does the op hold for one candidate (`None` = missing)? Array ops record the index of
     /// the matching element in `key`.
-    fn single(&mut self, op: &LeafOp, v: Option<&Bson>, key: &mut Option<usize>) -> bool {
+    pub(super) fn single(
+        &mut self,
+        op: &LeafOp,
+        v: Option<&Bson>,
+        key: &mut Option<usize>,
+    ) -> bool {
         match op {
             LeafOp::Cmp(c, rhs) => compare(*c, rhs, v),
             LeafOp::In(list) => list.contains(v),

@@ -14,7 +14,22 @@ fn check(cases: Vec<(Document, Vec<(Document, bool)>)>) {
         let matcher = m(filter.clone());
         for (d, want) in docs {
             assert_eq!(matcher.matches(&d), want, "filter {filter} on {d}");
+            assert_raw_agrees(&matcher, &d);
         }
+    }
+}
+
+/// The raw path, where it decides, decides as the decoded one.
+fn assert_raw_agrees(matcher: &Matcher, d: &Document) {
+    let bytes = bson::to_vec(d).expect("encodes");
+    let raw = bson::RawDocument::from_bytes(&bytes).expect("valid");
+    if let Some(hit) = matcher.matches_raw(raw) {
+        assert_eq!(
+            hit,
+            matcher.matches(d),
+            "raw path on {d} with {:?}",
+            matcher.expr()
+        );
     }
 }
 
@@ -1037,5 +1052,88 @@ mod props {
             prop_assert_eq!(mt(doc! {"a": {"$gte": x.clone()}}, &d), same_type && o != Ordering::Less);
             prop_assert_eq!(mt(doc! {"a": x.clone()}, &d), o == Ordering::Equal);
         }
+    }
+}
+
+mod raw {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            (-3i32..3).prop_map(Bson::Int32),
+            (-3i64..3).prop_map(Bson::Int64),
+            prop_oneof![Just(f64::NAN), (-3i32..3).prop_map(|v| f64::from(v) / 2.0)]
+                .prop_map(Bson::Double),
+            "[ab]{0,2}".prop_map(Bson::String),
+            Just(Bson::Null),
+            Just(Bson::Boolean(true)),
+            Just(Bson::MinKey),
+            Just(Bson::MaxKey),
+        ]
+    }
+
+    fn field_value() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            4 => value(),
+            1 => prop::collection::vec(value(), 0..3).prop_map(Bson::Array),
+            1 => value().prop_map(|v| Bson::Document(doc! {"k": v})),
+        ]
+    }
+
+    fn predicate() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            value(),
+            (
+                prop::sample::select(vec!["$eq", "$ne", "$lt", "$lte", "$gt", "$gte"]),
+                value()
+            )
+                .prop_map(|(op, v)| Bson::Document(doc! {op: v})),
+            prop::collection::vec(value(), 0..3).prop_map(|v| Bson::Document(doc! {"$in": v})),
+            any::<bool>().prop_map(|b| Bson::Document(doc! {"$exists": b})),
+            prop::sample::select(vec!["number", "string", "null", "array", "int"])
+                .prop_map(|t| Bson::Document(doc! {"$type": t})),
+        ]
+    }
+
+    proptest! {
+        /// Over random documents and conjunctions of top-level
+        /// predicates, the raw path decides as decoding does whenever it decides.
+        #[test]
+        fn raw_path_agrees_with_decoding(
+            fields in prop::collection::vec((prop::sample::select(vec!["a", "b", "c"]), field_value()), 0..5),
+            preds in prop::collection::vec((prop::sample::select(vec!["a", "b", "d"]), predicate()), 1..4),
+        ) {
+            // As stored: no field repeated.
+            let d: Document = fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let raw = bson::RawDocumentBuf::from_document(&d).expect("encodes");
+            let filter = Document::from_iter(vec![(
+                "$and".to_string(),
+                Bson::Array(preds.iter().map(|(k, p)| Bson::Document(doc! {*k: p.clone()})).collect()),
+            )]);
+            let matcher = m(filter);
+            if let Some(hit) = matcher.matches_raw(&raw) {
+                prop_assert_eq!(hit, matcher.matches(&d));
+            }
+        }
+    }
+
+    #[test]
+    fn the_raw_path_takes_top_level_comparisons_and_leaves_the_rest() {
+        let bytes = bson::to_vec(&doc! {"a": 5, "x": 7, "arr": [1, 2]}).expect("encodes");
+        let raw = bson::RawDocument::from_bytes(&bytes).expect("valid");
+        assert_eq!(
+            m(doc! {"a": {"$gte": 1, "$lt": 9}, "x": 7}).matches_raw(raw),
+            Some(true)
+        );
+        assert_eq!(
+            m(doc! {"a": {"$gte": 1}, "x": 8}).matches_raw(raw),
+            Some(false)
+        );
+        assert_eq!(m(doc! {"missing": null}).matches_raw(raw), Some(true));
+        // An array needs the decoded path's traversal; so do dotted paths and `$or`.
+        assert_eq!(m(doc! {"arr": 2}).matches_raw(raw), None);
+        assert_eq!(m(doc! {"a.b": 2}).matches_raw(raw), None);
+        assert_eq!(m(doc! {"$or": [{"a": 5}]}).matches_raw(raw), None);
     }
 }
