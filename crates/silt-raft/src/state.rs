@@ -1,0 +1,182 @@
+//! The state machine: openraft's `RaftStateMachine` over the [`StateMachine`] the server
+//! implements.
+//!
+//! The server's state machine sees committed entries in log order, each once, with an opaque
+//! *position* (the entry's log id and the group's membership as of it) that it must store
+//! atomically with the entry's effects; after a crash it reports the last position it stored
+//! and openraft applies again from the entry after it. So an entry's effects are applied
+//! exactly once, and no member ever shows an entry that is not committed.
+
+use std::io;
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use parking_lot::Mutex;
+
+use crate::types::{
+    decode, encode, LogId, Reply, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
+    TypeConfig,
+};
+
+/// One committed entry, as the state machine sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Applied<'a> {
+    /// Its place in the log (1 for the first entry).
+    pub index: u64,
+    /// The term of the leader that wrote it.
+    pub term: u64,
+    /// What it carries: `None` for the group's own entries (the first entry of a new leader,
+    /// a change of membership), which change no data but still advance the position.
+    pub command: Option<&'a [u8]>,
+}
+
+/// What the server replicates. Every method is called from one thread at a time, in log
+/// order; they may block.
+pub trait StateMachine: Send + Sync + 'static {
+    /// The position stored by the newest `apply` or `install`, or `None` before any.
+    fn position(&self) -> io::Result<Option<Vec<u8>>>;
+
+    /// Apply one committed entry, storing `position` with its effects (atomically: after a
+    /// crash either both are there or neither). Returns what the proposer's
+    /// [`crate::Member::propose`] answers.
+    fn apply(&self, entry: Applied<'_>, position: &[u8]) -> io::Result<Vec<u8>>;
+
+    /// The data as of the last applied entry, with the position stored with it (empty before
+    /// any), made durable (the log before that position may be purged once this returns).
+    fn snapshot(&self) -> io::Result<(Vec<u8>, Vec<u8>)>;
+
+    /// Replace all data with a snapshot's (as another member's `snapshot` made it), storing
+    /// `position` with it.
+    fn install(&self, position: &[u8], data: &[u8]) -> io::Result<()>;
+}
+
+/// A position's contents.
+type Position = (Option<LogId>, StoredMembership);
+
+/// A stored position (empty: nothing applied yet).
+fn decode_position(bytes: &[u8]) -> io::Result<Position> {
+    if bytes.is_empty() {
+        return Ok((None, StoredMembership::default()));
+    }
+    decode(bytes)
+}
+
+fn position_of(meta: &SnapshotMeta) -> Position {
+    (meta.last_log_id, meta.last_membership.clone())
+}
+
+/// A snapshot built or installed: its meta and its bytes.
+type Built = (SnapshotMeta, Arc<Vec<u8>>);
+
+/// The adapter openraft drives.
+#[derive(Clone)]
+pub(crate) struct Sm {
+    inner: Arc<dyn StateMachine>,
+    /// The newest snapshot built or installed (kept in memory: after a restart the next
+    /// member that needs one has a new one built).
+    current: Arc<Mutex<Option<Built>>>,
+}
+
+impl Sm {
+    pub(crate) fn new(inner: Arc<dyn StateMachine>) -> Sm {
+        Sm {
+            inner,
+            current: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn applied_position(&self) -> io::Result<Position> {
+        decode_position(&self.inner.position()?.unwrap_or_default())
+    }
+}
+
+/// Run blocking work of the state machine on a runtime worker without stalling the others.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for Sm {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let (position, data) = blocking(|| self.inner.snapshot())?;
+        let (last_log_id, last_membership) = decode_position(&position)?;
+        let meta = SnapshotMeta {
+            last_log_id,
+            last_membership,
+        };
+        let data = Arc::new(data);
+        *self.current.lock() = Some((meta.clone(), data.clone()));
+        Ok(Snapshot {
+            meta,
+            snapshot: SnapshotData::new(data.to_vec()),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for Sm {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = Sm;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        blocking(|| self.applied_position())
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: futures_util::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>>
+            + Unpin
+            + OptionalSend,
+    {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            let log_id = entry.log_id;
+            let reply = blocking(|| -> io::Result<Vec<u8>> {
+                let (_, mut membership) = self.applied_position()?;
+                let command = match &entry.payload {
+                    EntryPayload::Normal(c) => Some(c.0.as_slice()),
+                    EntryPayload::Blank => None,
+                    EntryPayload::Membership(m) => {
+                        membership = StoredMembership::new(Some(log_id), m.clone());
+                        None
+                    }
+                };
+                let position = encode(&(Some(log_id), membership))?;
+                let applied = Applied {
+                    index: log_id.index,
+                    term: log_id.leader_id.term,
+                    command,
+                };
+                self.inner.apply(applied, &position)
+            })?;
+            if let Some(r) = responder {
+                r.send(Reply(reply));
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotData,
+    ) -> Result<(), io::Error> {
+        let data = snapshot.into_inner();
+        let position = encode(&position_of(meta))?;
+        blocking(|| self.inner.install(&position, &data))?;
+        *self.current.lock() = Some((meta.clone(), Arc::new(data)));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        Ok(self.current.lock().as_ref().map(|(meta, data)| Snapshot {
+            meta: meta.clone(),
+            snapshot: SnapshotData::new(data.to_vec()),
+        }))
+    }
+}

@@ -1,0 +1,71 @@
+//! The type configuration of our Raft group: what an entry carries and what applying it
+//! answers.
+
+use std::fmt;
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+/// A member's id in the group (MongoDB's member `_id`).
+pub type NodeId = u64;
+
+/// A replicated command: bytes only the state machine reads.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Command(#[serde(with = "serde_bytes")] pub Vec<u8>);
+
+impl fmt::Debug for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Command({} bytes)", self.0.len())
+    }
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What applying a command answered (bytes from the state machine).
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Reply(#[serde(with = "serde_bytes")] pub Vec<u8>);
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Reply({} bytes)", self.0.len())
+    }
+}
+
+openraft::declare_raft_types!(
+    /// SiltDB's Raft types: one leader per term (so a term names an election, MongoDB's
+    /// `electionId`), members addressed by `host:port`.
+    pub TypeConfig:
+        D = Command,
+        R = Reply,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Term = u64,
+        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, NodeId>,
+        AsyncRuntime = openraft_rt_tokio::TokioRuntime,
+);
+
+/// A snapshot's bytes.
+pub(crate) type SnapshotData = Cursor<Vec<u8>>;
+
+pub(crate) type Entry = openraft::type_config::alias::EntryOf<TypeConfig>;
+pub(crate) type LogId = openraft::type_config::alias::LogIdOf<TypeConfig>;
+pub(crate) type Vote = openraft::type_config::alias::VoteOf<TypeConfig>;
+pub(crate) type StoredMembership = openraft::type_config::alias::StoredMembershipOf<TypeConfig>;
+pub(crate) type SnapshotMeta = openraft::type_config::alias::SnapshotMetaOf<TypeConfig>;
+pub(crate) type Snapshot = openraft::type_config::alias::SnapshotOf<TypeConfig, SnapshotData>;
+
+/// Encode a value of ours or openraft's for the Raft log or the network (`bincode` through
+/// serde; openraft's serde form is not promised stable across its versions, so a change of
+/// the pin is a change of the log's format).
+pub(crate) fn encode<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
+    bincode::serialize(v).map_err(std::io::Error::other)
+}
+
+/// Decode what [`encode`] made.
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> std::io::Result<T> {
+    bincode::deserialize(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
