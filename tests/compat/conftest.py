@@ -42,8 +42,8 @@ class Siltd:
         self.proc = None
         self.log = None
 
-    def start(self):
-        self.port = free_port()
+    def start(self, port=None):
+        self.port = port or free_port()
         self.log = open(os.path.join(self.dbpath, "siltd.log"), "ab")
         self.proc = subprocess.Popen(
             [SILTD, "--port", str(self.port), "--dbpath", self.dbpath, "--cache-size", "64MB",

@@ -34,6 +34,7 @@ mod parts;
 mod pk;
 mod plan;
 mod read;
+mod replicated;
 mod rules;
 mod snapshot;
 pub mod sorter;

@@ -28,6 +28,8 @@ mod monitor;
 mod num;
 mod oplog_source;
 mod ops;
+mod raft_member;
+mod raft_transport;
 mod redzone;
 mod repeated;
 mod replset;

@@ -9,7 +9,8 @@
 //!    filter's repeated conditions as the `$and` they mean).
 //! 3. Register it for `currentOp`/`killOp` while it runs (`ops.rs`).
 //! 4. Authorize it under `--auth` (`auth::authorize`).
-//! 5. Refuse a write in the free-space red zone (`redzone.rs`).
+//! 5. Refuse a write in the free-space red zone (`redzone.rs`), and on a member of a
+//!    multi-member replica set that cannot take it (`raft_member.rs`).
 //! 6. Fire the `failCommand` fail point if it names this command (`fail_command.rs`; only
 //!    with `--enable-test-commands`): wait, fail or close the connection; its
 //!    `writeConcernError` is added at step 9. Then hold a write while `fsync` holds its lock
@@ -120,7 +121,8 @@ fn steps(
         let _running = s.inprog().start(conn, &req.db, &req.name, cmd.clone());
         // 4., 5.
         let allowed = crate::auth::authorize(s, conn, &req.db, &req.name, &cmd)
-            .and_then(|()| s.redzone().refuse(&req.name));
+            .and_then(|()| s.redzone().refuse(&req.name))
+            .and_then(|()| s.raft().map_or(Ok(()), |r| r.refuse_write(&req.name)));
         let failing = match &allowed {
             Ok(()) => fail_point(s, &req, conn),
             Err(_) => None,

@@ -107,6 +107,9 @@ pub(crate) struct Server {
     inprog: Ops,
     /// `--replSet`: the one-member replica set this server is the primary of.
     repl: Option<ReplSet>,
+    /// `--replSet`: this server's Raft state, a member of a multi-member set once one is
+    /// initiated.
+    raft: Option<crate::raft_member::RaftMember>,
     /// Logical sessions, their transactions and retained snapshots.
     sessions: Sessions,
     /// `maxTransactionLockRequestTimeoutMillis` (MongoDB's default, 5).
@@ -158,13 +161,20 @@ impl Server {
             .as_ref()
             .zip(store.oplog())
             .map(|(n, log)| ReplSet::new(n, &cfg.bind, cfg.port, log.clock().clone()));
+        let store = Arc::new(store);
+        let raft = repl.as_ref().and_then(|rs| {
+            crate::raft_member::RaftMember::open(&rs.name, &rs.me, &cfg.dbpath, store.clone())
+                .map_err(|e| tracing::error!(error = %e, "cannot start this replica-set member's Raft state"))
+                .ok()
+        });
         Server {
             repl,
+            raft,
             sessions: Sessions::default(),
             txn_lock_wait_ms: AtomicU64::new(5),
             txn_lifetime_s: AtomicU64::new(cfg.txn_lifetime.as_secs()),
             cfg,
-            store: Arc::new(store),
+            store,
             cursors,
             fast,
             started: Instant::now(),
@@ -261,6 +271,12 @@ impl Server {
         self.repl.as_ref()
     }
 
+    /// This server's membership of a multi-member set, with `--replSet`
+    /// (`crate::raft_member`).
+    pub(crate) fn raft(&self) -> Option<&crate::raft_member::RaftMember> {
+        self.raft.as_ref()
+    }
+
     /// Logical sessions and their transactions.
     pub(crate) fn sessions(&self) -> &Sessions {
         &self.sessions
@@ -321,6 +337,9 @@ impl Server {
     /// Stop accepting work: background threads end.
     pub(crate) fn stop(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+        if let Some(r) = &self.raft {
+            r.shutdown();
+        }
     }
 
     /// The `shutdown` command: wakes whoever waits in `shutdown_requested`.

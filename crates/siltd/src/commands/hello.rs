@@ -21,17 +21,28 @@ pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> 
     if cmd.get_bool("helloOk").unwrap_or(false) {
         d.insert("helloOk", true);
     }
+    let mut fields = Document::new();
+    // A member of a multi-member set reports what Raft makes it; otherwise the one-member
+    // set (or standalone server) is always the writable primary.
+    let writable = match s.raft().and_then(|r| r.hello_fields(&mut fields)) {
+        Some(w) => w,
+        None => {
+            if let Some(rs) = &s.repl() {
+                rs.hello_fields(&mut fields);
+            }
+            true
+        }
+    };
     if name == "hello" {
-        d.insert("isWritablePrimary", true);
+        d.insert("isWritablePrimary", writable);
     } else {
-        d.insert("ismaster", true);
+        d.insert("ismaster", writable);
     }
-    if let Some(rs) = &s.repl() {
-        rs.hello_fields(&mut d);
-    }
+    d.extend(fields);
+    let counter = s.raft().map_or(0, |r| r.topology_counter());
     d.insert(
         "topologyVersion",
-        doc! { "processId": s.process_id(), "counter": 0i64 },
+        doc! { "processId": s.process_id(), "counter": counter },
     );
     d.insert(
         "maxBsonObjectSize",

@@ -86,6 +86,7 @@ mod sasl;
 mod server_status;
 mod set_parameter;
 mod shutdown;
+mod silt_raft;
 mod start_session;
 mod table;
 mod top;

@@ -1,4 +1,5 @@
-//! `replSetGetConfig`: the one-member set's configuration (see `crate::replset`).
+//! `replSetGetConfig`: the members of a multi-member set (`crate::raft_member`), or the
+//! one-member set's configuration (see `crate::replset`).
 
 use bson::doc;
 use silt_query::QueryError;
@@ -7,7 +8,13 @@ use crate::state::{CmdResult, Server};
 
 pub(super) fn repl_set_get_config(s: &Server) -> CmdResult {
     match &s.repl() {
-        Some(rs) => Ok(doc! { "config": rs.config() }),
+        Some(rs) => {
+            let mut config = rs.config();
+            if let Some(members) = s.raft().and_then(|r| r.config_members()) {
+                config.insert("members", members);
+            }
+            Ok(doc! { "config": config })
+        }
         None => Err(QueryError::no_replication_enabled(
             "not running with --replSet",
         )),

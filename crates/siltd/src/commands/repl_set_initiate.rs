@@ -1,15 +1,32 @@
-//! `replSetInitiate`: a server started with `--replSet` is initiated from the start (one
-//! member, itself, primary), so this answers as mongod does for an initiated set.
+//! `replSetInitiate`: a server started with `--replSet` is initiated from the start as the
+//! one-member set (itself, primary). A config naming more members makes it a member of a
+//! multi-member set (`crate::raft_member`); a second initiate answers AlreadyInitialized.
 
+use bson::{Bson, Document};
 use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
 
-pub(super) fn repl_set_initiate(s: &Server) -> CmdResult {
-    match &s.repl() {
-        Some(_) => Err(QueryError::already_initialized("already initialized")),
-        None => Err(QueryError::no_replication_enabled(
+pub(super) fn repl_set_initiate(s: &Server, cmd: &Document) -> CmdResult {
+    let (Some(_), Some(raft)) = (s.repl(), s.raft()) else {
+        return Err(QueryError::no_replication_enabled(
             "This node was not started with replication enabled.",
-        )),
+        ));
+    };
+    if raft.member().is_some() {
+        return Err(QueryError::already_initialized("already initialized"));
+    }
+    // Without a config (mongosh's `rs.initiate()`), the default one is the one-member set
+    // this server already is.
+    let Some(Bson::Document(config)) = cmd
+        .get("replSetInitiate")
+        .filter(|c| matches!(c, Bson::Document(d) if !d.is_empty()))
+    else {
+        return Err(QueryError::already_initialized("already initialized"));
+    };
+    if raft.initiate(config, s.cfg().auth)? {
+        Ok(Document::new())
+    } else {
+        Err(QueryError::already_initialized("already initialized"))
     }
 }

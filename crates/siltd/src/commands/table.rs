@@ -67,6 +67,16 @@ pub(crate) const TABLE: &[Command] = &[
         run: |s, _, c, _| super::merge_authz::merge_authz_collections(s, c),
     },
     Command {
+        name: "_siltRaft",
+        aliases: &[],
+        fields: only(&["setName", "from", "to", "body"], &[]),
+        help: "internal: a request from another member of this replica set's Raft group",
+        admin_only: true,
+        auth: Need::ClusterAdmin,
+        props: props::NONE,
+        run: |s, _, cmd, _| super::silt_raft::silt_raft(s, cmd),
+    },
+    Command {
         name: "abortTransaction",
         aliases: &[],
         fields: Fields::Any,
@@ -734,7 +744,7 @@ pub(crate) const TABLE: &[Command] = &[
         admin_only: true,
         auth: Need::ClusterAdmin,
         props: props::NONE,
-        run: |s, _, _, _| super::repl_set_initiate::repl_set_initiate(s),
+        run: |s, _, cmd, _| super::repl_set_initiate::repl_set_initiate(s, cmd),
     },
     Command {
         name: "replSetResizeOplog",

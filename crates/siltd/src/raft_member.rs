@@ -1,0 +1,424 @@
+//! This server as a member of a multi-member replica set, on `silt_raft` (issue 36, first
+//! wiring; `docs/replset-plan.md`).
+//!
+//! A server started with `--replSet` is the one-member set of `replset.rs` until
+//! `replSetInitiate` names more than one member. Then it becomes member `_id` of a Raft
+//! group: its id is stored in `<dbpath>/raft/id` (with the Raft log beside it), so a
+//! restarted member rejoins from its own log. A member the initiator named learns its id from
+//! the first `_siltRaft` request addressed to it. Raft ids are member `_id`s plus one.
+//!
+//! **Not built yet:** replicating writes. A multi-member set elects a primary, fails over and
+//! reports its topology, but refuses every write: a secondary with NotWritablePrimary
+//! (10107), as mongod, and the primary with an error saying that replicated writes are not
+//! built. Members do not authenticate one another yet, so `--auth` refuses a multi-member
+//! `replSetInitiate`.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use silt_collection::Store;
+use silt_query::{QResult, QueryError};
+use silt_raft::{Applied, Member, MemberOptions, NodeId, Role, StateMachine, Status};
+
+use crate::raft_transport::MemberTransport;
+
+/// The store as the group's state machine: today only the position is replicated (see the
+/// module's header).
+struct StoreMachine {
+    store: Arc<Store>,
+}
+
+fn io_err(e: silt_collection::CollError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl StateMachine for StoreMachine {
+    fn position(&self) -> io::Result<Option<Vec<u8>>> {
+        self.store.replication_position().map_err(io_err)
+    }
+
+    fn apply(&self, entry: Applied<'_>, position: &[u8]) -> io::Result<Vec<u8>> {
+        if entry.command.is_some() {
+            // Nothing proposes commands yet; a member that sees one is newer than this one.
+            return Err(io::Error::other(
+                "a replicated write reached a member that cannot apply it",
+            ));
+        }
+        self.store.record_position(position).map_err(io_err)?;
+        Ok(Vec::new())
+    }
+
+    fn snapshot(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
+        let position = self.position()?.unwrap_or_default();
+        self.store.sync_log().map_err(io_err)?;
+        Ok((position, Vec::new()))
+    }
+
+    fn install(&self, position: &[u8], _data: &[u8]) -> io::Result<()> {
+        self.store.record_position(position).map_err(io_err)?;
+        self.store.sync_log().map_err(io_err)
+    }
+}
+
+/// This process's place in a multi-member set.
+pub(crate) struct RaftMember {
+    set: String,
+    /// This member's `host:port`.
+    me: String,
+    dir: PathBuf,
+    store: Arc<Store>,
+    member: OnceLock<Member>,
+    starting: Mutex<()>,
+    /// `hello.topologyVersion.counter`, moved on every change of what `hello` reports.
+    topology: AtomicI64,
+    seen: Mutex<(u64, Option<Role>, bool)>,
+}
+
+impl std::fmt::Debug for RaftMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftMember").field("me", &self.me).finish()
+    }
+}
+
+fn id_file(dir: &Path) -> PathBuf {
+    dir.join("id")
+}
+
+/// `electionId` of term `t`: `7fffffff` then the term, big-endian.
+fn election_id(term: u64) -> ObjectId {
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
+    b[4..].copy_from_slice(&term.to_be_bytes());
+    ObjectId::from_bytes(b)
+}
+
+impl RaftMember {
+    /// The member of set `set` at `me`, its Raft state under `<dbpath>/raft`; started now if
+    /// it was a member before this restart.
+    pub(crate) fn open(
+        set: &str,
+        me: &str,
+        dbpath: &Path,
+        store: Arc<Store>,
+    ) -> io::Result<RaftMember> {
+        let m = RaftMember {
+            set: set.to_string(),
+            me: me.to_string(),
+            dir: dbpath.join("raft"),
+            store,
+            member: OnceLock::new(),
+            starting: Mutex::new(()),
+            topology: AtomicI64::new(0),
+            seen: Mutex::new((0, None, false)),
+        };
+        if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
+            let id = s
+                .trim()
+                .parse()
+                .map_err(|_| io::Error::other("a bad raft/id file"))?;
+            m.start(id)?;
+        }
+        Ok(m)
+    }
+
+    /// The running member, once this server is in a multi-member set.
+    pub(crate) fn member(&self) -> Option<&Member> {
+        self.member.get()
+    }
+
+    fn start(&self, id: NodeId) -> io::Result<&Member> {
+        let _g = self.starting.lock();
+        if let Some(m) = self.member.get() {
+            if m.id() != id {
+                return Err(io::Error::other(format!(
+                    "this member is {} in its set, not {id}",
+                    m.id()
+                )));
+            }
+            return Ok(m);
+        }
+        std::fs::create_dir_all(&self.dir)?;
+        std::fs::write(id_file(&self.dir), format!("{id}\n"))?;
+        let sm = Arc::new(StoreMachine {
+            store: self.store.clone(),
+        });
+        let transport = Arc::new(MemberTransport::new(&self.set, id));
+        let m = Member::start(
+            id,
+            &self.dir.join("log"),
+            &MemberOptions::default(),
+            sm,
+            transport,
+        )?;
+        tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
+        Ok(self.member.get_or_init(|| m))
+    }
+
+    /// `replSetInitiate` with `config`: true when this server is now a member of a
+    /// multi-member set; false when the config names only this member (the one-member set it
+    /// already is).
+    pub(crate) fn initiate(&self, config: &Document, auth: bool) -> QResult<bool> {
+        let bad = |m: String| QueryError::coded(93, "InvalidReplicaSetConfig", m);
+        if config.get_str("_id").ok() != Some(self.set.as_str()) {
+            return Err(bad(format!(
+                "Attempting to initiate a replica set with name {}, but command line reports {}; rejecting",
+                config.get_str("_id").unwrap_or(""),
+                self.set
+            )));
+        }
+        let Ok(members) = config.get_array("members") else {
+            return Err(bad("the config has no members array".into()));
+        };
+        let mut voters = BTreeMap::new();
+        let mut mine = None;
+        for m in members {
+            let Bson::Document(m) = m else {
+                return Err(bad("a member is not a document".into()));
+            };
+            let id = match m.get("_id") {
+                Some(Bson::Int32(i)) if *i >= 0 => u64::from(i.unsigned_abs()),
+                Some(Bson::Int64(i)) if *i >= 0 => i.unsigned_abs(),
+                Some(Bson::Double(f)) if *f >= 0.0 && f.fract() == 0.0 && *f < 1e9 => {
+                    format!("{f:.0}").parse().unwrap_or(0)
+                }
+                _ => return Err(bad("a member's _id must be a non-negative integer".into())),
+            };
+            let host = m
+                .get_str("host")
+                .map_err(|_| bad("a member has no host".into()))?;
+            if host == self.me {
+                mine = Some(id + 1);
+            }
+            if voters.insert(id + 1, host.to_string()).is_some() {
+                return Err(bad(format!("two members have _id {id}")));
+            }
+        }
+        let Some(mine) = mine else {
+            return Err(QueryError::coded(
+                93,
+                "InvalidReplicaSetConfig",
+                format!("No host described in new configuration with {{version: 1, term: 0}} for replica set {} maps to this node", self.set),
+            ));
+        };
+        if voters.len() == 1 {
+            return Ok(false);
+        }
+        if auth {
+            return Err(QueryError::coded(
+                238,
+                "NotImplemented",
+                "a multi-member replica set with --auth needs member authentication (keyFile), which siltd does not have yet",
+            ));
+        }
+        let m = self
+            .start(mine)
+            .map_err(|e| QueryError::coded(8, "UnknownError", e.to_string()))?;
+        m.initialize(&voters).map_err(|e| {
+            QueryError::coded(
+                23,
+                "AlreadyInitialized",
+                format!("already initialized: {e}"),
+            )
+        })?;
+        Ok(true)
+    }
+
+    /// Answer a `_siltRaft` request addressed to member `to` of set `set`.
+    pub(crate) fn handle(&self, set: &str, to: NodeId, body: &[u8]) -> io::Result<Vec<u8>> {
+        if set != self.set {
+            return Err(io::Error::other(format!(
+                "this member is in set {}, not {set}",
+                self.set
+            )));
+        }
+        self.start(to)?.handle(body)
+    }
+
+    fn status(&self) -> Option<Status> {
+        let s = self.member()?.status();
+        let mut seen = self.seen.lock();
+        let now = (s.term, Some(s.role), s.writable);
+        if *seen != now {
+            *seen = now;
+            self.topology.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(s)
+    }
+
+    /// `hello`'s replica-set fields, and whether this member is the writable primary; `None`
+    /// while this server is not in a multi-member set.
+    pub(crate) fn hello_fields(&self, d: &mut Document) -> Option<bool> {
+        let s = self.status()?;
+        let addr = |id: NodeId| {
+            s.members
+                .iter()
+                .find(|p| p.id == id)
+                .map(|p| p.addr.clone())
+        };
+        let hosts: Vec<Bson> = s
+            .members
+            .iter()
+            .filter(|p| p.voter)
+            .map(|p| Bson::String(p.addr.clone()))
+            .collect();
+        let passives: Vec<Bson> = s
+            .members
+            .iter()
+            .filter(|p| !p.voter)
+            .map(|p| Bson::String(p.addr.clone()))
+            .collect();
+        d.insert("hosts", hosts);
+        if !passives.is_empty() {
+            d.insert("passives", passives);
+        }
+        d.insert("setName", self.set.clone());
+        d.insert("setVersion", 1);
+        d.insert(
+            "secondary",
+            !s.writable && matches!(s.role, Role::Follower | Role::Learner),
+        );
+        if let Some(p) = s.leader.and_then(addr) {
+            d.insert("primary", p);
+        }
+        d.insert("me", self.me.clone());
+        if s.writable {
+            d.insert("electionId", election_id(s.term));
+        }
+        Some(s.writable)
+    }
+
+    /// `hello.topologyVersion.counter`.
+    pub(crate) fn topology_counter(&self) -> i64 {
+        self.topology.load(Ordering::Relaxed)
+    }
+
+    /// `replSetGetStatus` of a multi-member set, `None` while this server is not in one.
+    pub(crate) fn status_doc(&self) -> Option<Document> {
+        let s = self.status()?;
+        let state = |role: Role, writable: bool| match (role, writable) {
+            (Role::Leader, true) => (1, "PRIMARY"),
+            (Role::Leader, false) | (Role::Candidate, _) | (Role::Follower, _) => (2, "SECONDARY"),
+            (Role::Learner, _) => (5, "STARTUP2"),
+            (Role::Shutdown, _) => (8, "(not reachable/healthy)"),
+        };
+        let (my_state, _) = state(s.role, s.writable);
+        let voters = s.members.iter().filter(|p| p.voter).count();
+        let majority = voters / 2 + 1;
+        let members: Vec<Bson> = s
+            .members
+            .iter()
+            .map(|p| {
+                let me = p.id == s.id;
+                let (st, name) = if me {
+                    state(s.role, s.writable)
+                } else if s.leader == Some(p.id) {
+                    (1, "PRIMARY")
+                } else if p.voter {
+                    (2, "SECONDARY")
+                } else {
+                    (5, "STARTUP2")
+                };
+                let mut m = doc! {
+                    "_id": i64::try_from(p.id).unwrap_or(i64::MAX) - 1,
+                    "name": p.addr.clone(),
+                    "health": 1.0,
+                    "state": st,
+                    "stateStr": name,
+                    "self": me,
+                };
+                if let Some(i) = p.matched {
+                    m.insert("raftMatchedIndex", i64::try_from(i).unwrap_or(i64::MAX));
+                }
+                Bson::Document(m)
+            })
+            .collect();
+        Some(doc! {
+            "set": self.set.clone(),
+            "date": bson::DateTime::now(),
+            "myState": my_state,
+            "term": i64::try_from(s.term).unwrap_or(i64::MAX),
+            "heartbeatIntervalMillis": 200i64,
+            "majorityVoteCount": crate::num::int32(majority),
+            "writeMajorityCount": crate::num::int32(majority),
+            "votingMembersCount": crate::num::int32(voters),
+            "writableVotingMembersCount": crate::num::int32(voters),
+            "raft": {
+                "lastLogIndex": s.last_log_index.map_or(Bson::Null, |i| Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))),
+                "committedIndex": s.committed.map_or(Bson::Null, |i| Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))),
+                "appliedIndex": s.applied.map_or(Bson::Null, |i| Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))),
+            },
+            "members": members,
+        })
+    }
+
+    /// `replSetGetConfig.config.members` of a multi-member set, `None` while this server is
+    /// not in one. Learners (members being added) show as non-voting, priority 0.
+    pub(crate) fn config_members(&self) -> Option<Vec<Bson>> {
+        let s = self.member()?.status();
+        Some(
+            s.members
+                .iter()
+                .map(|p| {
+                    Bson::Document(doc! {
+                        "_id": i64::try_from(p.id).unwrap_or(i64::MAX) - 1,
+                        "host": p.addr.clone(),
+                        "arbiterOnly": false,
+                        "buildIndexes": true,
+                        "hidden": false,
+                        "priority": if p.voter { 1.0 } else { 0.0 },
+                        "tags": {},
+                        "secondaryDelaySecs": 0i64,
+                        "votes": i32::from(p.voter),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// NotWritablePrimary on a secondary, and on the primary the refusal of a replicated
+    /// write (not built yet), for a command that writes.
+    pub(crate) fn refuse_write(&self, name: &str) -> QResult<()> {
+        let Some(m) = self.member() else {
+            return Ok(());
+        };
+        if !crate::commands::is_write(name) {
+            return Ok(());
+        }
+        if !m.status().writable {
+            return Err(QueryError::coded(
+                10107,
+                "NotWritablePrimary",
+                "not primary",
+            ));
+        }
+        Err(QueryError::coded(
+            238,
+            "NotImplemented",
+            "writes on a multi-member replica set are not replicated yet (siltd issue 36)",
+        ))
+    }
+
+    /// Stop Raft on this member.
+    pub(crate) fn shutdown(&self) {
+        if let Some(m) = self.member() {
+            m.shutdown();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::election_id;
+
+    #[test]
+    fn election_ids_order_by_term() {
+        assert_eq!(election_id(1).to_hex(), "7fffffff0000000000000001");
+        assert!(election_id(2).bytes() > election_id(1).bytes());
+    }
+}

@@ -1,0 +1,127 @@
+//! How this member reaches the other members of its Raft group: the requests of
+//! `silt_raft` as `_siltRaft` commands on the other member's own port (`commands/
+//! silt_raft.rs` answers them), over plain TCP connections kept in a pool per address.
+//!
+//! Members do not authenticate one another yet: a server with `--auth` does not start a
+//! multi-member set (`raft_member.rs`).
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use silt_raft::{NodeId, Transport};
+use silt_wire::{MsgHeader, OpMsg, Request};
+
+/// Connections kept per address.
+const POOL: usize = 4;
+
+/// The transport of one member.
+#[derive(Debug)]
+pub(crate) struct MemberTransport {
+    /// The set's name, checked by the receiver.
+    set: String,
+    /// This member's id in the group.
+    me: NodeId,
+    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+    next_id: AtomicI32,
+}
+
+fn bad(what: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.into())
+}
+
+impl MemberTransport {
+    pub(crate) fn new(set: &str, me: NodeId) -> MemberTransport {
+        MemberTransport {
+            set: set.to_string(),
+            me,
+            idle: Mutex::new(HashMap::new()),
+            next_id: AtomicI32::new(1),
+        }
+    }
+
+    fn connect(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
+        let mut last = io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{addr} resolves to nothing"),
+        );
+        for a in addr.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&a, timeout) {
+                Ok(s) => {
+                    s.set_nodelay(true)?;
+                    return Ok(s);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Send `cmd` on `conn` and read its reply document.
+    fn exchange(
+        &self,
+        conn: &mut TcpStream,
+        cmd: Document,
+        timeout: Duration,
+    ) -> io::Result<Document> {
+        conn.set_read_timeout(Some(timeout))?;
+        conn.set_write_timeout(Some(timeout))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let msg = OpMsg::new(cmd)
+            .to_message(id, 0)
+            .map_err(|e| bad(e.to_string()))?;
+        conn.write_all(&msg)?;
+        let mut head = [0u8; 16];
+        conn.read_exact(&mut head)?;
+        let header = MsgHeader::parse(&head).map_err(|e| bad(e.to_string()))?;
+        let mut body = vec![0u8; header.body_len()];
+        conn.read_exact(&mut body)?;
+        match silt_wire::parse_message(&header, &body).map_err(|e| bad(e.to_string()))? {
+            Request::Msg(m) => Ok(m.into_command()),
+            _ => Err(bad("the member did not answer with OP_MSG")),
+        }
+    }
+}
+
+impl Transport for MemberTransport {
+    fn call(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &[u8],
+        timeout: Duration,
+    ) -> io::Result<Vec<u8>> {
+        let pooled = self.idle.lock().get_mut(addr).and_then(Vec::pop);
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => Self::connect(addr, timeout)?,
+        };
+        let cmd = doc! {
+            "_siltRaft": 1,
+            "setName": self.set.clone(),
+            "from": i64::try_from(self.me).unwrap_or(i64::MAX),
+            "to": i64::try_from(target).unwrap_or(i64::MAX),
+            "body": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: request.to_vec() },
+            "$db": "admin",
+        };
+        // A connection that fails is dropped, not pooled.
+        let reply = self.exchange(&mut conn, cmd, timeout)?;
+        let mut idle = self.idle.lock();
+        let list = idle.entry(addr.to_string()).or_default();
+        if list.len() < POOL {
+            list.push(conn);
+        }
+        drop(idle);
+        match reply.get("body") {
+            Some(Bson::Binary(b)) => Ok(b.bytes.clone()),
+            _ => Err(io::Error::other(format!(
+                "member {target} at {addr} refused: {}",
+                reply.get_str("errmsg").unwrap_or("no reason given")
+            ))),
+        }
+    }
+}

@@ -1,0 +1,108 @@
+"""Three siltd processes as one replica set on Raft (issue 36, first wiring): initiate,
+one primary and two secondaries in `hello` and `replSetGetStatus`, a new primary within
+10 s after `kill -9` of the primary, and the killed member back as a secondary from its own
+log. Writes are not replicated yet: a secondary refuses them with NotWritablePrimary (10107),
+the primary with NotImplemented (238)."""
+import time
+
+import pymongo
+import pytest
+
+from conftest import Siltd, free_port
+
+
+def hello(m):
+    try:
+        with m.client(serverSelectionTimeoutMS=1000, connectTimeoutMS=500, directConnection=True) as c:
+            return c.admin.command("hello")
+    except pymongo.errors.PyMongoError:
+        return None
+
+
+def roles(members):
+    out = {}
+    for m in members:
+        h = hello(m)
+        out[m.port] = None if h is None else ("P" if h["isWritablePrimary"] else "S" if h.get("secondary") else "?")
+    return out
+
+
+def wait_for(pred, secs, what):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {secs} s")
+
+
+@pytest.fixture
+def members():
+    ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(3)]
+    for m in ms:
+        m.start()
+    yield ms
+    for m in ms:
+        m.cleanup()
+
+
+def one_primary(members):
+    r = roles(members)
+    primaries = [p for p, role in r.items() if role == "P"]
+    secondaries = [p for p, role in r.items() if role == "S"]
+    if len(primaries) == 1 and len(secondaries) == len(members) - 1:
+        return primaries[0]
+    return None
+
+
+def test_three_members_elect_fail_over_and_rejoin(members):
+    config = {"_id": "rs0", "members": [
+        {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(members)]}
+    with members[0].client(directConnection=True) as c:
+        c.admin.command("replSetInitiate", config)
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            c.admin.command("replSetInitiate", config)
+        assert e.value.code == 23
+    primary = wait_for(lambda: one_primary(members), 15, "one primary and two secondaries")
+
+    by_port = {m.port: m for m in members}
+    h = hello(by_port[primary])
+    assert sorted(h["hosts"]) == sorted(f"127.0.0.1:{m.port}" for m in members)
+    assert h["setName"] == "rs0" and h["primary"] == f"127.0.0.1:{primary}"
+    assert h["electionId"].binary[:4] == b"\x7f\xff\xff\xff"
+    for m in members:
+        if m.port != primary:
+            hs = hello(m)
+            assert hs["secondary"] and hs["primary"] == f"127.0.0.1:{primary}"
+            with m.client(directConnection=True) as c:
+                with pytest.raises(pymongo.errors.NotPrimaryError) as e:
+                    c.t.c.insert_one({"a": 1})
+                assert e.value.details["code"] == 10107
+
+    uri = "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
+        st = c.admin.command("replSetGetStatus")
+        assert st["set"] == "rs0" and st["myState"] == 1
+        assert sorted(x["stateStr"] for x in st["members"]) == ["PRIMARY", "SECONDARY", "SECONDARY"]
+        conf = c.admin.command("replSetGetConfig")["config"]
+        assert [(m["_id"], m["host"], m["votes"]) for m in conf["members"]] == [
+            (i, f"127.0.0.1:{m.port}", 1) for i, m in enumerate(members)]
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            c.t.c.insert_one({"a": 1})
+        assert e.value.code == 238
+
+    old = by_port[primary]
+    term = st["term"]
+    old.kill9()
+    killed = time.time()
+    rest = [m for m in members if m is not old]
+    new = wait_for(lambda: one_primary(rest), 10, "a new primary after kill -9 of the old one")
+    assert new != primary
+    print(f"new primary after {time.time() - killed:.1f} s")
+    with by_port[new].client(directConnection=True) as c:
+        assert c.admin.command("replSetGetStatus")["term"] > term
+
+    old.start(port=old.port)
+    wait_for(lambda: one_primary(members), 15, "the killed member back as a secondary")
+    assert roles([old])[old.port] == "S"
