@@ -106,3 +106,56 @@ def test_three_members_elect_fail_over_and_rejoin(members):
     old.start(port=old.port)
     wait_for(lambda: one_primary(members), 15, "the killed member back as a secondary")
     assert roles([old])[old.port] == "S"
+
+
+def test_step_down_freeze_and_reconfig(members):
+    config = {"_id": "rs0", "members": [
+        {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(members)]}
+    with members[0].client(directConnection=True) as c:
+        c.admin.command("replSetInitiate", config)
+    primary = wait_for(lambda: one_primary(members), 15, "one primary")
+    by_port = {m.port: m for m in members}
+
+    # A secondary can be frozen; the primary cannot.
+    secondary = next(m for m in members if m.port != primary)
+    with secondary.client(directConnection=True) as c:
+        assert c.admin.command("replSetFreeze", 30)["ok"] == 1
+        assert c.admin.command("replSetFreeze", 0)["info"] == "unfreezing"
+    with by_port[primary].client(directConnection=True) as c:
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            c.admin.command("replSetFreeze", 30)
+        assert e.value.code == 95
+
+    # Step down: another member becomes primary, the old one does not campaign.
+    with by_port[primary].client(directConnection=True) as c:
+        c.admin.command("replSetStepDown", 60, secondaryCatchUpPeriodSecs=5)
+    new = wait_for(lambda: one_primary(members), 10, "a new primary after replSetStepDown")
+    assert new != primary
+    not_primary = next(m for m in members if m.port != new)
+    with not_primary.client(directConnection=True) as c:
+        with pytest.raises(pymongo.errors.NotPrimaryError):
+            c.admin.command("replSetStepDown", 60)
+
+    # Reconfig: a fourth member joins (as mongosh's rs.add() sends it), then leaves.
+    fourth = Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]).start()
+    try:
+        uri = "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
+        with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
+            conf = c.admin.command("replSetGetConfig")["config"]
+            conf["version"] += 1
+            conf["members"].append({"_id": 3, "host": f"127.0.0.1:{fourth.port}"})
+            c.admin.command("replSetReconfig", conf)
+            wait_for(lambda: one_primary(members + [fourth]), 15, "the fourth member as a secondary")
+            st = c.admin.command("replSetGetStatus")
+            assert st["votingMembersCount"] == 4
+            with pytest.raises(pymongo.errors.OperationFailure) as e:
+                bad = dict(conf, members=conf["members"] + [{"_id": 4, "host": "127.0.0.1:1", "hidden": True}])
+                c.admin.command("replSetReconfig", bad)
+            assert e.value.code == 238 and "hidden" in str(e.value)
+            conf["members"] = conf["members"][:3]
+            conf["version"] += 1
+            c.admin.command("replSetReconfig", conf)
+            st = c.admin.command("replSetGetStatus")
+            assert st["votingMembersCount"] == 3 and len(st["members"]) == 3
+    finally:
+        fourth.cleanup()

@@ -344,6 +344,12 @@ impl Member {
         self.raft.runtime_config().elect(electable);
     }
 
+    /// A handle that turns campaigning on or off later, from any thread (a freeze's end).
+    pub fn electable_handle(&self) -> impl Fn(bool) + Send + 'static {
+        let raft = self.raft.clone();
+        move |on| raft.runtime_config().elect(on)
+    }
+
     /// On the leader: the log index a linearizable read must see applied, confirmed by a
     /// quorum (a deposed or isolated leader gets `NotLeader` or `Unknown`).
     pub fn read_index(&self, timeout: Duration) -> Result<u64, ProposeError> {

@@ -13,11 +13,12 @@
 //! built. Members do not authenticate one another yet, so `--auth` refuses a multi-member
 //! `replSetInitiate`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
@@ -78,6 +79,8 @@ pub(crate) struct RaftMember {
     /// `hello.topologyVersion.counter`, moved on every change of what `hello` reports.
     topology: AtomicI64,
     seen: Mutex<(u64, Option<Role>, bool)>,
+    /// The newest freeze (`replSetFreeze`, `replSetStepDown`); an older one's end is ignored.
+    frozen: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -98,6 +101,87 @@ fn election_id(term: u64) -> ObjectId {
     ObjectId::from_bytes(b)
 }
 
+/// A member as a replica-set config describes it.
+struct ConfigMember {
+    host: String,
+    voter: bool,
+}
+
+/// The members of a replica-set config by Raft id (`_id` + 1). What siltd cannot honour yet
+/// is refused by name: arbiters, hidden members and voters with priority 0 would each change
+/// who may become primary.
+fn parse_members(config: &Document) -> QResult<BTreeMap<NodeId, ConfigMember>> {
+    let bad = |m: String| QueryError::coded(93, "InvalidReplicaSetConfig", m);
+    let Ok(members) = config.get_array("members") else {
+        return Err(bad("the config has no members array".into()));
+    };
+    let mut out = BTreeMap::new();
+    for m in members {
+        let Bson::Document(m) = m else {
+            return Err(bad("a member is not a document".into()));
+        };
+        let id = match m.get("_id") {
+            Some(Bson::Int32(i)) if *i >= 0 => u64::from(i.unsigned_abs()),
+            Some(Bson::Int64(i)) if *i >= 0 => i.unsigned_abs(),
+            Some(Bson::Double(f)) if *f >= 0.0 && f.fract() == 0.0 && *f < 1e9 => {
+                format!("{f:.0}").parse().unwrap_or(0)
+            }
+            _ => return Err(bad("a member's _id must be a non-negative integer".into())),
+        };
+        let host = m
+            .get_str("host")
+            .map_err(|_| bad("a member has no host".into()))?;
+        let num = |k: &str| match m.get(k) {
+            None => Some(1.0),
+            Some(Bson::Int32(i)) => Some(f64::from(*i)),
+            Some(Bson::Int64(i)) => i32::try_from(*i).ok().map(f64::from),
+            Some(Bson::Double(f)) => Some(*f),
+            _ => None,
+        };
+        let votes = num("votes").ok_or_else(|| bad("votes must be a number".into()))?;
+        let priority = num("priority").ok_or_else(|| bad("priority must be a number".into()))?;
+        let refuse = |what: &str| {
+            Err(QueryError::coded(
+                238,
+                "NotImplemented",
+                format!("member {host}: {what} is not supported by siltd's replica sets yet"),
+            ))
+        };
+        if m.get_bool("arbiterOnly").unwrap_or(false) {
+            return refuse("arbiterOnly");
+        }
+        if m.get_bool("hidden").unwrap_or(false) {
+            return refuse("hidden");
+        }
+        if votes != 0.0 && priority == 0.0 {
+            return refuse("a voter with priority 0");
+        }
+        let member = ConfigMember {
+            host: host.to_string(),
+            voter: votes != 0.0,
+        };
+        if out.insert(id + 1, member).is_some() {
+            return Err(bad(format!("two members have _id {id}")));
+        }
+    }
+    Ok(out)
+}
+
+fn not_primary(what: &str) -> QueryError {
+    QueryError::coded(
+        10107,
+        "NotWritablePrimary",
+        format!("not primary so can't {what}"),
+    )
+}
+
+fn replication_error(e: silt_raft::ProposeError) -> QueryError {
+    match e {
+        silt_raft::ProposeError::NotLeader { .. } => not_primary("change the configuration"),
+        e => QueryError::coded(8, "UnknownError", e.to_string()),
+    }
+}
+
 impl RaftMember {
     /// The member of set `set` at `me`, its Raft state under `<dbpath>/raft`; started now if
     /// it was a member before this restart.
@@ -116,6 +200,7 @@ impl RaftMember {
             starting: Mutex::new(()),
             topology: AtomicI64::new(0),
             seen: Mutex::new((0, None, false)),
+            frozen: Arc::new(AtomicU64::new(0)),
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -172,33 +257,18 @@ impl RaftMember {
                 self.set
             )));
         }
-        let Ok(members) = config.get_array("members") else {
-            return Err(bad("the config has no members array".into()));
-        };
-        let mut voters = BTreeMap::new();
-        let mut mine = None;
-        for m in members {
-            let Bson::Document(m) = m else {
-                return Err(bad("a member is not a document".into()));
-            };
-            let id = match m.get("_id") {
-                Some(Bson::Int32(i)) if *i >= 0 => u64::from(i.unsigned_abs()),
-                Some(Bson::Int64(i)) if *i >= 0 => i.unsigned_abs(),
-                Some(Bson::Double(f)) if *f >= 0.0 && f.fract() == 0.0 && *f < 1e9 => {
-                    format!("{f:.0}").parse().unwrap_or(0)
-                }
-                _ => return Err(bad("a member's _id must be a non-negative integer".into())),
-            };
-            let host = m
-                .get_str("host")
-                .map_err(|_| bad("a member has no host".into()))?;
-            if host == self.me {
-                mine = Some(id + 1);
-            }
-            if voters.insert(id + 1, host.to_string()).is_some() {
-                return Err(bad(format!("two members have _id {id}")));
-            }
+        let members = parse_members(config)?;
+        if members.values().any(|m| !m.voter) {
+            return Err(bad(
+                "every member of a new set must vote (add others with replSetReconfig)".into(),
+            ));
         }
+        let voters: BTreeMap<NodeId, String> =
+            members.into_iter().map(|(id, m)| (id, m.host)).collect();
+        let mine = voters
+            .iter()
+            .find(|(_, h)| **h == self.me)
+            .map(|(id, _)| *id);
         let Some(mine) = mine else {
             return Err(QueryError::coded(
                 93,
@@ -379,6 +449,161 @@ impl RaftMember {
                 })
                 .collect(),
         )
+    }
+
+    /// `replSetStepDown`: hand the primary's role to a secondary whose log has caught up
+    /// (waiting up to `catch_up` for one, unless `force`), and do not campaign for `secs`.
+    pub(crate) fn step_down(&self, secs: u64, catch_up: Duration, force: bool) -> QResult<()> {
+        let Some(m) = self.member() else {
+            return Err(QueryError::coded(
+                262,
+                "ExceededTimeLimit",
+                "No electable secondaries caught up: this is the set's only member",
+            ));
+        };
+        if !m.status().writable {
+            return Err(not_primary("step down"));
+        }
+        let deadline = Instant::now() + if force { Duration::ZERO } else { catch_up };
+        let target = loop {
+            let s = m.status();
+            let mut others: Vec<_> = s
+                .members
+                .iter()
+                .filter(|p| p.voter && p.id != s.id && p.matched.is_some())
+                .collect();
+            others.sort_by_key(|p| std::cmp::Reverse(p.matched));
+            if let Some(p) = others.iter().find(|p| p.matched == s.last_log_index) {
+                break p.id;
+            }
+            if Instant::now() >= deadline {
+                match others.first() {
+                    Some(p) if force => break p.id,
+                    _ => {
+                        return Err(QueryError::coded(
+                            262,
+                            "ExceededTimeLimit",
+                            "No electable secondaries caught up as of the step-down deadline",
+                        ))
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.freeze_for(m, secs);
+        m.transfer_leadership(target).map_err(replication_error)?;
+        let until = Instant::now() + Duration::from_secs(10);
+        while m.status().role == Role::Leader && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        tracing::info!(to = target, "stepped down");
+        Ok(())
+    }
+
+    /// Do not campaign for `secs` seconds (0: campaign again now). A later freeze replaces
+    /// an earlier one.
+    fn freeze_for(&self, m: &Member, secs: u64) {
+        let generation = self.frozen.fetch_add(1, Ordering::AcqRel) + 1;
+        m.set_electable(secs == 0);
+        if secs == 0 {
+            return;
+        }
+        let (frozen, handle) = (self.frozen.clone(), m.electable_handle());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(secs));
+            if frozen.load(Ordering::Acquire) == generation {
+                handle(true);
+            }
+        });
+    }
+
+    /// `replSetFreeze`: a secondary does not campaign for `secs` seconds (0 ends it).
+    pub(crate) fn freeze(&self, secs: u64) -> QResult<Document> {
+        let primary = || {
+            QueryError::coded(
+                95,
+                "NotSecondary",
+                "cannot freeze node when primary or running for election. state: Primary",
+            )
+        };
+        let Some(m) = self.member() else {
+            return Err(primary());
+        };
+        if m.status().role == Role::Leader {
+            return Err(primary());
+        }
+        self.freeze_for(m, secs);
+        Ok(if secs == 0 {
+            doc! { "info": "unfreezing" }
+        } else {
+            Document::new()
+        })
+    }
+
+    /// `replSetReconfig` on the primary: members added join as learners and vote once they
+    /// have caught up (joint consensus); members removed stop voting, then leave.
+    pub(crate) fn reconfig(&self, config: &Document) -> QResult<()> {
+        let Some(m) = self.member() else {
+            return Err(QueryError::coded(
+                238,
+                "NotImplemented",
+                "a one-member set gets its members with replSetInitiate",
+            ));
+        };
+        if config.get_str("_id").ok() != Some(self.set.as_str()) {
+            return Err(QueryError::coded(
+                93,
+                "InvalidReplicaSetConfig",
+                format!("the config's _id must be {}", self.set),
+            ));
+        }
+        let s = m.status();
+        if !s.writable {
+            return Err(not_primary("reconfig"));
+        }
+        let want = parse_members(config)?;
+        for p in &s.members {
+            if want.get(&p.id).is_some_and(|w| w.host != p.addr) {
+                return Err(QueryError::coded(
+                    103,
+                    "NewReplicaSetConfigurationIncompatible",
+                    format!("member {} cannot change its host", p.id - 1),
+                ));
+            }
+        }
+        for (id, w) in &want {
+            if !s.members.iter().any(|p| p.id == *id) {
+                m.add_learner(*id, &w.host, true)
+                    .map_err(replication_error)?;
+            }
+        }
+        let voters: BTreeSet<NodeId> = want
+            .iter()
+            .filter(|(_, w)| w.voter)
+            .map(|(id, _)| *id)
+            .collect();
+        if voters.is_empty() {
+            return Err(QueryError::coded(
+                93,
+                "InvalidReplicaSetConfig",
+                "a set needs a voting member",
+            ));
+        }
+        let current: BTreeSet<NodeId> =
+            s.members.iter().filter(|p| p.voter).map(|p| p.id).collect();
+        if voters != current {
+            m.change_voters(voters).map_err(replication_error)?;
+        }
+        let gone: BTreeSet<NodeId> = s
+            .members
+            .iter()
+            .map(|p| p.id)
+            .filter(|id| !want.contains_key(id))
+            .collect();
+        if !gone.is_empty() {
+            m.remove(gone).map_err(replication_error)?;
+        }
+        Ok(())
     }
 
     /// NotWritablePrimary on a secondary, and on the primary the refusal of a replicated

@@ -1,0 +1,22 @@
+//! `replSetReconfig`: add and remove members of a multi-member set, or change whether they
+//! vote (`crate::raft_member`; what siltd cannot honour is refused by name).
+
+use bson::{Bson, Document};
+use silt_query::QueryError;
+
+use crate::state::{CmdResult, Server};
+
+pub(super) fn repl_set_reconfig(s: &Server, cmd: &Document) -> CmdResult {
+    let (Some(_), Some(raft)) = (s.repl(), s.raft()) else {
+        return Err(QueryError::no_replication_enabled(
+            "not running with --replSet",
+        ));
+    };
+    let Some(Bson::Document(config)) = cmd.get("replSetReconfig") else {
+        return Err(QueryError::type_mismatch(
+            "replSetReconfig takes a config document",
+        ));
+    };
+    raft.reconfig(config)?;
+    Ok(Document::new())
+}
