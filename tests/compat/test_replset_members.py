@@ -92,6 +92,13 @@ def test_three_members_elect_fail_over_and_rejoin(members):
             c.t.c.insert_one({"a": 1})
         assert e.value.code == 238
 
+    with by_port[primary].client(directConnection=True) as c:
+        repl = c.admin.command("serverStatus")["repl"]
+        assert repl["isWritablePrimary"] and repl["raft"]["term"] == st["term"]
+        assert repl["raft"]["appliedIndex"] >= 1 and len(repl["raft"]["members"]) == 3
+        assert all(isinstance(m["lagEntries"], int) for m in repl["raft"]["members"].values())
+    assert "replica-set member state" in by_port[primary].read_log()
+
     old = by_port[primary]
     term = st["term"]
     old.kill9()

@@ -160,6 +160,45 @@ fn write_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> Propos
     }
 }
 
+/// Log every change of this member's role, term or leader, and of its snapshot (a catch-up),
+/// as openraft reports them.
+fn log_role_changes(
+    rt: &tokio::runtime::Runtime,
+    raft: &openraft::Raft<TypeConfig, Sm>,
+    id: NodeId,
+) {
+    let mut rx = raft.metrics();
+    rt.spawn(async move {
+        let mut last = None;
+        loop {
+            let now = {
+                let m = rx.borrow_watched();
+                (
+                    m.state,
+                    m.current_term,
+                    m.current_leader,
+                    m.snapshot.map(|l| l.index),
+                )
+            };
+            if last != Some(now) {
+                let (state, term, leader, snapshot) = now;
+                tracing::info!(
+                    member = id,
+                    ?state,
+                    term,
+                    ?leader,
+                    ?snapshot,
+                    "replica-set member state"
+                );
+                last = Some(now);
+            }
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
 impl Member {
     /// Start member `id`, its Raft log in `dir`, applying to `sm`, reaching the others
     /// through `transport`. A member whose log is empty waits for [`Member::initialize`] (on
@@ -200,6 +239,7 @@ impl Member {
                 Sm::new(sm),
             ))
             .map_err(io::Error::other)?;
+        log_role_changes(&rt, &raft, id);
         Ok(Member {
             id,
             rt,

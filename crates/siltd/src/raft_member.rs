@@ -427,6 +427,38 @@ impl RaftMember {
         })
     }
 
+    /// `serverStatus.repl.raft` (and so `/metrics`): the term, this member's log, commit and
+    /// apply positions, and on the primary each member's matched position and lag in entries.
+    pub(crate) fn positions(&self) -> Option<Document> {
+        let s = self.status()?;
+        let int = |v: Option<u64>| {
+            v.map_or(Bson::Null, |i| {
+                Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))
+            })
+        };
+        let mut members = Document::new();
+        if s.role == Role::Leader {
+            for p in &s.members {
+                let lag = match (s.last_log_index, p.matched) {
+                    (Some(last), Some(m)) => Some(last.saturating_sub(m)),
+                    _ => None,
+                };
+                members.insert(
+                    format!("m{}", p.id - 1),
+                    doc! { "matchedIndex": int(p.matched), "lagEntries": int(lag) },
+                );
+            }
+        }
+        Some(doc! {
+            "term": int(Some(s.term)),
+            "lastLogIndex": int(s.last_log_index),
+            "committedIndex": int(s.committed),
+            "appliedIndex": int(s.applied),
+            "snapshotIndex": int(s.snapshot),
+            "members": members,
+        })
+    }
+
     /// `replSetGetConfig.config.members` of a multi-member set, `None` while this server is
     /// not in one. Learners (members being added) show as non-voting, priority 0.
     pub(crate) fn config_members(&self) -> Option<Vec<Bson>> {

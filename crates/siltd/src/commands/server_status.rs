@@ -214,8 +214,20 @@ pub(crate) fn server_status(s: &Server) -> CmdResult {
         "transactions": { "currentOpen": open_txns as i64 },
     };
     if let Some(rs) = &s.repl() {
-        let mut r = doc! { "isWritablePrimary": true };
-        rs.hello_fields(&mut r);
+        let mut fields = Document::new();
+        let raft = s.raft();
+        let writable = match raft.and_then(|r| r.hello_fields(&mut fields)) {
+            Some(w) => w,
+            None => {
+                rs.hello_fields(&mut fields);
+                true
+            }
+        };
+        let mut r = doc! { "isWritablePrimary": writable };
+        r.extend(fields);
+        if let Some(positions) = raft.and_then(|r| r.positions()) {
+            r.insert("raft", positions);
+        }
         d.insert("repl", r);
     }
     Ok(d)
