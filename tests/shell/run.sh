@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The shell-helper tests: installs mongosh (pinned in package.json and package-lock.json) from
-# the npm registry once, starts a standalone siltd and a one-member replica set on free
-# loopback ports, and runs helpers.js, replset.js and the REPL's `show` commands through a
-# real mongosh. Needs node and npm.
+# the npm registry once, starts a standalone siltd, a one-member replica set and four
+# `--replSet` servers on free loopback ports, and runs helpers.js, replset.js, members.js
+# (three of the four made one set, the fourth added) and the REPL's `show` commands through
+# a real mongosh. Needs node and npm.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -39,10 +40,16 @@ start() { # dir port extra...
 
 p1="$(free_port)"; start "$work/a" "$p1"
 p2="$(free_port)"; start "$work/b" "$p2" --replSet rs0
+members=()
+for m in 1 2 3 4; do
+    p="$(free_port)"; start "$work/m$m" "$p" --replSet rs0 --bind 127.0.0.1; members+=("$p")
+done
 
 status=0
 "$mongosh" "mongodb://127.0.0.1:$p1/shelltest" --quiet --file "$here/helpers.js" || status=1
 "$mongosh" "mongodb://127.0.0.1:$p2/admin?directConnection=true" --quiet --file "$here/replset.js" || status=1
+"$mongosh" "mongodb://127.0.0.1:${members[0]}/admin?directConnection=true" --quiet \
+    --eval "const MEMBER_PORTS = [$(IFS=,; echo "${members[*]}")];" --file "$here/members.js" || status=1
 
 # The REPL's own `show` syntax, as a user types it.
 out="$(printf 'db.r.insertOne({x: 1})\nshow dbs\nshow collections\nshow users\nshow roles\n' \
