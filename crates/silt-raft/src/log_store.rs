@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogReader};
-use silt_storage::{Dict, Env, EnvOptions, SyncPolicy, WriteBatch};
+use silt_storage::{Cursor, Dict, Env, EnvOptions, SyncPolicy, WriteBatch};
 
 use crate::types::{decode, encode, Entry, LogId, TypeConfig, Vote};
 
@@ -113,23 +113,28 @@ impl LogStore {
         self.dict.put(key, &encode(v)?).map_err(io_err)
     }
 
-    /// Delete the entries with indexes in `range` (one batch).
+    /// A cursor over the entries with indexes `lo..=hi` (`None`: to the last).
+    fn entries(&self, lo: u64, hi: Option<u64>) -> Cursor {
+        let lo = entry_key(lo);
+        match hi.map(entry_key) {
+            Some(hi) => self
+                .dict
+                .cursor(Bound::Included(&lo[..]), Bound::Included(&hi[..])),
+            None => self
+                .dict
+                .cursor(Bound::Included(&lo[..]), Bound::Excluded(&b"F"[..])),
+        }
+    }
+
+    /// Delete the entries with indexes `lo..=hi` (`None`: to the last) in one batch, with
+    /// `also` put in it.
     fn delete_entries(
         &self,
         lo: u64,
-        hi: Bound<u64>,
+        hi: Option<u64>,
         also: Option<(&[u8], Vec<u8>)>,
     ) -> io::Result<()> {
-        let lo_k = entry_key(lo);
-        let hi_k = match hi {
-            Bound::Included(h) => Some(entry_key(h)),
-            _ => None,
-        };
-        let upper = match &hi_k {
-            Some(h) => Bound::Included(&h[..]),
-            None => Bound::Excluded(&b"F"[..]),
-        };
-        let mut cur = self.dict.cursor(Bound::Included(&lo_k[..]), upper);
+        let mut cur = self.entries(lo, hi);
         let mut batch = WriteBatch::new();
         while let Some((k, _)) = cur.next().map_err(io_err)? {
             batch.delete(&self.dict, &k).map_err(io_err)?;
@@ -168,17 +173,12 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => 0,
         };
         let hi = match range.end_bound() {
-            Bound::Included(i) => Some(entry_key(*i)),
+            Bound::Included(i) => Some(*i),
             Bound::Excluded(0) => return Ok(Vec::new()),
-            Bound::Excluded(i) => Some(entry_key(i - 1)),
+            Bound::Excluded(i) => Some(i - 1),
             Bound::Unbounded => None,
         };
-        let lo_k = entry_key(lo);
-        let upper = match &hi {
-            Some(h) => Bound::Included(&h[..]),
-            None => Bound::Excluded(&b"F"[..]),
-        };
-        let mut cur = self.dict.cursor(Bound::Included(&lo_k[..]), upper);
+        let mut cur = self.entries(lo, hi);
         let mut out = Vec::new();
         while let Some((_, v)) = cur.next().map_err(io_err)? {
             out.push(decode::<Entry>(&v)?);
@@ -245,17 +245,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let from = last_log_id.map_or(0, |l| l.index + 1);
-        self.delete_entries(from, Bound::Unbounded, None)?;
+        self.delete_entries(from, None, None)?;
         self.synced().await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let upto = log_id.index;
-        self.delete_entries(
-            0,
-            Bound::Included(upto),
-            Some((PURGED, encode(&Some(log_id))?)),
-        )?;
+        self.delete_entries(0, Some(upto), Some((PURGED, encode(&Some(log_id))?)))?;
         self.synced().await
     }
 }
