@@ -166,3 +166,19 @@ def test_step_down_freeze_and_reconfig(members):
             assert st["votingMembersCount"] == 3 and len(st["members"]) == 3
     finally:
         fourth.cleanup()
+
+
+def test_a_multi_member_set_under_auth_is_refused_until_members_authenticate():
+    m = Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1", "--auth"]).start()
+    try:
+        with m.client(directConnection=True) as c:
+            c.admin.command("createUser", "root", pwd="pw", roles=["root"])
+        with m.client(directConnection=True, username="root", password="pw") as c:
+            config = {"_id": "rs0", "members": [
+                {"_id": 0, "host": f"127.0.0.1:{m.port}"}, {"_id": 1, "host": "127.0.0.1:1"}]}
+            with pytest.raises(pymongo.errors.OperationFailure) as e:
+                c.admin.command("replSetInitiate", config)
+            assert e.value.code == 238 and "keyFile" in str(e.value)
+            assert c.admin.command("hello")["isWritablePrimary"]
+    finally:
+        m.cleanup()

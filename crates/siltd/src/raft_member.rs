@@ -10,8 +10,8 @@
 //! **Not built yet:** replicating writes. A multi-member set elects a primary, fails over and
 //! reports its topology, but refuses every write: a secondary with NotWritablePrimary
 //! (10107), as mongod, and the primary with an error saying that replicated writes are not
-//! built. Members do not authenticate one another yet, so `--auth` refuses a multi-member
-//! `replSetInitiate`.
+//! built. Members do not authenticate one another yet, nor speak TLS to one another, so
+//! `--auth` and `requireTLS` refuse a multi-member `replSetInitiate`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -247,8 +247,8 @@ impl RaftMember {
 
     /// `replSetInitiate` with `config`: true when this server is now a member of a
     /// multi-member set; false when the config names only this member (the one-member set it
-    /// already is).
-    pub(crate) fn initiate(&self, config: &Document, auth: bool) -> QResult<bool> {
+    /// already is). A multi-member config is refused with `unsupported`'s reason when set.
+    pub(crate) fn initiate(&self, config: &Document, unsupported: Option<&str>) -> QResult<bool> {
         let bad = |m: String| QueryError::coded(93, "InvalidReplicaSetConfig", m);
         if config.get_str("_id").ok() != Some(self.set.as_str()) {
             return Err(bad(format!(
@@ -279,12 +279,8 @@ impl RaftMember {
         if voters.len() == 1 {
             return Ok(false);
         }
-        if auth {
-            return Err(QueryError::coded(
-                238,
-                "NotImplemented",
-                "a multi-member replica set with --auth needs member authentication (keyFile), which siltd does not have yet",
-            ));
+        if let Some(why) = unsupported {
+            return Err(QueryError::coded(238, "NotImplemented", why.to_string()));
         }
         let m = self
             .start(mine)

@@ -129,6 +129,11 @@ impl Tls {
         })
     }
 
+    /// Whether every connection must be TLS (`requireTLS` with a certificate).
+    pub(crate) fn required(&self) -> bool {
+        self.config.is_some() && matches!(self.mode, Mode::Require)
+    }
+
     /// Wrap an accepted socket: a TLS session when the client starts one (or must), the
     /// plain socket otherwise. `Err` closes the connection with the reason.
     pub(crate) fn accept(&self, stream: TcpStream) -> Result<Transport, String> {

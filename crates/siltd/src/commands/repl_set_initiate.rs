@@ -24,7 +24,15 @@ pub(super) fn repl_set_initiate(s: &Server, cmd: &Document) -> CmdResult {
     else {
         return Err(QueryError::already_initialized("already initialized"));
     };
-    if raft.initiate(config, s.cfg().auth)? {
+    // Members reach one another over plain, unauthenticated connections so far.
+    let unsupported = if s.cfg().auth {
+        Some("a multi-member replica set with --auth needs member authentication (keyFile), which siltd does not have yet")
+    } else if s.tls().required() {
+        Some("a multi-member replica set with requireTLS needs TLS between members, which siltd does not have yet")
+    } else {
+        None
+    };
+    if raft.initiate(config, unsupported)? {
         Ok(Document::new())
     } else {
         Err(QueryError::already_initialized("already initialized"))
