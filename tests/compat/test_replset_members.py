@@ -101,12 +101,21 @@ def test_three_members_elect_fail_over_and_rejoin(members):
 
     old = by_port[primary]
     term = st["term"]
+    # A driver's monitors (awaitable hello) must learn of the new primary as it happens, not
+    # after their 10 s wait.
+    watcher = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)
+    assert watcher.primary == ("127.0.0.1", primary) or wait_for(
+        lambda: watcher.primary == ("127.0.0.1", primary), 10, "the driver sees the primary")
     old.kill9()
     killed = time.time()
     rest = [m for m in members if m is not old]
     new = wait_for(lambda: one_primary(rest), 10, "a new primary after kill -9 of the old one")
     assert new != primary
     print(f"new primary after {time.time() - killed:.1f} s")
+    wait_for(lambda: watcher.primary == ("127.0.0.1", new), 3,
+             "the driver sees the new primary (its monitor's awaitable hello answers the change)")
+    print(f"the driver saw it after {time.time() - killed:.1f} s")
+    watcher.close()
     with by_port[new].client(directConnection=True) as c:
         assert c.admin.command("replSetGetStatus")["term"] > term
 

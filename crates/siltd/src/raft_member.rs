@@ -359,9 +359,15 @@ impl RaftMember {
         Some(s.writable)
     }
 
-    /// `hello.topologyVersion.counter`.
+    /// `hello.topologyVersion.counter`, as of the last look at the member.
     pub(crate) fn topology_counter(&self) -> i64 {
         self.topology.load(Ordering::Relaxed)
+    }
+
+    /// `hello.topologyVersion.counter` now (looking at the member first).
+    pub(crate) fn topology_counter_now(&self) -> i64 {
+        let _ = self.status();
+        self.topology_counter()
     }
 
     /// `replSetGetStatus` of a multi-member set, `None` while this server is not in one.

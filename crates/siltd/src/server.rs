@@ -333,10 +333,24 @@ fn serve_connection(
             Request::Msg(m) => {
                 let quiet = m.more_to_come();
                 let (cmd, repeated) = m.into_command_noting();
-                if let Some(wait) = awaitable_hello_wait(s, &cmd) {
+                if let Some((wait, counter)) = awaitable_hello_wait(s, &cmd) {
                     // Drivers' monitors ask "tell me when the topology changes, or after
-                    // maxAwaitTimeMS". A standalone's topology never changes: wait, then answer.
-                    conns.sleep(wait);
+                    // maxAwaitTimeMS". A standalone's topology never changes: wait, then
+                    // answer. A member of a multi-member set answers as soon as its role,
+                    // term or writability changes.
+                    match s.raft().filter(|r| r.member().is_some()) {
+                        None => conns.sleep(wait),
+                        Some(r) => {
+                            let until = Instant::now() + wait;
+                            while !conns.stopping() && r.topology_counter_now() == counter {
+                                let left = until.saturating_duration_since(Instant::now());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                conns.sleep(left.min(TOPOLOGY_POLL));
+                            }
+                        }
+                    }
                 }
                 let reply = crate::request::run(s, cmd, &repeated, info);
                 if info.close.load(std::sync::atomic::Ordering::Acquire) {
@@ -399,13 +413,17 @@ fn serve_connection(
     }
 }
 
+/// How often an awaitable `hello` on a member of a multi-member set looks for a change.
+const TOPOLOGY_POLL: Duration = Duration::from_millis(50);
+
 /// For an awaitable `hello` (one carrying our current `topologyVersion` and `maxAwaitTimeMS`),
-/// how long to hold the reply.
+/// how long to hold the reply, and the counter it was sent with. A client whose counter is
+/// not ours has missed a change: it is answered at once.
 #[expect(
     clippy::cast_possible_truncation,
     reason = "the wait saturates into i64 and is clamped to 0..=60,000 ms"
 )]
-fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<Duration> {
+fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<(Duration, i64)> {
     let name = cmd.keys().next()?;
     if !matches!(name.as_str(), "hello" | "isMaster" | "ismaster") {
         return None;
@@ -414,13 +432,21 @@ fn awaitable_hello_wait(s: &Server, cmd: &Document) -> Option<Duration> {
     if tv.get_object_id("processId").ok()? != s.process_id() {
         return None;
     }
+    let counter = match tv.get("counter")? {
+        Bson::Int32(v) => i64::from(*v),
+        Bson::Int64(v) => *v,
+        _ => return None,
+    };
+    if s.raft().map_or(0, |r| r.topology_counter_now()) != counter {
+        return None;
+    }
     let ms = match cmd.get("maxAwaitTimeMS")? {
         Bson::Int32(v) => i64::from(*v),
         Bson::Int64(v) => *v,
         Bson::Double(v) => *v as i64,
         _ => return None,
     };
-    Some(Duration::from_millis(ms.clamp(0, 60_000) as u64))
+    Some((Duration::from_millis(ms.clamp(0, 60_000) as u64), counter))
 }
 
 fn write_all(stream: &mut Transport, bytes: &[u8]) -> Result<(), String> {
