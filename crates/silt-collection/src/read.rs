@@ -305,9 +305,9 @@ impl MatchSource {
     /// Whether the matcher refuses the stored document `bytes` without decoding it
     /// ([`Matcher::matches_raw`]).
     fn refused_raw(&self, bytes: &[u8]) -> bool {
-        let Some(m) = &self.matcher else { return false };
-        let raw = bson::RawDocument::from_bytes(bytes).ok();
-        raw.and_then(|r| m.matches_raw(r)) == Some(false)
+        self.matcher
+            .as_ref()
+            .is_some_and(|m| raw_verdict(m, bytes) == Some(false))
     }
 
     fn check_stop(&self) -> Result<()> {
@@ -330,11 +330,18 @@ fn stored_matches(
     bytes: &[u8],
 ) -> Result<bool> {
     let Some(m) = matcher else { return Ok(true) };
-    let raw = bson::RawDocument::from_bytes(bytes).ok();
-    if let Some(hit) = raw.and_then(|r| m.matches_raw(r)) {
+    if let Some(hit) = raw_verdict(m, bytes) {
         return Ok(hit);
     }
     Ok(m.matches(&decode_fields(ns, bytes, fields)?))
+}
+
+/// The matcher's answer for the stored document `bytes` from its bytes alone, if it has one
+/// ([`Matcher::matches_raw`]).
+fn raw_verdict(m: &Matcher, bytes: &[u8]) -> Option<bool> {
+    bson::RawDocument::from_bytes(bytes)
+        .ok()
+        .and_then(|r| m.matches_raw(r))
 }
 
 /// An index entry as read: its index, key and value.

@@ -77,6 +77,9 @@ pub(crate) struct Sm {
     /// The newest snapshot built or installed (kept in memory: after a restart the next
     /// member that needs one has a new one built).
     current: Arc<Mutex<Option<Built>>>,
+    /// The membership as of the last entry applied or snapshot installed, read from the
+    /// stored position once, then kept as entries change it (every position stores it).
+    membership: Arc<Mutex<Option<StoredMembership>>>,
 }
 
 impl Sm {
@@ -84,11 +87,23 @@ impl Sm {
         Sm {
             inner,
             current: Arc::new(Mutex::new(None)),
+            membership: Arc::new(Mutex::new(None)),
         }
     }
 
     fn applied_position(&self) -> io::Result<Position> {
-        decode_position(&self.inner.position()?.unwrap_or_default())
+        let position = decode_position(&self.inner.position()?.unwrap_or_default())?;
+        *self.membership.lock() = Some(position.1.clone());
+        Ok(position)
+    }
+
+    /// The membership as of the last entry applied.
+    fn membership(&self) -> io::Result<StoredMembership> {
+        let known = self.membership.lock().clone();
+        match known {
+            Some(m) => Ok(m),
+            None => Ok(self.applied_position()?.1),
+        }
     }
 }
 
@@ -133,7 +148,7 @@ impl RaftStateMachine<TypeConfig> for Sm {
         while let Some((entry, responder)) = entries.try_next().await? {
             let log_id = entry.log_id;
             let reply = blocking(|| -> io::Result<Vec<u8>> {
-                let (_, mut membership) = self.applied_position()?;
+                let mut membership = self.membership()?;
                 let command = match &entry.payload {
                     EntryPayload::Normal(c) => Some(c.0.as_slice()),
                     EntryPayload::Blank => None,
@@ -142,13 +157,15 @@ impl RaftStateMachine<TypeConfig> for Sm {
                         None
                     }
                 };
-                let position = encode(&(Some(log_id), membership))?;
+                let position = encode(&(Some(log_id), membership.clone()))?;
                 let applied = Applied {
                     index: log_id.index,
                     term: log_id.leader_id.term,
                     command,
                 };
-                self.inner.apply(applied, &position)
+                let reply = self.inner.apply(applied, &position)?;
+                *self.membership.lock() = Some(membership);
+                Ok(reply)
             })?;
             if let Some(r) = responder {
                 r.send(Reply(reply));
@@ -169,6 +186,7 @@ impl RaftStateMachine<TypeConfig> for Sm {
         let data = snapshot.into_inner();
         let position = encode(&position_of(meta))?;
         blocking(|| self.inner.install(&position, &data))?;
+        *self.membership.lock() = Some(meta.last_membership.clone());
         *self.current.lock() = Some((meta.clone(), Arc::new(data)));
         Ok(())
     }

@@ -167,6 +167,13 @@ fn parse_members(config: &Document) -> QResult<BTreeMap<NodeId, ConfigMember>> {
     Ok(out)
 }
 
+/// A log position as a reply shows it: an `int64`, or null when there is none.
+fn index_bson(v: Option<u64>) -> Bson {
+    v.map_or(Bson::Null, |i| {
+        Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))
+    })
+}
+
 fn not_primary(what: &str) -> QueryError {
     QueryError::coded(
         10107,
@@ -421,9 +428,9 @@ impl RaftMember {
             "votingMembersCount": crate::num::int32(voters),
             "writableVotingMembersCount": crate::num::int32(voters),
             "raft": {
-                "lastLogIndex": s.last_log_index.map_or(Bson::Null, |i| Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))),
-                "committedIndex": s.committed.map_or(Bson::Null, |i| Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))),
-                "appliedIndex": s.applied.map_or(Bson::Null, |i| Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))),
+                "lastLogIndex": index_bson(s.last_log_index),
+                "committedIndex": index_bson(s.committed),
+                "appliedIndex": index_bson(s.applied),
             },
             "members": members,
         })
@@ -433,11 +440,6 @@ impl RaftMember {
     /// apply positions, and on the primary each member's matched position and lag in entries.
     pub(crate) fn positions(&self) -> Option<Document> {
         let s = self.status()?;
-        let int = |v: Option<u64>| {
-            v.map_or(Bson::Null, |i| {
-                Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX))
-            })
-        };
         let mut members = Document::new();
         if s.role == Role::Leader {
             for p in &s.members {
@@ -447,16 +449,16 @@ impl RaftMember {
                 };
                 members.insert(
                     format!("m{}", p.id - 1),
-                    doc! { "matchedIndex": int(p.matched), "lagEntries": int(lag) },
+                    doc! { "matchedIndex": index_bson(p.matched), "lagEntries": index_bson(lag) },
                 );
             }
         }
         Some(doc! {
-            "term": int(Some(s.term)),
-            "lastLogIndex": int(s.last_log_index),
-            "committedIndex": int(s.committed),
-            "appliedIndex": int(s.applied),
-            "snapshotIndex": int(s.snapshot),
+            "term": index_bson(Some(s.term)),
+            "lastLogIndex": index_bson(s.last_log_index),
+            "committedIndex": index_bson(s.committed),
+            "appliedIndex": index_bson(s.applied),
+            "snapshotIndex": index_bson(s.snapshot),
             "members": members,
         })
     }

@@ -271,6 +271,19 @@ impl Server {
         self.repl.as_ref()
     }
 
+    /// The replica-set fields of `hello` (and `serverStatus.repl`) into `d`, and whether this
+    /// server is the writable primary: a member of a multi-member set reports what Raft makes
+    /// it; otherwise the one-member set (or standalone server) always is.
+    pub(crate) fn repl_hello_fields(&self, d: &mut Document) -> bool {
+        if let Some(w) = self.raft().and_then(|r| r.hello_fields(d)) {
+            return w;
+        }
+        if let Some(rs) = self.repl() {
+            rs.hello_fields(d);
+        }
+        true
+    }
+
     /// This server's membership of a multi-member set, with `--replSet`
     /// (`crate::raft_member`).
     pub(crate) fn raft(&self) -> Option<&crate::raft_member::RaftMember> {

@@ -22,17 +22,7 @@ pub(super) fn hello(s: &Server, name: &str, cmd: &Document, conn: &ConnInfo) -> 
         d.insert("helloOk", true);
     }
     let mut fields = Document::new();
-    // A member of a multi-member set reports what Raft makes it; otherwise the one-member
-    // set (or standalone server) is always the writable primary.
-    let writable = match s.raft().and_then(|r| r.hello_fields(&mut fields)) {
-        Some(w) => w,
-        None => {
-            if let Some(rs) = &s.repl() {
-                rs.hello_fields(&mut fields);
-            }
-            true
-        }
-    };
+    let writable = s.repl_hello_fields(&mut fields);
     if name == "hello" {
         d.insert("isWritablePrimary", writable);
     } else {

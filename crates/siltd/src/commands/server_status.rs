@@ -213,19 +213,11 @@ pub(crate) fn server_status(s: &Server) -> CmdResult {
         "logicalSessionRecordCache": { "activeSessionsCount": crate::num::int32(sessions) },
         "transactions": { "currentOpen": open_txns as i64 },
     };
-    if let Some(rs) = &s.repl() {
+    if s.repl().is_some() {
         let mut fields = Document::new();
-        let raft = s.raft();
-        let writable = match raft.and_then(|r| r.hello_fields(&mut fields)) {
-            Some(w) => w,
-            None => {
-                rs.hello_fields(&mut fields);
-                true
-            }
-        };
-        let mut r = doc! { "isWritablePrimary": writable };
+        let mut r = doc! { "isWritablePrimary": s.repl_hello_fields(&mut fields) };
         r.extend(fields);
-        if let Some(positions) = raft.and_then(|r| r.positions()) {
+        if let Some(positions) = s.raft().and_then(|r| r.positions()) {
             r.insert("raft", positions);
         }
         d.insert("repl", r);
