@@ -85,7 +85,7 @@ class Siltd:
 
     def cleanup(self):
         self.stop()
-        if self.own_dir:
+        if self.own_dir and not os.environ.get("SILT_KEEP"):
             shutil.rmtree(self.dbpath, ignore_errors=True)
 
 

@@ -315,18 +315,15 @@ impl Collection {
         if !self.live.load(Ordering::Acquire) {
             return Ok(());
         }
-        let reserved = log.reserve(ops.len());
         let mut batch = silt_storage::WriteBatch::new();
         batch.put(
             &self.catalog,
             self.ns.as_bytes(),
             &encode_doc(&self.meta_doc()),
         )?;
-        for (n, op) in ops.iter().enumerate() {
-            reserved.put(&mut batch, n, op, None)?;
-        }
-        batch.commit()?;
-        Ok(())
+        log.commit_logged(batch, crate::oplog::Entries::each(ops.to_vec()), |b| {
+            Ok(b.commit()?)
+        })
     }
 
     /// A command entry about this collection: `o` is `{<name>: <collection>, ...rest}`.

@@ -65,6 +65,7 @@ pub use partition::{
 pub use pk::PrimaryKey;
 pub use plan::{FastCount, Planned};
 pub use read::{MatchSource, Stop};
+pub use replicated::{limit_wait, Refusal, Replicated, Replicator, WaitLimit, DEFAULT_WAIT};
 pub use rules::{check_limits, nesting_depth, MAX_DOC_BYTES, MAX_STORAGE_DEPTH};
 pub use snapshot::Snapshot;
 pub use store::Store;

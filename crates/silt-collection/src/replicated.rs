@@ -1,29 +1,365 @@
-//! The store as the state machine of a replica set's Raft group: the *position* of the last
-//! replicated entry applied, kept in the catalog (`$raft`, a key no namespace can be) so that
-//! it commits in the same engine batch as the entry's changes.
+//! The store as the state machine of a multi-member replica set (`docs/replset-plan.md`,
+//! decisions 3 and 4): writes are evaluated on the primary and committed by the apply of the
+//! set's replicated log, on every member alike.
 //!
-//! Today only entries that change no data are applied through here (a new leader's first
-//! entry, membership changes); replicating writes is the next step of issue 36
-//! (`docs/replset-plan.md`, decision 3).
+//! **Proposing.** On a multi-member set, a commit that logs entries (`Oplog::commit_logged`:
+//! every document write, transaction, fast update and DDL command) does not commit at once.
+//! It encodes its entries as one command ([`crate::oplog::Entries::to_command`]), hands it
+//! to the [`Replicator`] (siltd's Raft member), parks in a registry of *slots* under the
+//! command's proposal number, and waits. Its document locks stay held, so no conflicting
+//! write is evaluated before it commits.
+//!
+//! **Applying.** The Raft member applies committed entries in log order on one thread
+//! ([`Store::apply_replicated`]). Each entry's oplog times are computed from the previous
+//! entry's time and the proposer's wall clock (`Oplog::reserve_replicated`), the same on
+//! every member. If the entry is this process's own proposal and its writer is still
+//! waiting, the writer is handed its *turn*: it puts the entries at those times and the
+//! applied position into its batch and commits, and the apply thread waits for that commit
+//! before the next entry. Otherwise (a secondary; a writer that gave up; a commit that
+//! failed) the entry is applied from its bytes in one transaction with its oplog rows and the
+//! position. Either way an entry's changes, its oplog rows and the applied position commit
+//! together, so after any crash the store holds exactly the applied prefix of the log.
+//!
+//! **Giving up.** A writer stops waiting when the member cannot propose (not primary), when
+//! the server abandons the waiting proposals (the member stopped being a writable primary),
+//! or at its wait limit. Its batch is dropped and its locks released. Its entry may still
+//! commit later; then it is applied from its bytes, like any other member's.
+//!
+//! **Lock order.** The registry's mutex is taken before a slot's; neither is held while
+//! waiting for anything but the slot's condition variable.
 
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 use silt_storage::WriteBatch;
 
-use crate::{Result, Store};
+use crate::oplog::{apply_as, note_here, ApplyScope, Command, Entries, Op, Oplog, Stamps};
+use crate::{CollError, Result, Store, TxnKind, Writer};
 
 /// The catalog key of the position.
 pub(crate) const POSITION_KEY: &[u8] = b"$raft";
 
+/// How long a write waits for its entry to be applied, unless the request says otherwise
+/// ([`limit_wait`]).
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+/// How long the apply of an entry waits for a document lock a writer that gave up still
+/// holds.
+const APPLY_LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// Why a proposal did not reach the set's log.
+#[derive(Debug, Clone)]
+pub enum Refusal {
+    /// This member is not the primary: nothing was logged.
+    NotPrimary(String),
+    /// It may or may not be logged and applied later (the primary changed).
+    Unknown(String),
+}
+
+/// How a store's commits reach the set's log: siltd's Raft member.
+pub trait Replicator: Send + Sync {
+    /// Put `command` in the set's log. When it cannot be, or this member no longer knows
+    /// whether it will be, call `failed` (once, from any thread). Success is seen by the
+    /// apply of the entry, not reported here.
+    fn submit(&self, command: Vec<u8>, failed: Box<dyn FnOnce(Refusal) + Send>);
+
+    /// Whether this member is the primary now (it proposes the periodic no-op).
+    fn is_leader(&self) -> bool;
+}
+
+/// What a replicated log entry carries, for [`Store::apply_replicated`].
+#[derive(Debug, Clone, Copy)]
+pub enum Replicated<'a> {
+    /// A command proposed by a write (`Entries::to_command`).
+    Command(&'a [u8]),
+    /// The first entry of a new primary's term: logged as mongod's "new primary" no-op.
+    NewTerm,
+    /// An entry that changes no data and logs nothing (a change of membership).
+    Quiet,
+}
+
+thread_local! {
+    static WAIT: Cell<Option<Duration>> = const { Cell::new(None) };
+}
+
+/// While held, writes of this thread wait at most `d` (a write concern's `wtimeout`) for
+/// their entries to be applied.
+pub struct WaitLimit(Option<Duration>);
+
+/// Limit how long this thread's writes wait for replication, until the guard is dropped.
+pub fn limit_wait(d: Duration) -> WaitLimit {
+    WaitLimit(WAIT.with(|w| w.replace(Some(d))))
+}
+
+impl Drop for WaitLimit {
+    fn drop(&mut self) {
+        WAIT.with(|w| w.set(self.0));
+    }
+}
+
+/// Where a waiting writer's proposal stands.
+enum SlotState {
+    Waiting,
+    /// The writer gave up (or was told to): the apply applies the entry from its bytes.
+    Failed(CollError),
+    /// The apply reached the entry: the writer commits with these times and position.
+    Turn(Stamps, Vec<u8>),
+    Committing,
+    /// The writer's commit is in (`true`) or failed (`false`).
+    Done(bool),
+}
+
+struct Slot {
+    state: Mutex<SlotState>,
+    cv: Condvar,
+}
+
+impl Slot {
+    fn fail(&self, e: CollError) {
+        let mut st = self.state.lock();
+        if matches!(*st, SlotState::Waiting) {
+            *st = SlotState::Failed(e);
+            self.cv.notify_all();
+        }
+    }
+}
+
+fn refused(code: i32, msg: String) -> CollError {
+    CollError::Refused { code, msg }
+}
+
+impl From<Refusal> for CollError {
+    fn from(r: Refusal) -> CollError {
+        match r {
+            Refusal::NotPrimary(m) => refused(10107, m),
+            Refusal::Unknown(m) => refused(11602, m),
+        }
+    }
+}
+
+/// A store's side of replication: the replicator and the registry of waiting writers.
+pub(crate) struct Replication {
+    replicator: Arc<dyn Replicator>,
+    /// This process's proposer id: random, so that an entry proposed before a restart never
+    /// matches a slot after it.
+    me: u64,
+    seq: AtomicU64,
+    slots: Mutex<HashMap<u64, Arc<Slot>>>,
+}
+
+impl Replication {
+    pub(crate) fn is_leader(&self) -> bool {
+        self.replicator.is_leader()
+    }
+
+    /// Propose `entries`, wait for this member's apply to reach them, and commit `batch`
+    /// with them at the times the apply gives (see the module's header).
+    pub(crate) fn propose_and_commit(
+        &self,
+        log: &Oplog,
+        mut batch: WriteBatch,
+        entries: Entries,
+        commit: impl FnOnce(WriteBatch) -> Result<()>,
+    ) -> Result<()> {
+        let seq = self.seq.fetch_add(1, Ordering::AcqRel);
+        let command = entries.to_command(self.me, seq, bson::DateTime::now());
+        let slot = Arc::new(Slot {
+            state: Mutex::new(SlotState::Waiting),
+            cv: Condvar::new(),
+        });
+        self.slots.lock().insert(seq, slot.clone());
+        let waiting = slot.clone();
+        self.replicator
+            .submit(command, Box::new(move |r| waiting.fail(r.into())));
+        let wait = WAIT.with(Cell::get).unwrap_or(DEFAULT_WAIT);
+        let deadline = Instant::now() + wait;
+        let mut st = slot.state.lock();
+        let (stamps, position) = loop {
+            match std::mem::replace(&mut *st, SlotState::Committing) {
+                SlotState::Turn(stamps, position) => break (stamps, position),
+                SlotState::Failed(e) => {
+                    *st = SlotState::Failed(refused(11602, "gave up".into()));
+                    drop(st);
+                    self.slots.lock().remove(&seq);
+                    return Err(e);
+                }
+                SlotState::Waiting => {
+                    *st = SlotState::Waiting;
+                    if slot.cv.wait_until(&mut st, deadline).timed_out()
+                        && matches!(*st, SlotState::Waiting)
+                    {
+                        *st = SlotState::Failed(refused(64, "timed out".into()));
+                        drop(st);
+                        self.slots.lock().remove(&seq);
+                        return Err(refused(
+                            64,
+                            format!(
+                                "waiting for replication timed out after {} ms; the write may still be applied",
+                                wait.as_millis()
+                            ),
+                        ));
+                    }
+                }
+                other => {
+                    *st = other;
+                    return Err(refused(
+                        1,
+                        "a replication slot in an unexpected state".into(),
+                    ));
+                }
+            }
+        };
+        drop(st);
+        let r = (|| {
+            entries.put(&mut batch, &stamps)?;
+            batch.put(&log.catalog, POSITION_KEY, &position)?;
+            commit(batch)
+        })();
+        if r.is_ok() {
+            if let Some(last) = stamps.times.last() {
+                note_here(*last);
+            }
+        }
+        *slot.state.lock() = SlotState::Done(r.is_ok());
+        slot.cv.notify_all();
+        r
+    }
+
+    /// Hand the waiting writer of proposal `seq` its turn and wait for its commit: whether it
+    /// committed (`None`: no writer waits for it).
+    fn hand_over(&self, seq: u64, stamps: &Stamps, position: &[u8]) -> Option<bool> {
+        let slot = self.slots.lock().remove(&seq)?;
+        let mut st = slot.state.lock();
+        if !matches!(*st, SlotState::Waiting) {
+            return None;
+        }
+        *st = SlotState::Turn(stamps.clone(), position.to_vec());
+        slot.cv.notify_all();
+        loop {
+            if let SlotState::Done(ok) = *st {
+                return Some(ok);
+            }
+            slot.cv.wait(&mut st);
+        }
+    }
+
+    /// Fail every waiting proposal (this member stopped being a writable primary).
+    fn abandon(&self, why: &str) {
+        let slots: Vec<Arc<Slot>> = self.slots.lock().values().cloned().collect();
+        for s in slots {
+            s.fail(refused(
+                11602,
+                format!("operation was interrupted because the member {why}"),
+            ));
+        }
+    }
+}
+
 impl Store {
-    /// The position stored by the newest [`Store::record_position`], if any.
+    /// The position stored with the newest applied entry, if any.
     pub fn replication_position(&self) -> Result<Option<Vec<u8>>> {
         Ok(self.catalog.get(POSITION_KEY)?)
     }
 
-    /// Record that the replicated entry at `position` (opaque bytes) was applied.
+    /// Record that an entry at `position` (opaque bytes) that changes no data was applied.
     pub fn record_position(&self, position: &[u8]) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put(&self.catalog, POSITION_KEY, position)?;
         batch.commit()?;
         Ok(())
+    }
+
+    /// Make this store's commits replicated through `replicator` (a member of a multi-member
+    /// set). It needs an oplog; it is set once.
+    pub fn start_replication(&self, replicator: Arc<dyn Replicator>) -> Result<()> {
+        let Some(log) = &self.oplog else {
+            return Err(refused(
+                2,
+                "replication needs a replica-set member's oplog".into(),
+            ));
+        };
+        // Random, and below 2^63: the command carries it as a BSON int64.
+        let me =
+            u64::from_le_bytes(bson::Uuid::new().bytes()[..8].try_into().unwrap_or([1; 8])) >> 1;
+        let _ = log.repl.set(Arc::new(Replication {
+            replicator,
+            me,
+            seq: AtomicU64::new(0),
+            slots: Mutex::new(HashMap::new()),
+        }));
+        Ok(())
+    }
+
+    /// Fail every write waiting for replication (the member stopped being a writable
+    /// primary, `why`): they answer 11602 and release their locks.
+    pub fn abandon_proposals(&self, why: &str) {
+        if let Some(r) = self.oplog.as_ref().and_then(|l| l.repl.get()) {
+            r.abandon(why);
+        }
+    }
+
+    /// Apply the committed log entry at `position` (opaque bytes), of Raft term `term`.
+    /// Called in log order, from one thread.
+    pub fn apply_replicated(&self, term: u64, position: &[u8], what: Replicated<'_>) -> Result<()> {
+        let (Some(log), bytes) = (self.oplog.as_ref(), what) else {
+            return self.record_position(position);
+        };
+        let term = i64::try_from(term).unwrap_or(i64::MAX);
+        let (entries, wall, own) = match bytes {
+            Replicated::Quiet => return self.record_position(position),
+            Replicated::NewTerm => {
+                // The time of the previous entry, so every member stamps it alike.
+                let secs = log.newest_ts.load(Ordering::Acquire) >> 32;
+                let wall = bson::DateTime::from_millis(
+                    i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+                );
+                (Entries::each(vec![Op::noop("new primary")]), wall, None)
+            }
+            Replicated::Command(b) => {
+                let c = Command::decode(b)?;
+                let own = log
+                    .repl
+                    .get()
+                    .filter(|r| r.me == c.proposer)
+                    .map(|r| (r.clone(), c.seq));
+                (c.entries, c.wall, own)
+            }
+        };
+        let reserved = log.reserve_replicated(entries.count(), term, wall);
+        if let Some((repl, seq)) = own {
+            if repl.hand_over(seq, &reserved.stamps, position) == Some(true) {
+                return Ok(());
+            }
+        }
+        self.apply_entries(&entries, &reserved.stamps, position)
+    }
+
+    /// Apply `entries` from their values, in one transaction with their oplog rows at
+    /// `stamps` and the position. Commands run first on their own (they are idempotent: a
+    /// crash before the transaction commits runs them again).
+    fn apply_entries(&self, entries: &Entries, stamps: &Stamps, position: &[u8]) -> Result<()> {
+        let _scope = ApplyScope::enter();
+        let txn = self.begin(TxnKind::Apply, APPLY_LOCK_WAIT)?;
+        let w = Writer::new(Some(&txn));
+        for op in entries.ops.iter().chain(&entries.side) {
+            let r = if op.0.get_str("op") == Ok("c") {
+                apply_as(self, &op.0, Writer::plain())
+            } else {
+                apply_as(self, &op.0, w)
+            };
+            if let Err(e) = r {
+                tracing::error!(error = %e, entry = %op.0, "cannot apply a replicated entry");
+                let _ = txn.abort();
+                return Err(e);
+            }
+        }
+        let mut batch = WriteBatch::new();
+        entries.put(&mut batch, stamps)?;
+        batch.put(&self.catalog, POSITION_KEY, position)?;
+        txn.commit_applied(batch)
     }
 }

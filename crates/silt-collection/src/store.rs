@@ -17,7 +17,7 @@ use silt_storage::{Dict, Env, EnvOptions, EnvStats, FailPoints, PoisonCause, Upd
 
 use crate::build::SORT_TMP_DIR;
 use crate::collection::Layout;
-use crate::oplog::{Oplog, OplogOptions, OPLOG_NS};
+use crate::oplog::{Entries, Oplog, OplogOptions, OPLOG_NS};
 use crate::partition::CrashPoints;
 use crate::parts::Parts;
 use crate::{decode_doc, CollError, Collection, Index, IndexSpec, Result, Transaction, TxnKind};
@@ -304,7 +304,12 @@ impl Store {
     /// writes go through a [`crate::Writer`] that names it, its reads through
     /// [`crate::MatchSource::new_at`] with its snapshot).
     pub fn begin(&self, kind: TxnKind, wait: Duration) -> Result<Transaction> {
-        Ok(Transaction::new(self.env.begin()?, kind, wait))
+        Ok(Transaction::new(
+            self.env.begin()?,
+            kind,
+            wait,
+            self.oplog.clone(),
+        ))
     }
 
     /// A snapshot of every collection, as of now (a snapshot read's).
@@ -478,21 +483,22 @@ impl Store {
         };
         let mut batch = silt_storage::WriteBatch::new();
         batch.delete(&self.catalog, ns.as_bytes())?;
-        let _reserved = match &c.oplog {
+        let committed = match &c.oplog {
             Some(log) => {
-                let r = log.reserve(1);
                 let mut op = c.ddl_op("drop", Document::new());
                 op.0.insert(
                     "o2",
                     doc! { "numRecords": i64::try_from(c.estimated_count()).unwrap_or(i64::MAX) },
                 );
-                r.put(&mut batch, 0, &op, None)?;
-                Some(r)
+                log.commit_logged(batch, Entries::each(vec![op]), |b| Ok(b.commit()?))
             }
-            None => None,
+            None => batch.commit().map_err(Into::into),
         };
-        batch.commit()?;
-        drop(_reserved);
+        if let Err(e) = committed {
+            // Not dropped (on a multi-member set: not replicated): the collection stays.
+            self.colls.write().insert(ns.to_string(), c);
+            return Err(e);
+        }
         self.drop_dicts_of(&c)?;
         Ok(true)
     }
@@ -538,9 +544,8 @@ impl Store {
             &crate::encode_doc(&nc.meta_doc()),
         )?;
         batch.delete(&self.catalog, from.as_bytes())?;
-        let _reserved = match c.oplog.as_ref().or(nc.oplog.as_ref()) {
+        match c.oplog.as_ref().or(nc.oplog.as_ref()) {
             Some(log) => {
-                let r = log.reserve(1);
                 let mut o = doc! { "renameCollection": from, "to": to, "stayTemp": false };
                 o.insert(
                     "dropTarget",
@@ -549,18 +554,11 @@ impl Store {
                         .map_or(Bson::Boolean(false), |t| Bson::from(t.uuid())),
                 );
                 let db = from.split_once('.').map_or(from, |(d, _)| d);
-                r.put(
-                    &mut batch,
-                    0,
-                    &crate::oplog::Op::command(db, Some(c.uuid()), o),
-                    None,
-                )?;
-                Some(r)
+                let op = crate::oplog::Op::command(db, Some(c.uuid()), o);
+                log.commit_logged(batch, Entries::each(vec![op]), |b| Ok(b.commit()?))?;
             }
-            None => None,
-        };
-        batch.commit()?;
-        drop(_reserved);
+            None => batch.commit()?,
+        }
         if let Some(t) = target {
             colls.remove(to);
             self.drop_dicts_of(&t)?;

@@ -145,7 +145,7 @@ fn readers_stop_below_a_pending_time() {
     let held = log.reserve(1);
     c.insert(&doc! {"_id": 1}).unwrap();
     assert_eq!(entries(&log).len(), n);
-    assert!(log.visible() < held.ts(0));
+    assert!(log.visible() < held.stamps.ts(0));
     drop(held);
     assert_eq!(entries(&log).len(), n + 1);
     assert!(log.wait_past(

@@ -16,7 +16,7 @@ use crate::Snapshot;
 use parking_lot::Mutex;
 
 use crate::created::{Created, Pending};
-use crate::oplog::{Op, OpSession, Oplog, SessionStmt};
+use crate::oplog::{Entries, Op, OpSession, Oplog};
 use crate::write::NON_TXN_LOCK_WAIT;
 use crate::{Collection, Result};
 
@@ -28,6 +28,10 @@ pub enum TxnKind {
     Multi,
     /// The transaction a single retryable write runs in, with the record of its reply.
     Retryable,
+    /// The transaction a member of a multi-member set applies a replicated entry in
+    /// (`crate::replicated`): it logs nothing of its own and trims no capped collection (the
+    /// primary's trimming arrives as entries of its own).
+    Apply,
 }
 
 /// A transaction over every collection of a store (begun by [`crate::Store::begin`]).
@@ -51,6 +55,8 @@ pub struct Transaction {
 struct Logged {
     oplog: Option<Arc<Oplog>>,
     ops: Vec<Op>,
+    /// Writes to the session table, replicated with the entries (`Entries::side`).
+    side: Vec<Op>,
     /// Pre-images (`changeStreamPreAndPostImages`): the operation's index and the document
     /// before it.
     pre_images: Vec<(usize, bson::Document)>,
@@ -66,14 +72,22 @@ impl std::fmt::Debug for Transaction {
 }
 
 impl Transaction {
-    pub(crate) fn new(inner: silt_storage::Txn, kind: TxnKind, wait: Duration) -> Transaction {
+    pub(crate) fn new(
+        inner: silt_storage::Txn,
+        kind: TxnKind,
+        wait: Duration,
+        oplog: Option<Arc<Oplog>>,
+    ) -> Transaction {
         Transaction {
             snap: Snapshot::new(inner.snapshot().clone()),
             inner,
             kind,
             wait,
             capped: Mutex::new(Vec::new()),
-            logged: Mutex::new(Logged::default()),
+            logged: Mutex::new(Logged {
+                oplog,
+                ..Logged::default()
+            }),
             created: Mutex::new(Created::default()),
         }
     }
@@ -96,6 +110,9 @@ impl Transaction {
 
     /// Note a change made in this transaction, to log when it commits.
     pub(crate) fn log_op(&self, oplog: &Arc<Oplog>, op: Op, pre_image: Option<bson::Document>) {
+        if self.kind == TxnKind::Apply {
+            return;
+        }
         let mut l = self.logged.lock();
         l.oplog.get_or_insert_with(|| oplog.clone());
         if let Some(p) = pre_image {
@@ -103,6 +120,13 @@ impl Transaction {
             l.pre_images.push((n, p));
         }
         l.ops.push(op);
+    }
+
+    /// Note a write to the session table, replicated with its entries on a multi-member set.
+    pub(crate) fn log_side(&self, op: Op) {
+        if self.kind != TxnKind::Apply {
+            self.logged.lock().side.push(op);
+        }
     }
 
     /// The snapshot its reads use (its own writes included).
@@ -142,57 +166,48 @@ impl Transaction {
             ..
         } = self;
         // The entries go in with the transaction's writes, before its commit record: the
-        // changes and their entries commit together or not at all. The times stay pending
-        // (readers of the oplog stop below them) until the commit is in.
+        // changes and their entries commit together or not at all (on a multi-member set, once
+        // the set's log holds them).
         let logged = logged.into_inner();
-        let _reserved = match &logged.oplog {
-            Some(log) if !logged.ops.is_empty() => {
-                let mut batch = silt_storage::WriteBatch::new();
-                let r = match kind {
-                    // One `applyOps` entry, as mongod logs a transaction.
-                    TxnKind::Multi => {
-                        let r = log.reserve(1);
-                        r.put_transaction(&mut batch, &logged.ops, logged.session.as_ref())?;
-                        for (idx, doc) in &logged.pre_images {
-                            let idx = u32::try_from(*idx).unwrap_or(u32::MAX - 1);
-                            r.put_pre_image(&mut batch, 0, idx, doc)?;
-                        }
-                        r
-                    }
-                    // A retryable write's statements, one entry each, chained by
-                    // `prevOpTime`.
-                    TxnKind::Retryable => {
-                        let r = log.reserve(logged.ops.len());
-                        let mut prev = None;
-                        for (n, op) in logged.ops.iter().enumerate() {
-                            let stmt = i32::try_from(n).unwrap_or(i32::MAX);
-                            let session = logged.session.as_ref().map(|session| SessionStmt {
-                                session,
-                                stmt: Some(stmt),
-                                prev,
-                            });
-                            r.put(&mut batch, n, op, session)?;
-                            prev = Some((r.ts(n), log.term()));
-                        }
-                        for (n, doc) in &logged.pre_images {
-                            r.put_pre_image(&mut batch, *n, 0, doc)?;
-                        }
-                        r
-                    }
-                };
-                batch.commit_in(&inner)?;
-                Some(r)
-            }
-            _ => None,
+        let entries = Entries {
+            // One `applyOps` entry, as mongod logs a transaction; a retryable write's
+            // statements one entry each, chained by `prevOpTime`.
+            txn: kind == TxnKind::Multi,
+            ops: logged.ops,
+            session: logged.session,
+            pre_images: logged.pre_images,
+            side: logged.side,
+            message: None,
         };
-        inner.commit(durable)?;
-        drop(_reserved);
+        let commit = move |batch: silt_storage::WriteBatch| -> Result<()> {
+            batch.commit_in(&inner)?;
+            inner.commit(durable)?;
+            Ok(())
+        };
+        match (&logged.oplog, kind) {
+            (Some(log), TxnKind::Multi | TxnKind::Retryable) => {
+                log.commit_logged(silt_storage::WriteBatch::new(), entries, commit)?;
+            }
+            _ => commit(silt_storage::WriteBatch::new())?,
+        }
         created.into_inner().commit();
+        if kind == TxnKind::Apply {
+            return Ok(());
+        }
         for c in capped.into_inner() {
             if let Err(e) = c.enforce_cap() {
                 tracing::warn!(ns = %c.ns, error = %e, "cannot trim the capped collection");
             }
         }
+        Ok(())
+    }
+
+    /// Commit a transaction that applied a replicated entry, with `batch` (the entry's oplog
+    /// rows and the applied position) in it.
+    pub(crate) fn commit_applied(self, batch: silt_storage::WriteBatch) -> Result<()> {
+        batch.commit_in(&self.inner)?;
+        self.inner.commit(false)?;
+        self.created.into_inner().commit();
         Ok(())
     }
 

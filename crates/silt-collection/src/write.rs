@@ -34,7 +34,7 @@ use parking_lot::MutexGuard;
 use silt_storage::{LockMode, RangeLock, WriteBatch};
 
 use crate::index::{self, KeyError};
-use crate::oplog::Op;
+use crate::oplog::{Entries, Message, Op};
 use crate::{
     encode_doc, id_key, stripe_of, CollError, Collection, Index, KeySet, Result, Writer,
     MAX_INDEX_KEY_BYTES,
@@ -396,9 +396,17 @@ impl Collection {
             (None, Some(log)) => {
                 let mut batch = WriteBatch::new();
                 batch.update(d, lock.key(), func, arg)?;
-                let r = log.reserve(1);
-                r.put_message(&mut batch, 0, &self.ns, self.uuid(), &id(), func, arg)?;
-                batch.commit()?;
+                let entries = Entries {
+                    message: Some(Message {
+                        ns: self.ns.clone(),
+                        ui: self.uuid(),
+                        id: id(),
+                        func,
+                        arg: arg.to_vec(),
+                    }),
+                    ..Entries::default()
+                };
+                log.commit_logged(batch, entries, |b| Ok(b.commit()?))?;
             }
             (None, None) => d.update(lock.key(), func, arg)?,
         }
@@ -611,24 +619,27 @@ impl Collection {
             .as_ref()
             .map(|log| (log, self.oplog_op(old, new, how)));
         let pre_image = old.filter(|_| op.is_some() && self.keeps_pre_images());
-        let _reserved = match (&op, lock.writer.txn) {
+        match (op, lock.writer.txn) {
             (Some((log, op)), None) => {
-                let r = log.reserve(1);
-                r.put(&mut batch, 0, op, None)?;
-                if let Some(p) = pre_image {
-                    r.put_pre_image(&mut batch, 0, 0, p)?;
-                }
-                Some(r)
+                let entries = Entries {
+                    ops: vec![op],
+                    pre_images: pre_image.map(|p| (0, p.clone())).into_iter().collect(),
+                    ..Entries::default()
+                };
+                log.commit_logged(batch, entries, |b| Ok(b.commit()?))?;
             }
-            _ => None,
-        };
-        match txn {
-            Some(t) => batch.commit_in(t)?,
-            None => batch.commit()?,
-        }
-        drop(_reserved);
-        if let (Some((log, op)), Some(t)) = (op, lock.writer.txn) {
-            t.log_op(log, op, pre_image.cloned());
+            (op, Some(t)) => {
+                batch.commit_in(&t.inner)?;
+                match op {
+                    Some((log, op)) => t.log_op(log, op, pre_image.cloned()),
+                    // The session table is replicated with the transaction's entries.
+                    None if self.ns == crate::oplog::SESSION_TABLE_NS => {
+                        t.log_side(self.oplog_op(old, new, how));
+                    }
+                    None => {}
+                }
+            }
+            (None, None) => batch.commit()?,
         }
         drop(_meta);
         if self.is_capped() && old.is_none() && new.is_some() {

@@ -289,6 +289,18 @@ impl Member {
         }
     }
 
+    /// Log `command` without waiting: `failed` is called if it cannot be logged here, or
+    /// if this member stops knowing whether it will be committed (the leader changed). A
+    /// command that commits is seen by the state machine's apply; nothing else reports it.
+    pub fn submit(&self, command: Vec<u8>, failed: impl FnOnce(ProposeError) + Send + 'static) {
+        let raft = self.raft.clone();
+        self.rt.spawn(async move {
+            if let Err(e) = raft.client_write(Command(command)).await {
+                failed(write_error(e));
+            }
+        });
+    }
+
     /// Answer a request another member sent through its [`Transport`].
     pub fn handle(&self, request: &[u8]) -> io::Result<Vec<u8>> {
         network::handle(&self.raft, self.rt.handle(), request)

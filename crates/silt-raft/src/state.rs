@@ -30,6 +30,8 @@ pub struct Applied<'a> {
     /// What it carries: `None` for the group's own entries (the first entry of a new leader,
     /// a change of membership), which change no data but still advance the position.
     pub command: Option<&'a [u8]>,
+    /// Whether it is the first entry of a new leader's term (openraft's blank entry).
+    pub new_term: bool,
 }
 
 /// What the server replicates. Every method is called from one thread at a time, in log
@@ -162,6 +164,7 @@ impl RaftStateMachine<TypeConfig> for Sm {
                     index: log_id.index,
                     term: log_id.leader_id.term,
                     command,
+                    new_term: matches!(entry.payload, EntryPayload::Blank),
                 };
                 let reply = self.inner.apply(applied, &position)?;
                 *self.membership.lock() = Some(membership);

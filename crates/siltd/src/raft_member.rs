@@ -7,11 +7,14 @@
 //! restarted member rejoins from its own log. A member the initiator named learns its id from
 //! the first `_siltRaft` request addressed to it. Raft ids are member `_id`s plus one.
 //!
-//! **Not built yet:** replicating writes. A multi-member set elects a primary, fails over and
-//! reports its topology, but refuses every write: a secondary with NotWritablePrimary
-//! (10107), as mongod, and the primary with an error saying that replicated writes are not
-//! built. Members do not authenticate one another yet, nor speak TLS to one another, so
-//! `--auth` and `requireTLS` refuse a multi-member `replSetInitiate`.
+//! **Writes** are replicated by the store (`silt_collection`'s `replicated.rs`): the primary
+//! evaluates a write, proposes its oplog entries through [`MemberReplicator`] and commits when
+//! its apply reaches them; every other member applies them from the log. A secondary refuses
+//! writes with NotWritablePrimary (10107), as mongod.
+//!
+//! **Not built yet:** snapshots with data (the log is never purged, so a member that joins
+//! later replays it from the start), members authenticating one another and TLS between them
+//! (so `--auth` and `requireTLS` refuse a multi-member `replSetInitiate`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -23,14 +26,14 @@ use std::time::{Duration, Instant};
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
-use silt_collection::Store;
+use silt_collection::{Refusal, Replicated, Replicator, Store};
 use silt_query::{QResult, QueryError};
 use silt_raft::{Applied, Member, MemberOptions, NodeId, Role, StateMachine, Status};
 
 use crate::raft_transport::MemberTransport;
 
-/// The store as the group's state machine: today only the position is replicated (see the
-/// module's header).
+/// The store as the group's state machine: every entry is applied by the store, with the
+/// position (see the module's header).
 struct StoreMachine {
     store: Arc<Store>,
 }
@@ -45,13 +48,14 @@ impl StateMachine for StoreMachine {
     }
 
     fn apply(&self, entry: Applied<'_>, position: &[u8]) -> io::Result<Vec<u8>> {
-        if entry.command.is_some() {
-            // Nothing proposes commands yet; a member that sees one is newer than this one.
-            return Err(io::Error::other(
-                "a replicated write reached a member that cannot apply it",
-            ));
-        }
-        self.store.record_position(position).map_err(io_err)?;
+        let what = match entry.command {
+            Some(c) => Replicated::Command(c),
+            None if entry.new_term => Replicated::NewTerm,
+            None => Replicated::Quiet,
+        };
+        self.store
+            .apply_replicated(entry.term, position, what)
+            .map_err(io_err)?;
         Ok(Vec::new())
     }
 
@@ -67,6 +71,61 @@ impl StateMachine for StoreMachine {
     }
 }
 
+/// How the store's commits reach the set's log: proposals to this member's Raft.
+struct MemberReplicator {
+    member: Arc<OnceLock<Member>>,
+}
+
+impl Replicator for MemberReplicator {
+    fn submit(&self, command: Vec<u8>, failed: Box<dyn FnOnce(Refusal) + Send>) {
+        let Some(m) = self.member.get() else {
+            failed(Refusal::NotPrimary("not primary".into()));
+            return;
+        };
+        m.submit(command, move |e| {
+            failed(match e {
+                silt_raft::ProposeError::NotLeader { .. } => {
+                    Refusal::NotPrimary("not primary".into())
+                }
+                e => Refusal::Unknown(format!(
+                    "the primary changed before the write was replicated: {e}"
+                )),
+            })
+        });
+    }
+
+    fn is_leader(&self) -> bool {
+        self.member.get().is_some_and(|m| m.status().writable)
+    }
+}
+
+/// Fail the writes waiting for replication whenever this member stops being a writable
+/// primary, so they release their locks and answer at once (11602) rather than at their
+/// wait limit; their entries, if committed later, are applied like any other member's.
+fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>) {
+    let spawned = std::thread::Builder::new()
+        .name("silt-primacy".into())
+        .spawn(move || {
+            let mut was = false;
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                let Some(m) = member.get() else { continue };
+                let s = m.status();
+                if s.role == Role::Shutdown {
+                    return;
+                }
+                if was && !s.writable {
+                    tracing::info!(term = s.term, "no longer primary: waiting writes fail");
+                    store.abandon_proposals("is no longer primary");
+                }
+                was = s.writable;
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the primacy watcher");
+    }
+}
+
 /// This process's place in a multi-member set.
 pub(crate) struct RaftMember {
     set: String,
@@ -74,7 +133,7 @@ pub(crate) struct RaftMember {
     me: String,
     dir: PathBuf,
     store: Arc<Store>,
-    member: OnceLock<Member>,
+    member: Arc<OnceLock<Member>>,
     starting: Mutex<()>,
     /// `hello.topologyVersion.counter`, moved on every change of what `hello` reports.
     topology: AtomicI64,
@@ -203,7 +262,7 @@ impl RaftMember {
             me: me.to_string(),
             dir: dbpath.join("raft"),
             store,
-            member: OnceLock::new(),
+            member: Arc::new(OnceLock::new()),
             starting: Mutex::new(()),
             topology: AtomicI64::new(0),
             seen: Mutex::new((0, None, false)),
@@ -241,13 +300,20 @@ impl RaftMember {
             store: self.store.clone(),
         });
         let transport = Arc::new(MemberTransport::new(&self.set, id));
-        let m = Member::start(
-            id,
-            &self.dir.join("log"),
-            &MemberOptions::default(),
-            sm,
-            transport,
-        )?;
+        // Writes are replicated from here on: before the member starts applying its log.
+        self.store
+            .start_replication(Arc::new(MemberReplicator {
+                member: self.member.clone(),
+            }))
+            .map_err(io_err)?;
+        // Snapshots carry only the applied position so far (`docs/replset-plan.md`): the log
+        // is never purged, and a member that joins later replays it from the start.
+        let opts = MemberOptions {
+            snapshot_every: u64::MAX,
+            ..MemberOptions::default()
+        };
+        let m = Member::start(id, &self.dir.join("log"), &opts, sm, transport)?;
+        watch_primacy(self.member.clone(), self.store.clone());
         tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
         Ok(self.member.get_or_init(|| m))
     }
@@ -658,11 +724,7 @@ impl RaftMember {
                 "not primary",
             ));
         }
-        Err(QueryError::coded(
-            238,
-            "NotImplemented",
-            "writes on a multi-member replica set are not replicated yet (siltd issue 36)",
-        ))
+        Ok(())
     }
 
     /// Stop Raft on this member.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bson::{Bson, Document};
 
 use super::diff::apply_diff;
-use crate::{CollError, Collection, IndexSpec, Result, Store};
+use crate::{CollError, Collection, IndexSpec, Result, Store, Writer};
 
 fn bad(msg: impl Into<String>) -> CollError {
     CollError::Refused {
@@ -34,6 +34,12 @@ fn bad(msg: impl Into<String>) -> CollError {
 
 /// Apply one oplog entry (or one operation of an `applyOps`) to `store`.
 pub fn apply(store: &Store, entry: &Document) -> Result<()> {
+    apply_as(store, entry, Writer::plain())
+}
+
+/// [`apply`], with the document writes made by `w` (in its transaction, when it has one).
+/// Commands run on their own, outside any transaction.
+pub(crate) fn apply_as(store: &Store, entry: &Document, w: Writer<'_>) -> Result<()> {
     let op = entry
         .get_str("op")
         .map_err(|_| bad("the entry has no op"))?;
@@ -47,17 +53,14 @@ pub fn apply(store: &Store, entry: &Document) -> Result<()> {
     match op {
         "n" => Ok(()),
         "i" => {
-            let coll = match target(store, ns, ui) {
-                Some(c) => c,
-                None => store.get_or_create(ns)?,
-            };
-            upsert(&coll, o()?)
+            let coll = target_or_create(store, ns, ui)?;
+            upsert(&coll, o()?, w)
         }
-        "u" => update(store, ns, ui, entry, o()?),
+        "u" => update(store, ns, ui, entry, o()?, w),
         "d" => {
             let id = o()?.get("_id").ok_or_else(|| bad("a delete without _id"))?;
             match target(store, ns, ui) {
-                Some(c) => delete(&c, id),
+                Some(c) => delete(&c, id, w),
                 None => Ok(()),
             }
         }
@@ -88,17 +91,32 @@ fn target(store: &Store, ns: &str, ui: Option<bson::Uuid>) -> Option<Arc<Collect
     ui.and_then(|u| store.by_uuid(u)).or_else(|| store.get(ns))
 }
 
-fn upsert(coll: &Collection, doc: &Document) -> Result<()> {
+/// The collection an entry names, created (with the entry's UUID) when there is none.
+fn target_or_create(store: &Store, ns: &str, ui: Option<bson::Uuid>) -> Result<Arc<Collection>> {
+    if let Some(c) = target(store, ns, ui) {
+        return Ok(c);
+    }
+    match ui {
+        Some(u) => match store.create_as(ns, Document::new(), u) {
+            Ok(c) => Ok(c),
+            Err(CollError::NamespaceExists(_)) => store.get_or_create(ns),
+            Err(e) => Err(e),
+        },
+        None => store.get_or_create(ns),
+    }
+}
+
+fn upsert(coll: &Collection, doc: &Document, w: Writer<'_>) -> Result<()> {
     let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
     match coll.key_of_id(&id)? {
         Some(key) => {
-            let lock = coll.lock_doc(key)?;
+            let lock = coll.lock_doc_as(key, w)?;
             match lock.read()? {
                 Some(old) => coll.replace(&lock, &old, doc),
                 None => coll.insert_under(&lock, doc),
             }
         }
-        None => coll.insert(doc),
+        None => coll.insert_as(doc, w),
     }
 }
 
@@ -108,6 +126,7 @@ fn update(
     ui: Option<bson::Uuid>,
     entry: &Document,
     o: &Document,
+    w: Writer<'_>,
 ) -> Result<()> {
     let id = entry
         .get_document("o2")
@@ -115,7 +134,7 @@ fn update(
         .and_then(|d| d.get("_id"))
         .ok_or_else(|| bad("an update without o2._id"))?;
     if o.contains_key("$silt") {
-        return message(store, ns, ui, id, o);
+        return message(store, ns, ui, id, o, w);
     }
     let is_diff = matches!(o.get("$v"), Some(Bson::Int32(2) | Bson::Int64(2)));
     if !is_diff {
@@ -131,11 +150,8 @@ fn update(
                 doc.insert(k.clone(), v.clone());
             }
         }
-        let coll = match target(store, ns, ui) {
-            Some(c) => c,
-            None => store.get_or_create(ns)?,
-        };
-        return upsert(&coll, &doc);
+        let coll = target_or_create(store, ns, ui)?;
+        return upsert(&coll, &doc, w);
     }
     let diff = o
         .get_document("diff")
@@ -146,7 +162,7 @@ fn update(
     let Some(key) = coll.key_of_id(id)? else {
         return Ok(());
     };
-    let lock = coll.lock_doc(key)?;
+    let lock = coll.lock_doc_as(key, w)?;
     let Some(old) = lock.read()? else {
         return Ok(());
     };
@@ -161,7 +177,14 @@ fn update(
 /// the document and running its update function, then written as an ordinary update (so the
 /// indexes of the collection applied to follow). Unlike the other entries it is not
 /// idempotent ($inc applied twice adds twice): a replay applies each entry once.
-fn message(store: &Store, ns: &str, ui: Option<bson::Uuid>, id: &Bson, o: &Document) -> Result<()> {
+fn message(
+    store: &Store,
+    ns: &str,
+    ui: Option<bson::Uuid>,
+    id: &Bson,
+    o: &Document,
+    w: Writer<'_>,
+) -> Result<()> {
     let func = match o.get("fn") {
         Some(Bson::Int64(n)) => u32::try_from(*n).ok(),
         Some(Bson::Int32(n)) => u32::try_from(*n).ok(),
@@ -173,15 +196,12 @@ fn message(store: &Store, ns: &str, ui: Option<bson::Uuid>, id: &Bson, o: &Docum
         Some(Bson::Binary(b)) => b.bytes.clone(),
         _ => return Err(bad("a $silt entry without arg")),
     };
-    let coll = match target(store, ns, ui) {
-        Some(c) => c,
-        None => store.get_or_create(ns)?,
-    };
+    let coll = target_or_create(store, ns, ui)?;
     let key = match coll.key_of_id(id)? {
         Some(k) => k,
         None => crate::id_key(id),
     };
-    let lock = coll.lock_doc(key.clone())?;
+    let lock = coll.lock_doc_as(key.clone(), w)?;
     let old = lock.read()?;
     let old_bytes = old.as_ref().map(crate::encode_doc);
     match store
@@ -203,11 +223,11 @@ fn message(store: &Store, ns: &str, ui: Option<bson::Uuid>, id: &Bson, o: &Docum
     }
 }
 
-fn delete(coll: &Collection, id: &Bson) -> Result<()> {
+fn delete(coll: &Collection, id: &Bson, w: Writer<'_>) -> Result<()> {
     let Some(key) = coll.key_of_id(id)? else {
         return Ok(());
     };
-    let lock = coll.lock_doc(key)?;
+    let lock = coll.lock_doc_as(key, w)?;
     match lock.read()? {
         Some(old) => coll.delete(&lock, &old),
         None => Ok(()),

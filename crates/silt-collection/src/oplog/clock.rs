@@ -55,6 +55,11 @@ impl Clock {
         self.last.load(Ordering::Acquire)
     }
 
+    /// Move the clock to `packed` if it is behind (a replicated entry's time).
+    pub(crate) fn advance_to(&self, packed: u64) {
+        self.last.fetch_max(packed, Ordering::AcqRel);
+    }
+
     /// A new time, after every earlier one: the time of a write (or of a snapshot read that
     /// may later be repeated at it).
     pub fn tick(&self) -> Timestamp {

@@ -24,12 +24,13 @@
 mod apply;
 mod clock;
 mod diff;
+mod entries;
 mod entry;
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document, Timestamp};
@@ -37,9 +38,10 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use silt_storage::{Cursor, Dict, Env, WriteBatch};
 
 pub use apply::apply;
+pub(crate) use apply::apply_as;
 pub use clock::{pack, unpack, Clock};
 pub use diff::{apply_diff, describe, diff_docs, BadDiff, UpdateDescription};
-pub(crate) use entry::SessionStmt;
+pub(crate) use entries::{Command, Entries, Message, Stamps};
 pub use entry::{Op, OpSession};
 
 use crate::{decode_doc, encode_doc, CollError, Result};
@@ -77,12 +79,47 @@ impl Default for OplogOptions {
 /// them), not the retryable-write table (derived from the entries' session fields) and not
 /// the profiler's collections, as in mongod.
 pub fn is_logged(ns: &str) -> bool {
-    !(ns.starts_with("local.") || ns == "config.transactions" || ns.ends_with(".system.profile"))
+    !(ns.starts_with("local.") || ns == SESSION_TABLE_NS || ns.ends_with(".system.profile"))
 }
+
+/// The retryable-write table: not logged, but replicated with the writes it records.
+pub const SESSION_TABLE_NS: &str = "config.transactions";
 
 thread_local! {
     /// The newest time this thread reserved (0: none since the last `take_last_here`).
     static LAST_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+thread_local! {
+    /// Whether this thread is applying the replicated log (`crate::replicated`): the writes it
+    /// makes log nothing of their own, since the apply writes the entries it applies.
+    static APPLYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While held, the writes of this thread log no entries (see `APPLYING`).
+pub(crate) struct ApplyScope(());
+
+impl ApplyScope {
+    pub(crate) fn enter() -> ApplyScope {
+        APPLYING.with(|c| c.set(true));
+        ApplyScope(())
+    }
+}
+
+impl Drop for ApplyScope {
+    fn drop(&mut self) {
+        APPLYING.with(|c| c.set(false));
+    }
+}
+
+/// Whether this thread is applying the replicated log.
+pub(crate) fn applying() -> bool {
+    APPLYING.with(std::cell::Cell::get)
+}
+
+/// Note `ts` as the newest time a write on this thread took.
+pub(crate) fn note_here(ts: u64) {
+    LAST_HERE.with(|c| c.set(ts));
 }
 
 /// The newest time a write on this thread took since the last call (a request's
@@ -115,7 +152,7 @@ struct Pending {
 pub struct Oplog {
     clock: Arc<Clock>,
     term: AtomicI64,
-    catalog: Dict,
+    pub(crate) catalog: Dict,
     parts: RwLock<Arc<Vec<Arc<Part>>>>,
     pending: Mutex<Pending>,
     /// Notified whenever the visibility point may have moved.
@@ -125,6 +162,11 @@ pub struct Oplog {
     next_id: AtomicU64,
     /// The oplog's collection UUID, as `listCollections` shows it.
     uuid: bson::Uuid,
+    /// On a multi-member set: how commits reach the set's log (`crate::replicated`).
+    pub(crate) repl: OnceLock<Arc<crate::replicated::Replication>>,
+    /// The time of the newest entry written (on a multi-member set, of the newest applied):
+    /// the next replicated entry's time is after it.
+    pub(crate) newest_ts: AtomicU64,
 }
 
 impl std::fmt::Debug for Oplog {
@@ -232,6 +274,8 @@ impl Oplog {
             min_retention_s: AtomicU64::new(opts.min_retention.as_secs()),
             next_id: AtomicU64::new(next_id),
             uuid,
+            repl: OnceLock::new(),
+            newest_ts: AtomicU64::new(newest),
         };
         log.persist()?;
         Ok(log)
@@ -326,10 +370,77 @@ impl Oplog {
         p.current.writing.fetch_add(1, Ordering::AcqRel);
         Reservation {
             log: self,
-            times,
-            part: p.current.clone(),
-            wall: bson::DateTime::now(),
+            stamps: Stamps {
+                times,
+                term: self.term(),
+                wall: bson::DateTime::now(),
+                part: p.current.clone(),
+            },
         }
+    }
+
+    /// Take the `n` times after the newest entry's and not before `wall` (the times of a
+    /// replicated entry, which every member computes alike), in `term`; pending until the
+    /// returned value is dropped.
+    pub(crate) fn reserve_replicated(
+        &self,
+        n: usize,
+        term: i64,
+        wall: bson::DateTime,
+    ) -> Reservation<'_> {
+        let mut p = self.pending.lock();
+        let secs = u64::try_from(wall.timestamp_millis() / 1000).unwrap_or(0);
+        let first = (self.newest_ts.load(Ordering::Acquire) + 1).max(secs << 32 | 1);
+        let times: Vec<u64> = (0..n as u64).map(|i| first + i).collect();
+        p.times.extend(times.iter().copied());
+        if let Some(last) = times.last() {
+            self.newest_ts.fetch_max(*last, Ordering::AcqRel);
+            self.clock.advance_to(*last);
+        }
+        p.current.writing.fetch_add(1, Ordering::AcqRel);
+        Reservation {
+            log: self,
+            stamps: Stamps {
+                times,
+                term,
+                wall,
+                part: p.current.clone(),
+            },
+        }
+    }
+
+    /// Commit `batch` (with `commit`, which may commit it into a transaction) with `entries`
+    /// logged in it: the one place a change's entries are written. On a multi-member set the
+    /// entries are first replicated, and the batch commits once the set's log holds them and
+    /// this member's apply reaches them (`crate::replicated`); a thread that applies the
+    /// replicated log logs nothing here, as it writes the entries it applies itself.
+    pub(crate) fn commit_logged(
+        &self,
+        mut batch: WriteBatch,
+        entries: Entries,
+        commit: impl FnOnce(WriteBatch) -> Result<()>,
+    ) -> Result<()> {
+        if entries.is_empty() || applying() {
+            return commit(batch);
+        }
+        if let Some(repl) = self.repl.get() {
+            return repl.propose_and_commit(self, batch, entries.canonical(), commit);
+        }
+        let r = self.reserve(entries.count());
+        entries.put(&mut batch, &r.stamps)?;
+        let res = commit(batch);
+        if res.is_ok() {
+            if let Some(last) = r.stamps.times.last() {
+                self.newest_ts.fetch_max(*last, Ordering::AcqRel);
+            }
+        }
+        drop(r);
+        res
+    }
+
+    /// Whether commits are replicated (a multi-member set).
+    pub fn is_replicated(&self) -> bool {
+        self.repl.get().is_some()
     }
 
     fn release(&self, times: &[u64]) {
@@ -348,8 +459,16 @@ impl Oplog {
 
     fn visible_packed(&self) -> u64 {
         let p = self.pending.lock();
+        self.visible_in(&p)
+    }
+
+    /// Below the oldest pending time; with none, the clock's last time, or on a multi-member
+    /// set the newest applied entry's (the clock may run ahead of the log there, and the next
+    /// entry's time is only known when it is applied).
+    fn visible_in(&self, p: &Pending) -> u64 {
         match p.times.first() {
             Some(t) => t - 1,
+            None if self.is_replicated() => self.newest_ts.load(Ordering::Acquire),
             None => self.clock.last_packed(),
         }
     }
@@ -360,7 +479,7 @@ impl Oplog {
         let after = pack(after);
         let mut p = self.pending.lock();
         loop {
-            let vis = p.times.first().map_or(self.clock.last_packed(), |t| t - 1);
+            let vis = self.visible_in(&p);
             if vis > after {
                 return true;
             }
@@ -443,12 +562,10 @@ impl Oplog {
     }
 
     /// Log `op` on its own (a command or a no-op): its own batch, committed now.
-    pub fn log(&self, op: &Op) -> Result<Timestamp> {
-        let r = self.reserve(1);
-        let mut batch = WriteBatch::new();
-        r.put(&mut batch, 0, op, None)?;
-        batch.commit()?;
-        Ok(r.ts(0))
+    pub fn log(&self, op: &Op) -> Result<()> {
+        self.commit_logged(WriteBatch::new(), Entries::each(vec![op.clone()]), |b| {
+            Ok(b.commit()?)
+        })
     }
 
     /// What the store runs once a second: a no-op when nothing was logged for
@@ -461,8 +578,15 @@ impl Oplog {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        if wall.saturating_sub(last) >= NOOP_INTERVAL.as_secs() {
-            self.log(&Op::noop("periodic noop"))?;
+        // On a multi-member set only the primary logs it (for every member, through the log).
+        let idle = wall.saturating_sub(last) >= NOOP_INTERVAL.as_secs();
+        if idle && self.repl.get().is_none_or(|r| r.is_leader()) {
+            if let Err(e) = self.log(&Op::noop("periodic noop")) {
+                if !self.is_replicated() {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "the periodic no-op was not replicated");
+            }
         }
         // A partition holds an eighth of the limit, so trimming keeps 7/8 of it or more.
         let share = (self.max_bytes() / 8).max(64 << 10);
@@ -544,108 +668,13 @@ fn bad(what: &str) -> CollError {
 /// Times taken for entries about to be written: pending until dropped.
 pub(crate) struct Reservation<'a> {
     log: &'a Oplog,
-    times: Vec<u64>,
-    part: Arc<Part>,
-    wall: bson::DateTime,
+    pub(crate) stamps: Stamps,
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        self.part.writing.fetch_sub(1, Ordering::AcqRel);
-        self.log.release(&self.times);
-    }
-}
-
-impl Reservation<'_> {
-    /// The `n`th time taken.
-    pub(crate) fn ts(&self, n: usize) -> Timestamp {
-        unpack(self.times[n])
-    }
-
-    fn stamp(&self, n: usize) -> entry::Stamp {
-        entry::Stamp {
-            ts: self.ts(n),
-            term: self.log.term(),
-            wall: self.wall,
-        }
-    }
-
-    /// Put `op` at the `n`th time into `batch`; `session` for a session's write (with the
-    /// statement's id and the previous entry of its transaction number).
-    pub(crate) fn put(
-        &self,
-        batch: &mut WriteBatch,
-        n: usize,
-        op: &Op,
-        session: Option<entry::SessionStmt<'_>>,
-    ) -> Result<()> {
-        self.put_bytes(
-            batch,
-            n,
-            &entry::encode(&encode_doc(&op.0), self.stamp(n), session),
-        )
-    }
-
-    /// Put the entry of a fast update of the document with `_id` `id` in `ns` (`ui`), the
-    /// engine's message `func(arg)`, at the `n`th time: written straight from the message
-    /// ([`Op::message`] is the same entry as a document).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn put_message(
-        &self,
-        batch: &mut WriteBatch,
-        n: usize,
-        ns: &str,
-        ui: bson::Uuid,
-        id: &Bson,
-        func: u32,
-        arg: &[u8],
-    ) -> Result<()> {
-        let e = entry::encode_message(ns, ui, id, func, arg, self.stamp(n));
-        self.put_bytes(batch, n, &e)
-    }
-
-    /// Put one `applyOps` entry of a multi-document transaction's `ops` at the first time.
-    pub(crate) fn put_transaction(
-        &self,
-        batch: &mut WriteBatch,
-        ops: &[Op],
-        session: Option<&OpSession>,
-    ) -> Result<()> {
-        let op = encode_doc(&entry::transaction(ops).0);
-        let session = session.map(|session| entry::SessionStmt {
-            session,
-            stmt: None,
-            prev: None,
-        });
-        self.put_bytes(batch, 0, &entry::encode(&op, self.stamp(0), session))
-    }
-
-    /// Keep `doc`, the document as it was before operation `idx` of the entry at the `n`th
-    /// time changed it (a collection with `changeStreamPreAndPostImages`): beside the entry,
-    /// in the same partition, so it is trimmed with it.
-    pub(crate) fn put_pre_image(
-        &self,
-        batch: &mut WriteBatch,
-        n: usize,
-        idx: u32,
-        doc: &Document,
-    ) -> Result<()> {
-        let bytes = encode_doc(doc);
-        self.part.bytes.fetch_add(
-            u64::try_from(bytes.len() + 12).unwrap_or(0),
-            Ordering::Relaxed,
-        );
-        batch.put(&self.part.dict, &pre_image_key(self.times[n], idx), &bytes)?;
-        Ok(())
-    }
-
-    fn put_bytes(&self, batch: &mut WriteBatch, n: usize, bytes: &[u8]) -> Result<()> {
-        self.part.bytes.fetch_add(
-            u64::try_from(bytes.len() + 8).unwrap_or(0),
-            Ordering::Relaxed,
-        );
-        batch.put(&self.part.dict, &key(self.times[n]), bytes)?;
-        Ok(())
+        self.stamps.part.writing.fetch_sub(1, Ordering::AcqRel);
+        self.log.release(&self.stamps.times);
     }
 }
 
