@@ -282,6 +282,10 @@ impl Store {
                 "replication needs a replica-set member's oplog".into(),
             ));
         };
+        if self.replication_position()?.is_none() {
+            // A member joining a set: its oplog from here on is the set's.
+            log.reset(&self.env, &|| self.new_dict_name("oplog"))?;
+        }
         // Random, and below 2^63: the command carries it as a BSON int64.
         let me =
             u64::from_le_bytes(bson::Uuid::new().bytes()[..8].try_into().unwrap_or([1; 8])) >> 1;

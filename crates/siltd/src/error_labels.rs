@@ -11,6 +11,12 @@ fn retryable(code: i32) -> bool {
     )
 }
 
+/// Codes that say this member is not, or stopped being, the primary (mongod's
+/// `isNotPrimaryError`): a write that meets one fails as a whole command.
+pub(crate) fn not_primary(code: i32) -> bool {
+    matches!(code, 91 | 189 | 10107 | 11600 | 11602 | 13435 | 13436)
+}
+
 /// Codes that make a transaction statement's error transient: a conflict, a lock timeout,
 /// a lost primary or a network failure.
 fn transient(code: i32) -> bool {

@@ -53,6 +53,9 @@ pub(crate) fn coll_err(e: CollError) -> QueryError {
 /// for TokuMX's partition codes.
 fn location_name(code: i32) -> &'static str {
     match code {
+        64 => "WriteConcernTimeout",
+        10107 => "NotWritablePrimary",
+        11602 => "InterruptedDueToReplStateChange",
         15 => "Overflow",
         20 => "IllegalOperation",
         263 => "OperationNotSupportedInTransaction",

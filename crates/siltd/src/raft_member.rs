@@ -727,6 +727,39 @@ impl RaftMember {
         Ok(())
     }
 
+    /// How many members the set has (voters and learners), while this server is in a
+    /// multi-member set.
+    pub(crate) fn member_count(&self) -> Option<usize> {
+        Some(self.member()?.status().members.len())
+    }
+
+    /// Wait until `n` members (this one included) hold this member's log up to what it has
+    /// applied now (`w: n` above the majority every write waits for); whether they did by
+    /// `deadline`.
+    pub(crate) fn wait_members(&self, n: usize, deadline: Instant) -> bool {
+        let Some(m) = self.member() else {
+            return true;
+        };
+        let Some(target) = m.status().applied else {
+            return true;
+        };
+        loop {
+            let s = m.status();
+            let have = s
+                .members
+                .iter()
+                .filter(|p| p.id == s.id || p.matched.is_some_and(|i| i >= target))
+                .count();
+            if have >= n {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Stop Raft on this member.
     pub(crate) fn shutdown(&self) {
         if let Some(m) = self.member() {

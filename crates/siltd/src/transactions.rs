@@ -235,6 +235,8 @@ fn cluster_now(s: &Server) -> Option<Timestamp> {
 pub(crate) fn run(s: &Server, req: &Request<'_>, conn: &ConnInfo) -> Outcome {
     let (name, cmd) = (req.name.as_str(), req.cmd);
     let props = req.entry.props;
+    // A write waits for replication at most its `wtimeout` (then answers 64).
+    let _wait = wtimeout(cmd).map(silt_collection::limit_wait);
     let args = match parse_session(cmd) {
         Ok(a) => a,
         Err(e) => return Outcome::err(e),
@@ -339,27 +341,127 @@ fn after_write(s: &Server, writes: bool, cmd: &Document, mut body: Document) -> 
     if !writes {
         return Ok(body);
     }
-    let wc = write_concern(cmd)?;
+    let wc = write_concern(s, cmd)?;
+    if let Some(e) = not_primary(&body) {
+        return Err(e);
+    }
     if wc.durable {
         s.store().sync_log().map_err(coll_err)?;
     }
-    if let Some(e) = wc.unsatisfiable {
-        body.insert("writeConcernError", e);
-    }
+    wc.settle(s, &mut body);
     Ok(body)
+}
+
+/// The first write error of `body` that says this member is not (or no longer) primary, as
+/// the command's error: mongod raises those rather than reporting them per document, so that
+/// drivers retry the command and rediscover the primary.
+fn not_primary(body: &Document) -> Option<QueryError> {
+    let errs = body.get_array("writeErrors").ok()?;
+    errs.iter().find_map(|e| {
+        let Bson::Document(d) = e else { return None };
+        let code = d.get_i32("code").ok()?;
+        crate::error_labels::not_primary(code).then(|| {
+            QueryError::coded(
+                code,
+                if code == 10107 {
+                    "NotWritablePrimary"
+                } else {
+                    "InterruptedDueToReplStateChange"
+                },
+                d.get_str("errmsg").unwrap_or("not primary").to_string(),
+            )
+        })
+    })
 }
 
 /// What a command's write concern asks for.
 struct WriteConcern {
     durable: bool,
-    /// The `writeConcernError` of a `w` no single member can satisfy.
+    /// The `writeConcernError` of a `w` the set's members cannot satisfy.
     unsatisfiable: Option<Document>,
+    /// On a multi-member set: how many members must hold the write (more than the majority
+    /// that every write waits for).
+    members: Option<usize>,
+    /// `wtimeout`.
+    timeout: Option<Duration>,
+    spec: Document,
 }
 
-fn write_concern(cmd: &Document) -> QResult<WriteConcern> {
+impl WriteConcern {
+    /// After the write: wait for the members `w` names, and report what was not met (a
+    /// write that timed out waiting for replication, 64, is a `writeConcernError`: it may
+    /// still be applied, as with mongod).
+    fn settle(self, s: &Server, body: &mut Document) {
+        let timed_out = |msg: &str| {
+            doc! {
+                "code": 64,
+                "codeName": "WriteConcernTimeout",
+                "errmsg": msg,
+                "errInfo": { "writeConcern": self.spec.clone() },
+            }
+        };
+        if let Ok(errs) = body.get_array_mut("writeErrors") {
+            let before = errs.len();
+            let mut msg = None;
+            errs.retain(|e| match e {
+                Bson::Document(d) if d.get_i32("code") == Ok(64) => {
+                    msg = d.get_str("errmsg").ok().map(String::from);
+                    false
+                }
+                _ => true,
+            });
+            let emptied = errs.is_empty() && before > 0;
+            if let Some(m) = msg {
+                if emptied {
+                    body.remove("writeErrors");
+                }
+                body.insert("writeConcernError", timed_out(&m));
+                return;
+            }
+        }
+        if let Some(e) = self.unsatisfiable.clone() {
+            body.insert("writeConcernError", e);
+            return;
+        }
+        if let (Some(n), Some(raft)) = (self.members, s.raft()) {
+            let deadline = Instant::now() + self.timeout.unwrap_or(Duration::from_secs(3600));
+            if !raft.wait_members(n, deadline) {
+                body.insert(
+                    "writeConcernError",
+                    timed_out("waiting for replication timed out"),
+                );
+            }
+        }
+    }
+}
+
+/// A double's whole part as an integer, when it has one in range.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "checked to be finite and within i64's range first"
+)]
+fn whole(f: f64) -> Option<i64> {
+    (f.is_finite() && f.abs() < 9.0e18).then(|| f.trunc() as i64)
+}
+
+/// `writeConcern.wtimeout` of `cmd`, if it sets one above zero.
+pub(crate) fn wtimeout(cmd: &Document) -> Option<Duration> {
+    let ms = match cmd.get_document("writeConcern").ok()?.get("wtimeout")? {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(f) => whole(*f)?,
+        _ => return None,
+    };
+    (ms > 0).then(|| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+fn write_concern(s: &Server, cmd: &Document) -> QResult<WriteConcern> {
     let mut wc = WriteConcern {
         durable: false,
         unsatisfiable: None,
+        members: None,
+        timeout: wtimeout(cmd),
+        spec: Document::new(),
     };
     let Some(v) = cmd.get("writeConcern") else {
         return Ok(wc);
@@ -378,21 +480,43 @@ fn write_concern(cmd: &Document) -> QResult<WriteConcern> {
         _ => false,
     };
     wc.durable = truthy("j") || truthy("fsync");
+    wc.spec = d.clone();
+    // Every write on a multi-member set is held by a majority once it is acknowledged; `w`
+    // above that waits for more members.
+    let members = s.raft().and_then(|r| r.member_count());
     let unsatisfiable = |w: String| {
         doc! {
             "code": 100,
             "codeName": "UnsatisfiableWriteConcern",
-            "errmsg": format!("Not enough data-bearing nodes to satisfy write concern {w}: this replica set has one member"),
+            "errmsg": format!(
+                "Not enough data-bearing nodes to satisfy write concern {w}: this replica set has {} member{}",
+                members.unwrap_or(1),
+                if members.unwrap_or(1) == 1 { "" } else { "s" }
+            ),
             "errInfo": { "writeConcern": d.clone() },
         }
     };
-    match d.get("w") {
-        Some(Bson::String(m)) if m == "majority" => wc.durable = true,
-        Some(Bson::String(tag)) => wc.unsatisfiable = Some(unsatisfiable(format!("'{tag}'"))),
-        Some(Bson::Int32(n)) if *n > 1 => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
-        Some(Bson::Int64(n)) if *n > 1 => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
-        Some(Bson::Double(n)) if *n > 1.0 => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
-        _ => {}
+    let count = match d.get("w") {
+        Some(Bson::String(m)) if m == "majority" => {
+            wc.durable = members.is_none();
+            None
+        }
+        Some(Bson::String(tag)) => {
+            wc.unsatisfiable = Some(unsatisfiable(format!("'{tag}'")));
+            None
+        }
+        Some(Bson::Int32(n)) => Some(i64::from(*n)),
+        Some(Bson::Int64(n)) => Some(*n),
+        Some(Bson::Double(n)) => whole(*n),
+        _ => None,
+    };
+    if let Some(n) = count.filter(|n| *n > 1) {
+        match members {
+            Some(m) if usize::try_from(n).is_ok_and(|n| n <= m) => {
+                wc.members = usize::try_from(n).ok();
+            }
+            _ => wc.unsatisfiable = Some(unsatisfiable(n.to_string())),
+        }
     }
     Ok(wc)
 }
@@ -457,7 +581,7 @@ fn retryable(
         Ok(None) => {}
         Err(e) => return Outcome::err(coll_err(e)),
     }
-    let wc = match write_concern(cmd) {
+    let wc = match write_concern(s, cmd) {
         Ok(wc) => wc,
         Err(e) => return Outcome::err(e),
     };
@@ -497,6 +621,10 @@ fn retryable(
                 return Outcome::err(e);
             }
         };
+        if let Some(e) = not_primary(&body) {
+            let _ = txn.abort();
+            return Outcome::err(e);
+        }
         let rec = doc! {
             "_id": rid.clone(),
             "txnNum": number,
@@ -533,14 +661,24 @@ fn retryable(
             ));
         }
         if let Err(e) = txn.commit(wc.durable) {
-            return Outcome::err(coll_err(e));
+            let e = coll_err(e);
+            if e.code == 64 {
+                // Not known to be replicated in time; it may still be applied.
+                body.insert(
+                    "writeErrors",
+                    vec![Bson::Document(
+                        doc! { "index": 0, "code": 64, "errmsg": e.msg.clone() },
+                    )],
+                );
+                wc.settle(s, &mut body);
+                return Outcome::of(Ok(body), true);
+            }
+            return Outcome::err(e);
         }
         if test_hook.is_some_and(|a| a.close_after_commit) {
             conn.close.store(true, std::sync::atomic::Ordering::Release);
         }
-        if let Some(e) = wc.unsatisfiable {
-            body.insert("writeConcernError", e);
-        }
+        wc.settle(s, &mut body);
         return Outcome::of(Ok(body), true);
     }
 }
@@ -737,11 +875,11 @@ fn statement(
 }
 
 /// The `commitTransaction` command: commit the session's open transaction.
-pub(crate) fn commit_transaction(cmd: &Document, op: &Ctx) -> CmdResult {
+pub(crate) fn commit_transaction(s: &Server, cmd: &Document, op: &Ctx) -> CmdResult {
     let end = op.txn_end.ok_or_else(|| {
         QueryError::command_failed("commitTransaction must be run within a transaction")
     })?;
-    let out = commit(cmd, &mut end.sess.borrow_mut());
+    let out = commit(s, cmd, &mut end.sess.borrow_mut());
     *end.labels.borrow_mut() = out.labels;
     out.result
 }
@@ -756,8 +894,8 @@ pub(crate) fn abort_transaction(op: &Ctx) -> CmdResult {
 }
 
 /// Commit the session's open transaction.
-fn commit(cmd: &Document, sess: &mut SessionGuard) -> Outcome {
-    let wc = match write_concern(cmd) {
+fn commit(s: &Server, cmd: &Document, sess: &mut SessionGuard) -> Outcome {
+    let wc = match write_concern(s, cmd) {
         Ok(wc) => wc,
         Err(e) => return Outcome::err(e),
     };
@@ -775,8 +913,6 @@ fn commit(cmd: &Document, sess: &mut SessionGuard) -> Outcome {
         };
     }
     let mut body = Document::new();
-    if let Some(e) = wc.unsatisfiable {
-        body.insert("writeConcernError", e);
-    }
+    wc.settle(s, &mut body);
     Outcome::of(Ok(body), true)
 }

@@ -438,6 +438,26 @@ impl Oplog {
         res
     }
 
+    /// Drop every entry (a member joining a multi-member set: its oplog from then on is the
+    /// set's, the same on every member, and its times start from the set's first entry).
+    pub(crate) fn reset(&self, env: &Env, dict_name: &dyn Fn() -> String) -> Result<()> {
+        let part = Arc::new(Part {
+            id: self.next_id.fetch_add(1, Ordering::AcqRel),
+            dict: env.create_dict(&dict_name())?,
+            created: bson::DateTime::now(),
+            bytes: AtomicU64::new(0),
+            writing: AtomicU64::new(0),
+        });
+        let old = std::mem::replace(&mut *self.parts.write(), Arc::new(vec![part.clone()]));
+        self.persist()?;
+        self.pending.lock().current = part;
+        self.newest_ts.store(0, Ordering::Release);
+        for p in old.iter() {
+            env.drop_dict(&p.dict.name())?;
+        }
+        Ok(())
+    }
+
     /// Whether commits are replicated (a multi-member set).
     pub fn is_replicated(&self) -> bool {
         self.repl.get().is_some()

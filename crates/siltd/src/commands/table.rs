@@ -154,7 +154,7 @@ pub(crate) const TABLE: &[Command] = &[
         admin_only: true,
         auth: Need::Authenticated,
         props: props::TXN_END,
-        run: |_, _, c, op| crate::transactions::commit_transaction(c, op),
+        run: |s, _, c, op| crate::transactions::commit_transaction(s, c, op),
     },
     Command {
         name: "compact",

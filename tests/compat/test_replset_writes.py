@@ -1,0 +1,210 @@
+"""Replicated writes on a three-member set (issue 36): every kind of write reaches every
+member, the members end with equal data (`dbHash`) and equal oplogs, write concern `w: N`
+waits for N members, and a `kill -9` of the primary under a load of retryable `w: majority`
+writes loses no acknowledged write and applies none twice. Faults are real signals on real
+processes."""
+import threading
+import time
+
+import pymongo
+import pytest
+from pymongo.write_concern import WriteConcern
+
+from conftest import Siltd
+
+
+def wait_for(pred, secs, what):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        try:
+            v = pred()
+        except pymongo.errors.PyMongoError:
+            v = None
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {secs} s")
+
+
+def direct(m, **kw):
+    return m.client(directConnection=True, serverSelectionTimeoutMS=2000, **kw)
+
+
+def is_primary(m):
+    try:
+        with direct(m) as c:
+            return c.admin.command("hello")["isWritablePrimary"]
+    except pymongo.errors.PyMongoError:
+        return False
+
+
+def one_primary(members):
+    roles = []
+    for m in members:
+        with direct(m) as c:
+            h = c.admin.command("hello")
+        roles.append("P" if h["isWritablePrimary"] else "S" if h.get("secondary") else "?")
+    return roles.count("P") == 1 and roles.count("S") == len(members) - 1
+
+
+def uri_of(members):
+    return "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
+
+
+@pytest.fixture
+def rs():
+    ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(3)]
+    for m in ms:
+        m.start()
+    config = {"_id": "rs0", "members": [
+        {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
+    with direct(ms[0]) as c:
+        c.admin.command("replSetInitiate", config)
+    # Every member must be in the set (a member not yet contacted still answers as the
+    # one-member set it was started as).
+    wait_for(lambda: one_primary(ms), 15, "one primary and two secondaries")
+    yield ms
+    for m in ms:
+        m.cleanup()
+
+
+def state_of(m):
+    """A member's data and oplog: `dbHash` of every database, and every oplog entry."""
+    with direct(m) as c:
+        dbs = sorted(d for d in c.list_database_names() if d not in ("local", "config", "admin"))
+        hashes = {d: c[d].command("dbHash")["collections"] for d in dbs}
+        oplog = list(c.local.oplog.rs.find({}, sort=[("$natural", 1)]))
+        return hashes, oplog
+
+
+def converged(members):
+    """The members' states once they are all equal (None until then)."""
+    states = [state_of(m) for m in members]
+    if all(s == states[0] for s in states[1:]) and states[0][1]:
+        return states[0]
+    return None
+
+
+def test_every_kind_of_write_reaches_every_member(rs):
+    with pymongo.MongoClient(uri_of(rs), serverSelectionTimeoutMS=10000) as c:
+        db = c.app
+        db.c.insert_one({"_id": 1, "a": 1, "tags": ["x"]})
+        db.c.insert_many([{"_id": i, "a": i % 7, "pad": "p" * (i % 50)} for i in range(2, 300)])
+        db.c.update_one({"_id": 1}, {"$set": {"b": {"c": 1}}, "$push": {"tags": "y"}})
+        db.c.update_many({"a": 3}, {"$inc": {"n": 2}})
+        db.c.update_one({"_id": 5}, {"$inc": {"a": 1}})
+        db.c.replace_one({"_id": 6}, {"whole": True})
+        db.c.delete_one({"_id": 7})
+        db.c.delete_many({"a": 4})
+        db.c.find_one_and_update({"_id": 8}, {"$set": {"fam": 1}}, upsert=True)
+        db.c.update_one({"_id": "up"}, {"$set": {"v": 1}}, upsert=True)
+        db.c.create_index([("a", 1), ("n", -1)], name="a_n")
+        db.c.create_index("pad", unique=False)
+        db.c.drop_index("pad_1")
+        with c.start_session() as s:
+            with s.start_transaction():
+                db.c.insert_one({"_id": "tx"}, session=s)
+                db.other.insert_one({"_id": "tx-other"}, session=s)
+                db.c.update_one({"_id": 9}, {"$set": {"in_tx": True}}, session=s)
+        db.create_collection("capped", capped=True, size=4096, max=5)
+        for i in range(12):
+            db.capped.insert_one({"i": i})
+        db.create_collection("valid", validator={"x": {"$type": "int"}})
+        db.valid.insert_one({"x": 1})
+        db.tmp.insert_one({"_id": 1})
+        db.tmp.rename("renamed")
+        db.gone.insert_one({"_id": 1})
+        db.gone.drop()
+        # w: 3 waits for every member; w: 4 cannot be met by three.
+        db.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=10000)).insert_one({"_id": "w3"})
+        with pytest.raises(pymongo.errors.WriteConcernError) as e:
+            db.get_collection("c", write_concern=WriteConcern(w=4)).insert_one({"_id": "w4"})
+        assert e.value.code == 100
+        expected = db.c.count_documents({})
+        assert db.capped.count_documents({}) == 5
+
+    hashes, oplog = wait_for(lambda: converged(rs), 15, "equal data and oplogs on every member")
+    assert set(hashes) == {"app"} and {"c", "other", "capped", "valid", "renamed"} <= set(hashes["app"])
+    assert "gone" not in hashes["app"] and "tmp" not in hashes["app"]
+    ops = {(e["op"], e.get("ns")) for e in oplog}
+    assert ("i", "app.c") in ops and ("u", "app.c") in ops and ("d", "app.c") in ops
+    assert ("c", "admin.$cmd") in ops  # the transaction's applyOps
+    assert any(e["op"] == "n" and e["o"].get("msg") == "new primary" for e in oplog)
+    for m in rs:
+        with direct(m) as c:
+            assert c.app.c.count_documents({}) == expected
+            assert {ix["name"] for ix in c.app.c.list_indexes()} == {"_id_", "a_n"}
+            assert c.app.c.find_one({"_id": 1})["tags"] == ["x", "y"]
+            assert c.app.c.find_one({"_id": 9})["in_tx"] is True
+            assert c.app.capped.count_documents({}) == 5
+
+    # A fourth member added now catches up from the log and ends equal.
+    fourth = Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]).start()
+    try:
+        with pymongo.MongoClient(uri_of(rs), serverSelectionTimeoutMS=10000) as c:
+            conf = c.admin.command("replSetGetConfig")["config"]
+            conf["version"] += 1
+            conf["members"].append({"_id": 3, "host": f"127.0.0.1:{fourth.port}"})
+            c.admin.command("replSetReconfig", conf)
+            c.app.c.insert_one({"_id": "after-add"})
+        wait_for(lambda: converged(rs + [fourth]), 20, "the fourth member equal to the others")
+    finally:
+        fourth.cleanup()
+
+
+def test_kill_primary_under_retryable_majority_writes(rs):
+    uri = uri_of(rs) + "&w=majority&retryWrites=true"
+    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=20000)
+    coll = client.load.c
+    threads_n = 4
+    for t in range(threads_n):
+        coll.insert_one({"_id": f"counter-{t}", "n": 0})
+    acked = [0] * threads_n
+    failed = [0] * threads_n
+    inserted = [[] for _ in range(threads_n)]
+    last_ack = [0.0]
+    stop = threading.Event()
+
+    def writer(t):
+        i = 0
+        while not stop.is_set():
+            try:
+                coll.update_one({"_id": f"counter-{t}"}, {"$inc": {"n": 1}})
+                acked[t] += 1
+                coll.insert_one({"_id": f"{t}-{i}"})
+                inserted[t].append(f"{t}-{i}")
+                last_ack[0] = time.time()
+            except pymongo.errors.PyMongoError:
+                failed[t] += 1
+                time.sleep(0.05)
+            i += 1
+
+    ts = [threading.Thread(target=writer, args=(t,)) for t in range(threads_n)]
+    for th in ts:
+        th.start()
+    try:
+        time.sleep(1.5)
+        old = next(m for m in rs if is_primary(m))
+        old.kill9()
+        killed = time.time()
+        wait_for(lambda: last_ack[0] > killed, 15, "an acknowledged write on a new primary")
+        print(f"first acknowledged write {last_ack[0] - killed:.1f} s after kill -9")
+        assert last_ack[0] - killed < 10
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for th in ts:
+            th.join()
+    assert sum(acked) > 0
+    old.start(port=old.port)
+    _, _ = wait_for(lambda: converged(rs), 30, "equal data and oplogs after the restart")
+    for m in rs:
+        with direct(m) as c:
+            for t in range(threads_n):
+                n = c.load.c.find_one({"_id": f"counter-{t}"})["n"]
+                # Every acknowledged increment once; one that failed at most once.
+                assert acked[t] <= n <= acked[t] + failed[t], (t, n, acked[t], failed[t])
+                ids = inserted[t]
+                if ids:
+                    assert c.load.c.count_documents({"_id": {"$in": ids}}) == len(ids)
+    client.close()
