@@ -44,6 +44,21 @@ check('rs.status() and rs.conf() through a replicaSet connection', () => {
   assert(conf.members.length === 3, JSON.stringify(conf));
 });
 
+check('writes through the set reach every member; a secondary serves reads', () => {
+  const app = set.getDB('app');
+  app.c.insertMany([{ _id: 1, a: 1 }, { _id: 2, a: 2 }]);
+  app.c.updateOne({ _id: 1 }, { $inc: { a: 10 } }, { writeConcern: { w: 3, wtimeout: 10000 } });
+  hosts.slice(0, 3).forEach((h) => {
+    const m = new Mongo('mongodb://' + h + '/?directConnection=true');
+    m.setReadPref('secondaryPreferred');
+    const d = waitFor('both documents on ' + h, () => {
+      const x = m.getDB('app').c.findOne({ _id: 1 });
+      return x && x.a === 11 ? x : null;
+    }, 10000);
+    assert(m.getDB('app').c.countDocuments({}) === 2, h);
+  });
+});
+
 check('rs.stepDown() moves the primary', () => {
   const before = primaryOf(set);
   const direct = new Mongo('mongodb://' + before + '/?directConnection=true');

@@ -193,12 +193,21 @@ impl Server {
             }
         };
         let port = free_port().map_err(|e| e.to_string())?;
+        let mut s = Server::start_at(&dbpath, port, args)?;
+        s._dir = tmp;
+        Ok(s)
+    }
+
+    /// A `siltd` on `port` over the data directory `dbpath` (kept by the caller): a member
+    /// restarted where it was.
+    pub(crate) fn start_at(dbpath: &Path, port: u16, args: &[&str]) -> Result<Server, String> {
+        let tmp = None;
         let bin = siltd_path();
         let child = Command::new(&bin)
             .arg("--port")
             .arg(port.to_string())
             .arg("--dbpath")
-            .arg(&dbpath)
+            .arg(dbpath)
             .arg("--log-level")
             .arg("warn")
             .args(args)
@@ -234,6 +243,11 @@ impl Server {
     pub(crate) fn peak_rss(&self) -> u64 {
         crate::engine::peak_rss_of(&self.child.id().to_string())
     }
+}
+
+/// A free loopback port.
+pub(crate) fn pick_port() -> Result<u16, String> {
+    free_port().map_err(|e| e.to_string())
 }
 
 impl Drop for Server {

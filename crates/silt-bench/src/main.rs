@@ -16,6 +16,7 @@ mod oplog;
 mod pg;
 mod plot;
 mod progress;
+mod replset;
 mod size;
 mod target;
 mod txn_oltp;
@@ -60,6 +61,9 @@ enum Cmd {
     /// W3: insert, point and range queries, transactional updates with a sum invariant, and
     /// deletes at 1 to 64 client threads, against a siltd child process.
     Concurrency(concurrency::Args),
+    /// A three-member replica set: majority inserts against a standalone, W1a on the primary
+    /// with the secondaries' lag, and failover times after SIGKILL of the primary.
+    Replset(replset::Args),
     /// W4: counts over index ranges with and without a matcher, against reading the documents.
     Count(count::Args),
     /// W5: bytes on disk of the W3 and W4 documents for each compression setting, against
@@ -90,6 +94,7 @@ fn main() {
         Cmd::FastUpdate(a) => fast_update::run(a),
         Cmd::Oplog(a) => oplog::run(a),
         Cmd::Count(a) => count::run(a),
+        Cmd::Replset(a) => replset::run(a),
         Cmd::Size(a) => size::run(a),
         Cmd::Iibench(a) => iibench::run(a),
         Cmd::Concurrency(a) => concurrency::run(a),

@@ -366,6 +366,12 @@ impl Env {
         Ok(Env { inner, threads })
     }
 
+    /// Whether update function `id` never creates or removes a value (registered with
+    /// `UpdateRegistry::register_keeping`).
+    pub fn update_keeps(&self, id: u32) -> bool {
+        self.inner.fns.keeps(id)
+    }
+
     /// What update function `id` makes of `old` (the value of `key`) with `arg`: an update
     /// message applied by reading, as a reader of the key would see it.
     pub fn run_update(

@@ -202,6 +202,16 @@ fn message(
         None => crate::id_key(id),
     };
     let lock = coll.lock_doc_as(key.clone(), w)?;
+    // A member applying the replicated log injects the message, as the primary did, without
+    // reading the document: the primary chose the fast path for the indexes this member has
+    // at this point of the log too (`Collection::fast_update` still refuses where a message
+    // cannot go, and then the document is read).
+    if super::applying() {
+        let uncertain = !store.env().update_keeps(func);
+        if coll.fast_update(&lock, |_| true, uncertain, func, &arg)? {
+            return Ok(());
+        }
+    }
     let old = lock.read()?;
     let old_bytes = old.as_ref().map(crate::encode_doc);
     match store
