@@ -47,6 +47,10 @@ def one_primary(members):
     return roles.count("P") == 1 and roles.count("S") == len(members) - 1
 
 
+def code_of(e):
+    return getattr(e, "code", None) or (getattr(e, "details", None) or {}).get("code")
+
+
 def uri_of(members):
     return "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
 
@@ -208,3 +212,51 @@ def test_kill_primary_under_retryable_majority_writes(rs):
                 if ids:
                     assert c.load.c.count_documents({"_id": {"$in": ids}}) == len(ids)
     client.close()
+
+
+def test_read_concerns_and_a_paused_primary(rs):
+    with pymongo.MongoClient(uri_of(rs), serverSelectionTimeoutMS=10000) as c:
+        # Causal consistency: a secondary read after a primary write sees it.
+        with c.start_session(causal_consistency=True) as s:
+            c.app.get_collection("c", write_concern=WriteConcern(w=1)).insert_one({"_id": "causal"}, session=s)
+            sec = c.app.get_collection("c", read_preference=pymongo.ReadPreference.SECONDARY)
+            assert sec.find_one({"_id": "causal"}, session=s) is not None
+        lin = c.app.get_collection("c", read_concern=pymongo.read_concern.ReadConcern("linearizable"))
+        assert lin.find_one({"_id": "causal"}) is not None
+
+    primary = next(m for m in rs if is_primary(m))
+    secondary = next(m for m in rs if m is not primary)
+    with direct(secondary) as c:
+        with pytest.raises(pymongo.errors.PyMongoError) as e:
+            c.app.command("find", "c", readConcern={"level": "linearizable"})
+        assert code_of(e.value) == 10107
+
+    # Pause the primary: the others elect a new one and take a write; once resumed, the old
+    # primary acknowledges nothing and reads nothing stale as a linearizable read.
+    old = direct(primary, socketTimeoutMS=20000)
+    old.app.c.find_one({})
+    primary.proc.send_signal(19)  # SIGSTOP
+    try:
+        rest = [m for m in rs if m is not primary]
+        wait_for(lambda: any(is_primary(m) for m in rest), 15, "a new primary while the old is paused")
+        with pymongo.MongoClient(uri_of(rest), serverSelectionTimeoutMS=10000) as c:
+            c.app.c.insert_one({"_id": "while-paused"})
+    finally:
+        primary.proc.send_signal(18)  # SIGCONT
+    try:
+        old.app.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=5000)).insert_one({"_id": "deposed"})
+        acknowledged = True
+    except pymongo.errors.PyMongoError:
+        acknowledged = False
+    assert not acknowledged, "a deposed primary acknowledged a majority write"
+    try:
+        got = old.app.command("find", "c", filter={"_id": "while-paused"},
+                              readConcern={"level": "linearizable"})["cursor"]["firstBatch"]
+        assert got, "a deposed primary answered a linearizable read with stale data"
+    except pymongo.errors.PyMongoError as e:
+        assert code_of(e) in (10107, 11602, 189, 91), e
+    old.close()
+    wait_for(lambda: converged(rs), 20, "equal data and oplogs after the pause")
+    for m in rs:
+        with direct(m) as c:
+            assert c.app.c.count_documents({"_id": "deposed"}) == 0

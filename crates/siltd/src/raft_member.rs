@@ -727,6 +727,39 @@ impl RaftMember {
         Ok(())
     }
 
+    /// A linearizable read's condition: this member is primary, a quorum confirmed it
+    /// within `limit`, and it applied what it had committed then.
+    pub(crate) fn linearize(&self, limit: Duration) -> QResult<()> {
+        let Some(m) = self.member() else {
+            return Ok(());
+        };
+        if !m.status().writable {
+            return Err(QueryError::coded(
+                10107,
+                "NotWritablePrimary",
+                "cannot satisfy linearizable read concern on non-primary node",
+            ));
+        }
+        let index = m.read_index(limit).map_err(|e| match e {
+            silt_raft::ProposeError::NotLeader { .. } => QueryError::coded(
+                10107,
+                "NotWritablePrimary",
+                "cannot satisfy linearizable read concern on non-primary node",
+            ),
+            e => QueryError::coded(
+                11602,
+                "InterruptedDueToReplStateChange",
+                format!("no quorum confirmed this primary for a linearizable read: {e}"),
+            ),
+        })?;
+        if !m.wait_applied(index, limit) {
+            return Err(QueryError::max_time_ms_expired(
+                "the linearizable read's position was not applied in time",
+            ));
+        }
+        Ok(())
+    }
+
     /// How many members the set has (voters and learners), while this server is in a
     /// multi-member set.
     pub(crate) fn member_count(&self) -> Option<usize> {

@@ -165,6 +165,8 @@ fn parse_session(cmd: &Document) -> QResult<SessionArgs<'_>> {
 struct ReadConcern {
     level: Option<String>,
     at: Option<Timestamp>,
+    /// `afterClusterTime`.
+    after: Option<Timestamp>,
 }
 
 /// Read concern levels and fields: on one node every level is met by reading committed data
@@ -178,6 +180,7 @@ fn parse_read_concern(rc: Option<&Document>, now: Option<Timestamp>) -> QResult<
     let mut out = ReadConcern {
         level: None,
         at: None,
+        after: None,
     };
     let Some(rc) = rc else { return Ok(out) };
     for (k, v) in rc {
@@ -199,6 +202,9 @@ fn parse_read_concern(rc: Option<&Document>, now: Option<Timestamp>) -> QResult<
                 }
             },
             ("atClusterTime", Bson::Timestamp(t)) => out.at = Some(*t),
+            ("afterClusterTime", Bson::Timestamp(t)) if now.is_some_and(|n| n == FOLLOWS) => {
+                out.after = Some(*t);
+            }
             ("afterClusterTime", Bson::Timestamp(t))
                 if now.is_some_and(|n| (t.time, t.increment) > (n.time, n.increment)) =>
             {
@@ -225,9 +231,48 @@ fn parse_read_concern(rc: Option<&Document>, now: Option<Timestamp>) -> QResult<
     Ok(out)
 }
 
-/// The current cluster time of a replica set; `None` on a standalone.
+/// The current cluster time of a replica set; `None` on a standalone. On a member of a
+/// multi-member set, [`FOLLOWS`]: a time past the member's is waited for, not refused
+/// ([`settle_read`]).
 fn cluster_now(s: &Server) -> Option<Timestamp> {
+    if s.raft().is_some_and(|r| r.member().is_some()) {
+        return Some(FOLLOWS);
+    }
     s.repl().map(|r| r.now())
+}
+
+/// The "current cluster time" of a member of a multi-member set, for
+/// [`parse_read_concern`]: it follows the set's log.
+const FOLLOWS: Timestamp = Timestamp {
+    time: u32::MAX,
+    increment: u32::MAX,
+};
+
+/// What a read concern needs before the read on a multi-member set: `afterClusterTime`
+/// waits until this member has applied the log up to that time; `linearizable` runs on the
+/// primary only, once a quorum confirmed it is still primary and it applied what it had
+/// committed then.
+fn settle_read(s: &Server, rc: &ReadConcern, max_time: Option<Duration>) -> QResult<()> {
+    let Some(raft) = s.raft().filter(|r| r.member().is_some()) else {
+        return Ok(());
+    };
+    let limit = max_time.unwrap_or(Duration::from_secs(60));
+    if let (Some(t), Some(log)) = (rc.after, s.store().oplog()) {
+        let below =
+            silt_collection::oplog::unpack(silt_collection::oplog::pack(t).saturating_sub(1));
+        if !log.wait_past(below, Instant::now() + limit) {
+            return Err(QueryError::max_time_ms_expired(format!(
+                "this member had not applied the log to afterClusterTime Timestamp({}, {}) within {} ms",
+                t.time,
+                t.increment,
+                limit.as_millis()
+            )));
+        }
+    }
+    if rc.level.as_deref() == Some("linearizable") {
+        raft.linearize(limit)?;
+    }
+    Ok(())
 }
 
 /// Run `req` in the session mode its fields ask for (step 7 of `crate::request`): the
@@ -296,6 +341,9 @@ fn plain(s: &Server, req: &Request<'_>, conn: &ConnInfo, rc: Option<&Document>) 
         Ok(rc) => rc,
         Err(e) => return Outcome::err(e),
     };
+    if let Err(e) = settle_read(s, &rc, max_time_of(cmd)) {
+        return Outcome::err(e);
+    }
     let mut op = Ctx::for_request(conn, req);
     let mut at = None;
     if rc.level.as_deref() == Some("snapshot") {
@@ -433,6 +481,17 @@ impl WriteConcern {
             }
         }
     }
+}
+
+/// `maxTimeMS` of `cmd`, if it sets one above zero.
+fn max_time_of(cmd: &Document) -> Option<Duration> {
+    let ms = match cmd.get("maxTimeMS")? {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        Bson::Double(f) => whole(*f)?,
+        _ => return None,
+    };
+    (ms > 0).then(|| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
 }
 
 /// A double's whole part as an integer, when it has one in range.
@@ -728,6 +787,9 @@ fn statement(
             Ok(rc) => rc,
             Err(e) => return Outcome::err(e),
         };
+        if let Err(e) = settle_read(s, &rc, max_time_of(req.cmd)) {
+            return Outcome::err(e);
+        }
         if rc.at.is_some() {
             return Outcome::err(QueryError::not_implemented(
                 "readConcern atClusterTime in a transaction is not supported by siltd",
