@@ -253,6 +253,9 @@ def test_read_concerns_and_a_paused_primary(rs):
         got = old.app.command("find", "c", filter={"_id": "while-paused"},
                               readConcern={"level": "linearizable"})["cursor"]["firstBatch"]
         assert got, "a deposed primary answered a linearizable read with stale data"
+    except pymongo.errors.ServerSelectionTimeoutError as e:
+        # The driver saw "not primary" and found no primary behind a direct connection.
+        assert "not primary" in str(e) or "NotWritablePrimary" in str(e), e
     except pymongo.errors.PyMongoError as e:
         assert code_of(e) in (10107, 11602, 189, 91), e
     old.close()
@@ -260,3 +263,60 @@ def test_read_concerns_and_a_paused_primary(rs):
     for m in rs:
         with direct(m) as c:
             assert c.app.c.count_documents({"_id": "deposed"}) == 0
+
+
+def test_a_change_stream_resumes_across_a_failover(rs):
+    """Every acknowledged insert reaches the stream once, in order, across a kill -9 of the
+    primary (the driver resumes on the new primary from its resume token: the members'
+    oplogs are equal, so the token names the same place on every member)."""
+    client = pymongo.MongoClient(uri_of(rs) + "&w=majority", serverSelectionTimeoutMS=20000)
+    coll = client.app.stream
+    acked = []
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            try:
+                coll.insert_one({"_id": i})
+                acked.append(i)
+                i += 1
+            except pymongo.errors.PyMongoError:
+                time.sleep(0.05)
+                # The same _id again: a retried insert that did apply is a duplicate key.
+                try:
+                    if coll.find_one({"_id": i}) is not None:
+                        acked.append(i)
+                        i += 1
+                except pymongo.errors.PyMongoError:
+                    pass
+
+    seen = []
+    with coll.watch(max_await_time_ms=200) as stream:
+        th = threading.Thread(target=writer)
+        th.start()
+        try:
+            deadline = time.time() + 1.5
+            while time.time() < deadline:
+                ev = stream.try_next()
+                if ev is not None:
+                    seen.append(ev["documentKey"]["_id"])
+            old = next(m for m in rs if is_primary(m))
+            old.kill9()
+            killed = time.time()
+            wait_for(lambda: acked and time.time() - killed > 1 and len(acked) > len(seen) + 5
+                     or time.time() - killed > 8, 30, "writes on the new primary")
+            time.sleep(1.0)
+        finally:
+            stop.set()
+            th.join()
+        deadline = time.time() + 20
+        while len(seen) < len(acked) and time.time() < deadline:
+            ev = stream.try_next()
+            if ev is not None:
+                seen.append(ev["documentKey"]["_id"])
+    client.close()
+    assert len(acked) > 0
+    # In order, each once, and every acknowledged insert there.
+    assert seen == sorted(set(seen)), "events out of order or repeated"
+    assert set(acked) <= set(seen), sorted(set(acked) - set(seen))[:10]
