@@ -320,3 +320,43 @@ def test_a_change_stream_resumes_across_a_failover(rs):
     # In order, each once, and every acknowledged insert there.
     assert seen == sorted(set(seen)), "events out of order or repeated"
     assert set(acked) <= set(seen), sorted(set(acked) - set(seen))[:10]
+
+
+def test_members_with_a_key_file_under_auth(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("c2lsdGRiIHRlc3Qga2V5IGZpbGUgZm9yIG1lbWJlcnM=\n")
+    key.chmod(0o600)
+    ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1", "--keyFile", str(key)]) for _ in range(3)]
+    for m in ms:
+        m.start()
+    try:
+        config = {"_id": "rs0", "members": [
+            {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
+        # The localhost exception: initiate, then the first user on the primary.
+        with direct(ms[0]) as c:
+            c.admin.command("replSetInitiate", config)
+        wait_for(lambda: one_primary(ms), 15, "one primary and two secondaries")
+        primary = next(m for m in ms if is_primary(m))
+        with direct(primary) as c:
+            c.admin.command("createUser", "root", pwd="pw", roles=["root"])
+        with pymongo.MongoClient(uri_of(ms), username="root", password="pw",
+                                 serverSelectionTimeoutMS=10000) as c:
+            c.app.c.insert_one({"_id": 1})
+            c.app.get_collection("c", write_concern=WriteConcern(w=3, wtimeout=10000)).insert_one({"_id": 2})
+        for m in ms:
+            with direct(m, username="root", password="pw") as c:
+                assert c.app.c.count_documents({}) == 2
+            with direct(m) as c:
+                with pytest.raises(pymongo.errors.OperationFailure):
+                    c.app.c.count_documents({})
+    finally:
+        for m in ms:
+            m.cleanup()
+
+    # A key file others can read is refused at start, as mongod refuses it.
+    key.chmod(0o644)
+    bad = Siltd(extra=["--replSet", "rs0", "--keyFile", str(key)])
+    with pytest.raises(RuntimeError) as e:
+        bad.start()
+    assert "too open" in str(e.value)
+    bad.cleanup()

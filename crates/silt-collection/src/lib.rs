@@ -59,13 +59,14 @@ pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING
 pub use collection::{sum_stats, CollStats, Collection, DocCursor, PartInfo};
 pub use index::{parse_expire_after, Accesses, Index, IndexSpec, KeyError, SpecError};
 pub use keyrange::{KeyRange, KeyScan};
+pub use oplog::{limit_wait, Refusal, Replicator, WaitLimit, DEFAULT_WAIT};
 pub use partition::{
     max_doc, CrashPoints, DropPartitions, Every, PartitionStats, Retention, Rotation,
 };
 pub use pk::PrimaryKey;
 pub use plan::{FastCount, Planned};
 pub use read::{MatchSource, Stop};
-pub use replicated::{limit_wait, Refusal, Replicated, Replicator, WaitLimit, DEFAULT_WAIT};
+pub use replicated::Replicated;
 pub use rules::{check_limits, nesting_depth, MAX_DOC_BYTES, MAX_STORAGE_DEPTH};
 pub use snapshot::Snapshot;
 pub use store::Store;

@@ -25,51 +25,23 @@
 //! or at its wait limit. Its batch is dropped and its locks released. Its entry may still
 //! commit later; then it is applied from its bytes, like any other member's.
 //!
-//! **Lock order.** The registry's mutex is taken before a slot's; neither is held while
-//! waiting for anything but the slot's condition variable.
+//! The writer's half (the registry of waiting writers) is `oplog/proposal.rs`.
 
-use std::cell::Cell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
 use silt_storage::WriteBatch;
 
-use crate::oplog::{apply_as, note_here, ApplyScope, Command, Entries, Op, Oplog, Stamps};
-use crate::{CollError, Result, Store, TxnKind, Writer};
-
-/// The catalog key of the position.
-pub(crate) const POSITION_KEY: &[u8] = b"$raft";
-
-/// How long a write waits for its entry to be applied, unless the request says otherwise
-/// ([`limit_wait`]).
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+use crate::oplog::{
+    apply_as, refused, ApplyScope, Command, Entries, Op, Replication, Replicator, Stamps,
+    POSITION_KEY,
+};
+use crate::{Result, Store, TxnKind, Writer};
 
 /// How long the apply of an entry waits for a document lock a writer that gave up still
 /// holds.
 const APPLY_LOCK_WAIT: Duration = Duration::from_secs(120);
-
-/// Why a proposal did not reach the set's log.
-#[derive(Debug, Clone)]
-pub enum Refusal {
-    /// This member is not the primary: nothing was logged.
-    NotPrimary(String),
-    /// It may or may not be logged and applied later (the primary changed).
-    Unknown(String),
-}
-
-/// How a store's commits reach the set's log: siltd's Raft member.
-pub trait Replicator: Send + Sync {
-    /// Put `command` in the set's log. When it cannot be, or this member no longer knows
-    /// whether it will be, call `failed` (once, from any thread). Success is seen by the
-    /// apply of the entry, not reported here.
-    fn submit(&self, command: Vec<u8>, failed: Box<dyn FnOnce(Refusal) + Send>);
-
-    /// Whether this member is the primary now (it proposes the periodic no-op).
-    fn is_leader(&self) -> bool;
-}
 
 /// What a replicated log entry carries, for [`Store::apply_replicated`].
 #[derive(Debug, Clone, Copy)]
@@ -80,183 +52,6 @@ pub enum Replicated<'a> {
     NewTerm,
     /// An entry that changes no data and logs nothing (a change of membership).
     Quiet,
-}
-
-thread_local! {
-    static WAIT: Cell<Option<Duration>> = const { Cell::new(None) };
-}
-
-/// While held, writes of this thread wait at most `d` (a write concern's `wtimeout`) for
-/// their entries to be applied.
-pub struct WaitLimit(Option<Duration>);
-
-/// Limit how long this thread's writes wait for replication, until the guard is dropped.
-pub fn limit_wait(d: Duration) -> WaitLimit {
-    WaitLimit(WAIT.with(|w| w.replace(Some(d))))
-}
-
-impl Drop for WaitLimit {
-    fn drop(&mut self) {
-        WAIT.with(|w| w.set(self.0));
-    }
-}
-
-/// Where a waiting writer's proposal stands.
-enum SlotState {
-    Waiting,
-    /// The writer gave up (or was told to): the apply applies the entry from its bytes.
-    Failed(CollError),
-    /// The apply reached the entry: the writer commits with these times and position.
-    Turn(Stamps, Vec<u8>),
-    Committing,
-    /// The writer's commit is in (`true`) or failed (`false`).
-    Done(bool),
-}
-
-struct Slot {
-    state: Mutex<SlotState>,
-    cv: Condvar,
-}
-
-impl Slot {
-    fn fail(&self, e: CollError) {
-        let mut st = self.state.lock();
-        if matches!(*st, SlotState::Waiting) {
-            *st = SlotState::Failed(e);
-            self.cv.notify_all();
-        }
-    }
-}
-
-fn refused(code: i32, msg: String) -> CollError {
-    CollError::Refused { code, msg }
-}
-
-impl From<Refusal> for CollError {
-    fn from(r: Refusal) -> CollError {
-        match r {
-            Refusal::NotPrimary(m) => refused(10107, m),
-            Refusal::Unknown(m) => refused(11602, m),
-        }
-    }
-}
-
-/// A store's side of replication: the replicator and the registry of waiting writers.
-pub(crate) struct Replication {
-    replicator: Arc<dyn Replicator>,
-    /// This process's proposer id: random, so that an entry proposed before a restart never
-    /// matches a slot after it.
-    me: u64,
-    seq: AtomicU64,
-    slots: Mutex<HashMap<u64, Arc<Slot>>>,
-}
-
-impl Replication {
-    pub(crate) fn is_leader(&self) -> bool {
-        self.replicator.is_leader()
-    }
-
-    /// Propose `entries`, wait for this member's apply to reach them, and commit `batch`
-    /// with them at the times the apply gives (see the module's header).
-    pub(crate) fn propose_and_commit(
-        &self,
-        log: &Oplog,
-        mut batch: WriteBatch,
-        entries: Entries,
-        commit: impl FnOnce(WriteBatch) -> Result<()>,
-    ) -> Result<()> {
-        let seq = self.seq.fetch_add(1, Ordering::AcqRel);
-        let command = entries.to_command(self.me, seq, bson::DateTime::now());
-        let slot = Arc::new(Slot {
-            state: Mutex::new(SlotState::Waiting),
-            cv: Condvar::new(),
-        });
-        self.slots.lock().insert(seq, slot.clone());
-        let waiting = slot.clone();
-        self.replicator
-            .submit(command, Box::new(move |r| waiting.fail(r.into())));
-        let wait = WAIT.with(Cell::get).unwrap_or(DEFAULT_WAIT);
-        let deadline = Instant::now() + wait;
-        let mut st = slot.state.lock();
-        let (stamps, position) = loop {
-            match std::mem::replace(&mut *st, SlotState::Committing) {
-                SlotState::Turn(stamps, position) => break (stamps, position),
-                SlotState::Failed(e) => {
-                    *st = SlotState::Failed(refused(11602, "gave up".into()));
-                    drop(st);
-                    self.slots.lock().remove(&seq);
-                    return Err(e);
-                }
-                SlotState::Waiting => {
-                    *st = SlotState::Waiting;
-                    if slot.cv.wait_until(&mut st, deadline).timed_out()
-                        && matches!(*st, SlotState::Waiting)
-                    {
-                        *st = SlotState::Failed(refused(64, "timed out".into()));
-                        drop(st);
-                        self.slots.lock().remove(&seq);
-                        return Err(refused(
-                            64,
-                            format!(
-                                "waiting for replication timed out after {} ms; the write may still be applied",
-                                wait.as_millis()
-                            ),
-                        ));
-                    }
-                }
-                other => {
-                    *st = other;
-                    return Err(refused(
-                        1,
-                        "a replication slot in an unexpected state".into(),
-                    ));
-                }
-            }
-        };
-        drop(st);
-        let r = (|| {
-            entries.put(&mut batch, &stamps)?;
-            batch.put(&log.catalog, POSITION_KEY, &position)?;
-            commit(batch)
-        })();
-        if r.is_ok() {
-            if let Some(last) = stamps.times.last() {
-                note_here(*last);
-            }
-        }
-        *slot.state.lock() = SlotState::Done(r.is_ok());
-        slot.cv.notify_all();
-        r
-    }
-
-    /// Hand the waiting writer of proposal `seq` its turn and wait for its commit: whether it
-    /// committed (`None`: no writer waits for it).
-    fn hand_over(&self, seq: u64, stamps: &Stamps, position: &[u8]) -> Option<bool> {
-        let slot = self.slots.lock().remove(&seq)?;
-        let mut st = slot.state.lock();
-        if !matches!(*st, SlotState::Waiting) {
-            return None;
-        }
-        *st = SlotState::Turn(stamps.clone(), position.to_vec());
-        slot.cv.notify_all();
-        loop {
-            if let SlotState::Done(ok) = *st {
-                return Some(ok);
-            }
-            slot.cv.wait(&mut st);
-        }
-    }
-
-    /// Fail every waiting proposal (this member stopped being a writable primary).
-    fn abandon(&self, why: &str) {
-        let slots: Vec<Arc<Slot>> = self.slots.lock().values().cloned().collect();
-        for s in slots {
-            s.fail(refused(
-                11602,
-                format!("operation was interrupted because the member {why}"),
-            ));
-        }
-    }
 }
 
 impl Store {
@@ -289,12 +84,7 @@ impl Store {
         // Random, and below 2^63: the command carries it as a BSON int64.
         let me =
             u64::from_le_bytes(bson::Uuid::new().bytes()[..8].try_into().unwrap_or([1; 8])) >> 1;
-        let _ = log.repl.set(Arc::new(Replication {
-            replicator,
-            me,
-            seq: AtomicU64::new(0),
-            slots: Mutex::new(HashMap::new()),
-        }));
+        let _ = log.repl.set(Arc::new(Replication::new(replicator, me)));
         Ok(())
     }
 

@@ -129,7 +129,7 @@ impl Store {
             None => None,
         };
         for (k, v) in catalog.range(Bound::Unbounded, Bound::Unbounded)? {
-            if Oplog::is_meta_key(&k) || k == crate::replicated::POSITION_KEY {
+            if Oplog::is_meta_key(&k) || k == crate::oplog::POSITION_KEY {
                 continue;
             }
             let ns = String::from_utf8_lossy(&k).into_owned();

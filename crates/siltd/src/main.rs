@@ -13,6 +13,7 @@
 
 mod auth;
 mod change_stream;
+mod cluster_auth;
 mod commands;
 mod config;
 mod conn;

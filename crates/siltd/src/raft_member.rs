@@ -12,14 +12,17 @@
 //! its apply reaches them; every other member applies them from the log. A secondary refuses
 //! writes with NotWritablePrimary (10107), as mongod.
 //!
+//! Members authenticate one another with `--keyFile` (`crate::cluster_auth`); `--auth`
+//! without one refuses a multi-member `replSetInitiate`.
+//!
 //! **Not built yet:** snapshots with data (the log is never purged, so a member that joins
-//! later replays it from the start), members authenticating one another and TLS between them
-//! (so `--auth` and `requireTLS` refuse a multi-member `replSetInitiate`).
+//! later replays it from the start) and TLS between members (`requireTLS` refuses a
+//! multi-member `replSetInitiate`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +39,8 @@ use crate::raft_transport::MemberTransport;
 /// position (see the module's header).
 struct StoreMachine {
     store: Arc<Store>,
+    /// Set when an applied entry changed the users or roles (`RaftMember::take_auth_changed`).
+    auth_changed: Arc<AtomicBool>,
 }
 
 fn io_err(e: silt_collection::CollError) -> io::Error {
@@ -56,6 +61,14 @@ impl StateMachine for StoreMachine {
         self.store
             .apply_replicated(entry.term, position, what)
             .map_err(io_err)?;
+        // Once applied: the server reads the users and roles again.
+        if entry.command.is_some_and(|c| {
+            [b"admin.system.users".as_slice(), b"admin.system.roles"]
+                .iter()
+                .any(|ns| c.windows(ns.len()).any(|w| w == *ns))
+        }) {
+            self.auth_changed.store(true, Ordering::Release);
+        }
         Ok(Vec::new())
     }
 
@@ -140,6 +153,9 @@ pub(crate) struct RaftMember {
     seen: Mutex<(u64, Option<Role>, bool)>,
     /// The newest freeze (`replSetFreeze`, `replSetStepDown`); an older one's end is ignored.
     frozen: Arc<AtomicU64>,
+    /// `--keyFile`'s key: requests to other members are sealed with it.
+    key: Option<Vec<u8>>,
+    auth_changed: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -256,6 +272,7 @@ impl RaftMember {
         me: &str,
         dbpath: &Path,
         store: Arc<Store>,
+        key: Option<Vec<u8>>,
     ) -> io::Result<RaftMember> {
         let m = RaftMember {
             set: set.to_string(),
@@ -267,6 +284,8 @@ impl RaftMember {
             topology: AtomicI64::new(0),
             seen: Mutex::new((0, None, false)),
             frozen: Arc::new(AtomicU64::new(0)),
+            key,
+            auth_changed: Arc::new(AtomicBool::new(false)),
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -298,8 +317,9 @@ impl RaftMember {
         std::fs::write(id_file(&self.dir), format!("{id}\n"))?;
         let sm = Arc::new(StoreMachine {
             store: self.store.clone(),
+            auth_changed: self.auth_changed.clone(),
         });
-        let transport = Arc::new(MemberTransport::new(&self.set, id));
+        let transport = Arc::new(MemberTransport::new(&self.set, id, self.key.clone()));
         // Writes are replicated from here on: before the member starts applying its log.
         self.store
             .start_replication(Arc::new(MemberReplicator {
@@ -725,6 +745,18 @@ impl RaftMember {
             ));
         }
         Ok(())
+    }
+
+    /// Whether an applied entry changed the users or roles since the last call (the server
+    /// then reads them again).
+    pub(crate) fn take_auth_changed(&self) -> bool {
+        self.auth_changed.load(Ordering::Acquire) && self.auth_changed.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether this server is a member of a multi-member set that is not its writable
+    /// primary (it takes no writes of its own).
+    pub(crate) fn follows(&self) -> bool {
+        self.member().is_some_and(|m| !m.status().writable)
     }
 
     /// A linearizable read's condition: this member is primary, a quorum confirmed it

@@ -2,8 +2,9 @@
 //! `silt_raft` as `_siltRaft` commands on the other member's own port (`commands/
 //! silt_raft.rs` answers them), over plain TCP connections kept in a pool per address.
 //!
-//! Members do not authenticate one another yet: a server with `--auth` does not start a
-//! multi-member set (`raft_member.rs`).
+//! With a `--keyFile`, every request is sealed with the key (`crate::cluster_auth`), and the
+//! receiver refuses one that is not. Member traffic is not encrypted: a server with
+//! `requireTLS` does not start a multi-member set (`raft_member.rs`).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -26,6 +27,8 @@ pub(crate) struct MemberTransport {
     set: String,
     /// This member's id in the group.
     me: NodeId,
+    /// The `--keyFile` key requests are sealed with.
+    key: Option<Vec<u8>>,
     idle: Mutex<HashMap<String, Vec<TcpStream>>>,
     next_id: AtomicI32,
 }
@@ -35,10 +38,11 @@ fn bad(what: impl Into<String>) -> io::Error {
 }
 
 impl MemberTransport {
-    pub(crate) fn new(set: &str, me: NodeId) -> MemberTransport {
+    pub(crate) fn new(set: &str, me: NodeId, key: Option<Vec<u8>>) -> MemberTransport {
         MemberTransport {
             set: set.to_string(),
             me,
+            key,
             idle: Mutex::new(HashMap::new()),
             next_id: AtomicI32::new(1),
         }
@@ -100,14 +104,29 @@ impl Transport for MemberTransport {
             Some(c) => c,
             None => Self::connect(addr, timeout)?,
         };
-        let cmd = doc! {
+        let (from, to) = (
+            i64::try_from(self.me).unwrap_or(i64::MAX),
+            i64::try_from(target).unwrap_or(i64::MAX),
+        );
+        let mut cmd = doc! {
             "_siltRaft": 1,
             "setName": self.set.clone(),
-            "from": i64::try_from(self.me).unwrap_or(i64::MAX),
-            "to": i64::try_from(target).unwrap_or(i64::MAX),
+            "from": from,
+            "to": to,
             "body": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: request.to_vec() },
             "$db": "admin",
         };
+        if let Some(key) = &self.key {
+            let (at, mac) = crate::cluster_auth::seal(key, &self.set, from, to, request);
+            cmd.insert("at", at);
+            cmd.insert(
+                "mac",
+                bson::Binary {
+                    subtype: bson::spec::BinarySubtype::Generic,
+                    bytes: mac,
+                },
+            );
+        }
         // A connection that fails is dropped, not pooled.
         let reply = self.exchange(&mut conn, cmd, timeout)?;
         let mut idle = self.idle.lock();

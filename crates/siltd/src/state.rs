@@ -163,7 +163,13 @@ impl Server {
             .map(|(n, log)| ReplSet::new(n, &cfg.bind, cfg.port, log.clock().clone()));
         let store = Arc::new(store);
         let raft = repl.as_ref().and_then(|rs| {
-            crate::raft_member::RaftMember::open(&rs.name, &rs.me, &cfg.dbpath, store.clone())
+            crate::raft_member::RaftMember::open(
+                &rs.name,
+                &rs.me,
+                &cfg.dbpath,
+                store.clone(),
+                cfg.cluster_key.clone(),
+            )
                 .map_err(|e| tracing::error!(error = %e, "cannot start this replica-set member's Raft state"))
                 .ok()
         });
@@ -322,6 +328,13 @@ impl Server {
 
     /// Users and roles.
     pub(crate) fn auth(&self) -> &crate::auth::Auth {
+        if self
+            .raft
+            .as_ref()
+            .is_some_and(crate::raft_member::RaftMember::take_auth_changed)
+        {
+            self.auth.reload(&self.store);
+        }
         &self.auth
     }
 

@@ -83,6 +83,13 @@ pub(crate) fn spawn(server: &Arc<Server>) {
 
 /// One pass over every TTL index.
 pub(crate) fn pass(s: &Server) {
+    // A secondary of a multi-member set deletes what the primary's passes delete, through
+    // the log.
+    if s.raft()
+        .is_some_and(crate::raft_member::RaftMember::follows)
+    {
+        return;
+    }
     s.ttl().passes.fetch_add(1, Ordering::Relaxed);
     s.ttl().sub_passes.fetch_add(1, Ordering::Relaxed);
     let now = bson::DateTime::now().timestamp_millis();

@@ -26,6 +26,7 @@ mod clock;
 mod diff;
 mod entries;
 mod entry;
+mod proposal;
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -43,6 +44,8 @@ pub use clock::{pack, unpack, Clock};
 pub use diff::{apply_diff, describe, diff_docs, BadDiff, UpdateDescription};
 pub(crate) use entries::{Command, Entries, Message, Stamps};
 pub use entry::{Op, OpSession};
+pub use proposal::{limit_wait, Refusal, Replicator, WaitLimit, DEFAULT_WAIT};
+pub(crate) use proposal::{refused, Replication, POSITION_KEY};
 
 use crate::{decode_doc, encode_doc, CollError, Result};
 
@@ -163,7 +166,7 @@ pub struct Oplog {
     /// The oplog's collection UUID, as `listCollections` shows it.
     uuid: bson::Uuid,
     /// On a multi-member set: how commits reach the set's log (`crate::replicated`).
-    pub(crate) repl: OnceLock<Arc<crate::replicated::Replication>>,
+    pub(crate) repl: OnceLock<Arc<Replication>>,
     /// The time of the newest entry written (on a multi-member set, of the newest applied):
     /// the next replicated entry's time is after it.
     pub(crate) newest_ts: AtomicU64,

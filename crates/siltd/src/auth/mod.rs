@@ -55,6 +55,13 @@ impl Auth {
         Auth::new(enabled, users, roles)
     }
 
+    /// Read the users and roles again: a member of a multi-member set applied a change to
+    /// them that another member made.
+    pub(crate) fn reload(&self, store: &silt_collection::Store) {
+        self.users.reload(store);
+        self.roles.reload(store);
+    }
+
     pub(crate) fn new(enabled: bool, users: Users, roles: RoleDefs) -> Auth {
         let mut secret = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut secret);
@@ -388,14 +395,16 @@ pub(crate) fn authorize(
         return Ok(());
     }
     let Some(roles) = current_roles(s, conn) else {
-        if c.name == "createUser"
+        // The localhost exception: the first user, and initiating the set before it (mongod
+        // documents initiating a keyFile set over localhost, then creating the first user on
+        // the primary).
+        if matches!(c.name, "createUser" | "replSetInitiate")
             && s.auth().users.is_empty()
             && from_localhost(conn)
             && s.auth()
                 .localhost_bypass
                 .load(std::sync::atomic::Ordering::Relaxed)
         {
-            // The localhost exception: the first user.
             return Ok(());
         }
         return Err(QueryError::unauthorized(format!(

@@ -95,6 +95,12 @@ pub(crate) struct RoleDefs {
 
 impl RoleDefs {
     /// Read `admin.system.roles`.
+    /// Read `admin.system.roles` again (a secondary applied a change to it).
+    pub(crate) fn reload(&self, store: &Store) {
+        let fresh = RoleDefs::load(store).map.into_inner();
+        *self.map.write() = fresh;
+    }
+
     pub(crate) fn load(store: &Store) -> RoleDefs {
         let mut map = BTreeMap::new();
         for d in super::system_docs::load(store, ROLES_NS) {

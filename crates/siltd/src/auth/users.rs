@@ -127,6 +127,12 @@ impl Users {
         }
     }
 
+    /// Read `admin.system.users` again (a secondary applied a change to it).
+    pub(crate) fn reload(&self, store: &Store) {
+        let fresh = Users::load(store).map.into_inner();
+        *self.map.write() = fresh;
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.map.read().is_empty()
     }

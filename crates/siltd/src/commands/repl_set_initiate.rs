@@ -24,9 +24,10 @@ pub(super) fn repl_set_initiate(s: &Server, cmd: &Document) -> CmdResult {
     else {
         return Err(QueryError::already_initialized("already initialized"));
     };
-    // Members reach one another over plain, unauthenticated connections so far.
-    let unsupported = if s.cfg().auth {
-        Some("a multi-member replica set with --auth needs member authentication (keyFile), which siltd does not have yet")
+    // Members authenticate one another with the keyFile's key; their traffic is not
+    // encrypted yet.
+    let unsupported = if s.cfg().auth && s.cfg().cluster_key.is_none() {
+        Some("a multi-member replica set with --auth needs member authentication: start every member with the same --keyFile")
     } else if s.tls().required() {
         Some("a multi-member replica set with requireTLS needs TLS between members, which siltd does not have yet")
     } else {

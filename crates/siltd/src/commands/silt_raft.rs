@@ -12,6 +12,7 @@ pub(super) fn silt_raft(s: &Server, cmd: &Document) -> CmdResult {
             "not running with --replSet",
         ));
     };
+    crate::cluster_auth::check(s.cfg().cluster_key.as_deref(), s.cfg().auth, cmd)?;
     let set = cmd.get_str("setName").unwrap_or_default();
     let to = match cmd.get("to") {
         Some(Bson::Int64(i)) if *i > 0 => i.unsigned_abs(),

@@ -69,10 +69,11 @@ pub(crate) const TABLE: &[Command] = &[
     Command {
         name: "_siltRaft",
         aliases: &[],
-        fields: only(&["setName", "from", "to", "body"], &[]),
+        fields: only(&["setName", "from", "to", "body", "at", "mac"], &[]),
         help: "internal: a request from another member of this replica set's Raft group",
         admin_only: true,
-        auth: Need::ClusterAdmin,
+        // Authenticated by its seal (`crate::cluster_auth`), not by a user.
+        auth: Need::Nothing,
         props: props::NONE,
         run: |s, _, cmd, _| super::silt_raft::silt_raft(s, cmd),
     },

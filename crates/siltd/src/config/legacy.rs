@@ -66,6 +66,9 @@ impl Flags {
                 "auth" => {
                     self.auth = self.auth || matches!(v.as_str(), "true" | "1" | "yes");
                 }
+                "keyFile" => {
+                    self.key_file.get_or_insert_with(|| v.into());
+                }
                 "directio" => {
                     self.directio = self.directio || matches!(v.as_str(), "true" | "1" | "yes");
                 }

@@ -71,6 +71,11 @@ pub(crate) struct Flags {
     /// no user yet, a client on localhost may create the first one. Off by default.
     #[arg(long)]
     pub auth: bool,
+    /// The shared secret the members of a replica set authenticate one another with
+    /// (mongod's `--keyFile`, `security.keyFile`): 6 to 1024 base64 characters, readable by
+    /// its owner only. Turns `--auth` on.
+    #[arg(long = "keyFile", alias = "key-file")]
+    pub key_file: Option<PathBuf>,
     /// `disabled`, `allowTLS`, `preferTLS` or `requireTLS` [default: requireTLS with a
     /// certificate, disabled without].
     #[arg(long = "tlsMode", alias = "tls-mode")]
@@ -165,6 +170,9 @@ pub(crate) struct Config {
     pub test_commands: bool,
     /// `--auth`: commands need an authenticated user holding the right roles.
     pub auth: bool,
+    /// `--keyFile`'s key (whitespace removed): members of a set authenticate one another
+    /// with it (`crate::raft_transport`).
+    pub cluster_key: Option<Vec<u8>>,
     /// `--tlsMode` and its files.
     pub tls: crate::tls::Settings,
     /// `--metricsAddr`.
@@ -191,6 +199,39 @@ pub(crate) struct Config {
     pub argv: Vec<String>,
     /// `--setParameter` pairs, applied once the server is up.
     pub set_parameters: Vec<(String, String)>,
+}
+
+/// The key of a `--keyFile`, as mongod reads it: whitespace is ignored, the rest must be 6
+/// to 1024 base64 characters, and the file must not be readable by group or others.
+fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let shown = path.display();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta =
+            std::fs::metadata(path).map_err(|e| format!("error getting file {shown}: {e}"))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(format!("permissions on {shown} are too open"));
+        }
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("error reading file {shown}: {e}"))?;
+    let key: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if key.len() < 6 || key.len() > 1024 {
+        return Err(format!(
+            "security key in {shown} must be between 6 and 1024 characters"
+        ));
+    }
+    if let Some(b) = key
+        .iter()
+        .find(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')))
+    {
+        return Err(format!(
+            "invalid char in key file {shown}: {}",
+            char::from(*b)
+        ));
+    }
+    Ok(key)
 }
 
 /// The compressions the engine writes (`silt_storage::Compression::parse` reads the same).
@@ -245,7 +286,11 @@ impl Flags {
                 }
             },
             test_commands: self.enable_test_commands,
-            auth: self.auth,
+            auth: self.auth || self.key_file.is_some(),
+            cluster_key: match &self.key_file {
+                Some(p) => Some(read_key_file(p)?),
+                None => None,
+            },
             tls: crate::tls::Settings {
                 mode: self.tls_mode,
                 cert_key_file: self.tls_cert_key_file,

@@ -194,6 +194,10 @@ impl Flags {
                         return Err(unsupported(k, &format!("the engine is silt, not {e}")));
                     }
                 }
+                "security.keyFile" => {
+                    let p = PathBuf::from(text(k, v)?);
+                    self.key_file.get_or_insert(p);
+                }
                 "security.authorization" => match text(k, v)?.as_str() {
                     "enabled" => self.auth = true,
                     "disabled" => {}
