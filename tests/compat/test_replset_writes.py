@@ -360,3 +360,26 @@ def test_members_with_a_key_file_under_auth(tmp_path):
         bad.start()
     assert "too open" in str(e.value)
     bad.cleanup()
+
+
+def test_an_isolated_primary_times_out_majority_writes_and_steps_down(rs):
+    primary = next(m for m in rs if is_primary(m))
+    others = [m for m in rs if m is not primary]
+    with direct(primary) as c:
+        c.app.c.insert_one({"_id": "before"})
+        for m in others:
+            m.proc.send_signal(19)  # SIGSTOP: the primary hears from no one
+        try:
+            coll = c.app.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=1000))
+            with pytest.raises(pymongo.errors.PyMongoError) as e:
+                coll.insert_one({"_id": "isolated"})
+            assert code_of(e.value) == 64 or "64" in str(e.value), e.value
+            stepped = time.time()
+            wait_for(lambda: not c.admin.command("hello")["isWritablePrimary"], 10,
+                     "the isolated primary stepping down")
+            print(f"stepped down {time.time() - stepped:.1f} s after the timed-out write")
+        finally:
+            for m in others:
+                m.proc.send_signal(18)  # SIGCONT
+    wait_for(lambda: one_primary(rs), 20, "one primary again")
+    wait_for(lambda: converged(rs), 20, "equal data and oplogs after the isolation")

@@ -39,6 +39,8 @@ use crate::raft_transport::MemberTransport;
 /// position (see the module's header).
 struct StoreMachine {
     store: Arc<Store>,
+    /// The newest term whose first entry this member applied (`Ready`).
+    ready: Ready,
     /// Set when an applied entry changed the users or roles (`RaftMember::take_auth_changed`).
     auth_changed: Arc<AtomicBool>,
 }
@@ -61,6 +63,9 @@ impl StateMachine for StoreMachine {
         self.store
             .apply_replicated(entry.term, position, what)
             .map_err(io_err)?;
+        if entry.new_term {
+            self.ready.0.fetch_max(entry.term, Ordering::AcqRel);
+        }
         // Once applied: the server reads the users and roles again.
         if entry.command.is_some_and(|c| {
             [b"admin.system.users".as_slice(), b"admin.system.roles"]
@@ -84,9 +89,25 @@ impl StateMachine for StoreMachine {
     }
 }
 
+/// The newest term whose first entry (openraft's blank entry, logged as mongod's "new
+/// primary" no-op) this member applied. A leader is the writable primary only once it applied
+/// its own term's first entry, and so every entry an earlier primary committed: a read on a
+/// new primary never misses a write the old one acknowledged.
+#[derive(Clone, Default)]
+struct Ready(Arc<AtomicU64>);
+
+impl Ready {
+    /// `s` with `writable` false until this member applied its term's first entry.
+    fn view(&self, mut s: Status) -> Status {
+        s.writable = s.writable && self.0.load(Ordering::Acquire) >= s.term;
+        s
+    }
+}
+
 /// How the store's commits reach the set's log: proposals to this member's Raft.
 struct MemberReplicator {
     member: Arc<OnceLock<Member>>,
+    ready: Ready,
 }
 
 impl Replicator for MemberReplicator {
@@ -108,14 +129,16 @@ impl Replicator for MemberReplicator {
     }
 
     fn is_leader(&self) -> bool {
-        self.member.get().is_some_and(|m| m.status().writable)
+        self.member
+            .get()
+            .is_some_and(|m| self.ready.view(m.status()).writable)
     }
 }
 
 /// Fail the writes waiting for replication whenever this member stops being a writable
 /// primary, so they release their locks and answer at once (11602) rather than at their
 /// wait limit; their entries, if committed later, are applied like any other member's.
-fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>) {
+fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>, ready: Ready) {
     let spawned = std::thread::Builder::new()
         .name("silt-primacy".into())
         .spawn(move || {
@@ -123,7 +146,7 @@ fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>) {
             loop {
                 std::thread::sleep(Duration::from_millis(50));
                 let Some(m) = member.get() else { continue };
-                let s = m.status();
+                let s = ready.view(m.status());
                 if s.role == Role::Shutdown {
                     return;
                 }
@@ -156,6 +179,7 @@ pub(crate) struct RaftMember {
     /// `--keyFile`'s key: requests to other members are sealed with it.
     key: Option<Vec<u8>>,
     auth_changed: Arc<AtomicBool>,
+    ready: Ready,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -286,6 +310,7 @@ impl RaftMember {
             frozen: Arc::new(AtomicU64::new(0)),
             key,
             auth_changed: Arc::new(AtomicBool::new(false)),
+            ready: Ready::default(),
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -318,12 +343,14 @@ impl RaftMember {
         let sm = Arc::new(StoreMachine {
             store: self.store.clone(),
             auth_changed: self.auth_changed.clone(),
+            ready: self.ready.clone(),
         });
         let transport = Arc::new(MemberTransport::new(&self.set, id, self.key.clone()));
         // Writes are replicated from here on: before the member starts applying its log.
         self.store
             .start_replication(Arc::new(MemberReplicator {
                 member: self.member.clone(),
+                ready: self.ready.clone(),
             }))
             .map_err(io_err)?;
         // Snapshots carry only the applied position so far (`docs/replset-plan.md`): the log
@@ -333,7 +360,7 @@ impl RaftMember {
             ..MemberOptions::default()
         };
         let m = Member::start(id, &self.dir.join("log"), &opts, sm, transport)?;
-        watch_primacy(self.member.clone(), self.store.clone());
+        watch_primacy(self.member.clone(), self.store.clone(), self.ready.clone());
         tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
         Ok(self.member.get_or_init(|| m))
     }
@@ -400,7 +427,7 @@ impl RaftMember {
     }
 
     fn status(&self) -> Option<Status> {
-        let s = self.member()?.status();
+        let s = self.ready.view(self.member()?.status());
         let mut seen = self.seen.lock();
         let now = (s.term, Some(s.role), s.writable);
         if *seen != now {
@@ -446,6 +473,21 @@ impl RaftMember {
             d.insert("primary", p);
         }
         d.insert("me", self.me.clone());
+        // The newest applied entry (drivers compute a secondary's staleness from it).
+        if let Some(log) = self.store.oplog() {
+            let ts = log.visible();
+            let term = i64::try_from(s.term).unwrap_or(i64::MAX);
+            let date = bson::DateTime::from_millis(i64::from(ts.time) * 1000);
+            d.insert(
+                "lastWrite",
+                doc! {
+                    "opTime": { "ts": ts, "t": term },
+                    "lastWriteDate": date,
+                    "majorityOpTime": { "ts": ts, "t": term },
+                    "majorityWriteDate": date,
+                },
+            );
+        }
         if s.writable {
             d.insert("electionId", election_id(s.term));
         }
@@ -737,7 +779,7 @@ impl RaftMember {
         if !crate::commands::is_write(name) {
             return Ok(());
         }
-        if !m.status().writable {
+        if !self.ready.view(m.status()).writable {
             return Err(QueryError::coded(
                 10107,
                 "NotWritablePrimary",
@@ -756,7 +798,8 @@ impl RaftMember {
     /// Whether this server is a member of a multi-member set that is not its writable
     /// primary (it takes no writes of its own).
     pub(crate) fn follows(&self) -> bool {
-        self.member().is_some_and(|m| !m.status().writable)
+        self.member()
+            .is_some_and(|m| !self.ready.view(m.status()).writable)
     }
 
     /// A linearizable read's condition: this member is primary, a quorum confirmed it
@@ -765,7 +808,7 @@ impl RaftMember {
         let Some(m) = self.member() else {
             return Ok(());
         };
-        if !m.status().writable {
+        if !self.ready.view(m.status()).writable {
             return Err(QueryError::coded(
                 10107,
                 "NotWritablePrimary",
