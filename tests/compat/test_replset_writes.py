@@ -383,3 +383,91 @@ def test_an_isolated_primary_times_out_majority_writes_and_steps_down(rs):
                 m.proc.send_signal(18)  # SIGCONT
     wait_for(lambda: one_primary(rs), 20, "one primary again")
     wait_for(lambda: converged(rs), 20, "equal data and oplogs after the isolation")
+
+
+def test_random_kills_and_pauses_under_a_mixed_load(rs):
+    """Members killed with SIGKILL or paused with SIGSTOP at random (seeded) under a load of
+    increments, inserts, deletes and transactions: every acknowledged increment is applied
+    once, and the members end equal. `SILT_FAULT_SECONDS` sets the length (20 s here)."""
+    import os
+    import random
+    seconds = float(os.environ.get("SILT_FAULT_SECONDS", "20"))
+    seed = int(os.environ.get("SILT_FAULT_SEED", "7"))
+    client = pymongo.MongoClient(uri_of(rs) + "&w=majority", serverSelectionTimeoutMS=30000)
+    db = client.faults
+    n = 4
+    for t in range(n):
+        db.c.insert_one({"_id": f"k{t}", "n": 0})
+    db.d.create_index("v")
+    acked, failed = [0] * n, [0] * n
+    stop = threading.Event()
+
+    def writer(t):
+        rng = random.Random(seed * 100 + t)
+        while not stop.is_set():
+            op = rng.random()
+            try:
+                if op < 0.5:
+                    db.c.update_one({"_id": f"k{t}"}, {"$inc": {"n": 1}})
+                    acked[t] += 1
+                elif op < 0.8:
+                    db.d.insert_one({"t": t, "v": rng.randint(0, 1000)})
+                elif op < 0.9:
+                    db.d.delete_one({"t": t})
+                else:
+                    with client.start_session() as s:
+                        with s.start_transaction():
+                            db.e.insert_one({"t": t}, session=s)
+                            db.e.update_many({"t": t}, {"$inc": {"x": 1}}, session=s)
+            except pymongo.errors.PyMongoError:
+                if op < 0.5:
+                    failed[t] += 1
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    rng = random.Random(seed)
+    faults = []
+    try:
+        end = time.time() + seconds
+        while time.time() < end:
+            time.sleep(rng.uniform(1.5, 4))
+            m = rng.choice(rs)
+            if rng.random() < 0.6:
+                m.kill9()
+                time.sleep(rng.uniform(0.5, 2))
+                m.start(port=m.port)
+                faults.append("kill")
+            else:
+                m.proc.send_signal(19)
+                time.sleep(rng.uniform(1, 5))
+                m.proc.send_signal(18)
+                faults.append("stop")
+    finally:
+        stop.set()
+        for th in threads:
+            th.join()
+    print(f"faults {faults}, acknowledged increments {sum(acked)}, failed {sum(failed)}")
+    assert sum(acked) > 0
+
+    def settled():
+        newest = []
+        for m in rs:
+            with direct(m) as c:
+                newest.append(c.local.oplog.rs.find_one(sort=[("$natural", -1)])["ts"])
+        upto = min(newest)
+        states = []
+        for m in rs:
+            with direct(m) as c:
+                states.append((c.faults.command("dbHash")["collections"],
+                               list(c.local.oplog.rs.find({"ts": {"$lte": upto}}, sort=[("$natural", 1)]))))
+        return all(s == states[0] for s in states[1:])
+
+    wait_for(settled, 60, "equal data and oplogs after the faults")
+    for m in rs:
+        with direct(m) as c:
+            for t in range(n):
+                got = c.faults.c.find_one({"_id": f"k{t}"})["n"]
+                assert acked[t] <= got <= acked[t] + failed[t], (m.port, t, got, acked[t], failed[t])
+    client.close()

@@ -81,6 +81,9 @@ pub struct Status {
     /// The newest index known committed.
     pub committed: Option<u64>,
     pub applied: Option<u64>,
+    /// The term of the newest entry applied: a leader that applied an entry of its own term
+    /// has applied every entry an earlier leader committed.
+    pub applied_term: Option<u64>,
     pub snapshot: Option<u64>,
     pub purged: Option<u64>,
     pub members: Vec<Peer>,
@@ -345,6 +348,7 @@ impl Member {
             last_log_index: m.last_log_index,
             committed: m.local_committed.map(|l| l.index),
             applied: m.last_applied.map(|l| l.index),
+            applied_term: m.last_applied.map(|l| l.leader_id.term),
             snapshot: m.snapshot.map(|l| l.index),
             purged: m.purged.map(|l| l.index),
             members,

@@ -39,8 +39,6 @@ use crate::raft_transport::MemberTransport;
 /// position (see the module's header).
 struct StoreMachine {
     store: Arc<Store>,
-    /// The newest term whose first entry this member applied (`Ready`).
-    ready: Ready,
     /// Set when an applied entry changed the users or roles (`RaftMember::take_auth_changed`).
     auth_changed: Arc<AtomicBool>,
 }
@@ -63,9 +61,6 @@ impl StateMachine for StoreMachine {
         self.store
             .apply_replicated(entry.term, position, what)
             .map_err(io_err)?;
-        if entry.new_term {
-            self.ready.0.fetch_max(entry.term, Ordering::AcqRel);
-        }
         // Once applied: the server reads the users and roles again.
         if entry.command.is_some_and(|c| {
             [b"admin.system.users".as_slice(), b"admin.system.roles"]
@@ -89,25 +84,19 @@ impl StateMachine for StoreMachine {
     }
 }
 
-/// The newest term whose first entry (openraft's blank entry, logged as mongod's "new
-/// primary" no-op) this member applied. A leader is the writable primary only once it applied
-/// its own term's first entry, and so every entry an earlier primary committed: a read on a
-/// new primary never misses a write the old one acknowledged.
-#[derive(Clone, Default)]
-struct Ready(Arc<AtomicU64>);
-
-impl Ready {
-    /// `s` with `writable` false until this member applied its term's first entry.
-    fn view(&self, mut s: Status) -> Status {
-        s.writable = s.writable && self.0.load(Ordering::Acquire) >= s.term;
-        s
-    }
+/// When a leader is the writable primary: once it applied an entry of its own term (its
+/// first is openraft's blank entry, logged as mongod's "new primary" no-op), and so every
+/// entry an earlier primary committed: a read on a new primary never misses a write the old
+/// one acknowledged. A leader restarted into the term it led (openraft re-establishes it
+/// without a new entry) is ready once its applied entries reach that term.
+fn ready(mut s: Status) -> Status {
+    s.writable = s.writable && s.applied_term == Some(s.term);
+    s
 }
 
 /// How the store's commits reach the set's log: proposals to this member's Raft.
 struct MemberReplicator {
     member: Arc<OnceLock<Member>>,
-    ready: Ready,
 }
 
 impl Replicator for MemberReplicator {
@@ -131,14 +120,14 @@ impl Replicator for MemberReplicator {
     fn is_leader(&self) -> bool {
         self.member
             .get()
-            .is_some_and(|m| self.ready.view(m.status()).writable)
+            .is_some_and(|m| ready(m.status()).writable)
     }
 }
 
 /// Fail the writes waiting for replication whenever this member stops being a writable
 /// primary, so they release their locks and answer at once (11602) rather than at their
 /// wait limit; their entries, if committed later, are applied like any other member's.
-fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>, ready: Ready) {
+fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>) {
     let spawned = std::thread::Builder::new()
         .name("silt-primacy".into())
         .spawn(move || {
@@ -146,7 +135,7 @@ fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>, ready: Ready)
             loop {
                 std::thread::sleep(Duration::from_millis(50));
                 let Some(m) = member.get() else { continue };
-                let s = ready.view(m.status());
+                let s = ready(m.status());
                 if s.role == Role::Shutdown {
                     return;
                 }
@@ -179,7 +168,6 @@ pub(crate) struct RaftMember {
     /// `--keyFile`'s key: requests to other members are sealed with it.
     key: Option<Vec<u8>>,
     auth_changed: Arc<AtomicBool>,
-    ready: Ready,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -310,7 +298,6 @@ impl RaftMember {
             frozen: Arc::new(AtomicU64::new(0)),
             key,
             auth_changed: Arc::new(AtomicBool::new(false)),
-            ready: Ready::default(),
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -343,14 +330,12 @@ impl RaftMember {
         let sm = Arc::new(StoreMachine {
             store: self.store.clone(),
             auth_changed: self.auth_changed.clone(),
-            ready: self.ready.clone(),
         });
         let transport = Arc::new(MemberTransport::new(&self.set, id, self.key.clone()));
         // Writes are replicated from here on: before the member starts applying its log.
         self.store
             .start_replication(Arc::new(MemberReplicator {
                 member: self.member.clone(),
-                ready: self.ready.clone(),
             }))
             .map_err(io_err)?;
         // Snapshots carry only the applied position so far (`docs/replset-plan.md`): the log
@@ -360,7 +345,7 @@ impl RaftMember {
             ..MemberOptions::default()
         };
         let m = Member::start(id, &self.dir.join("log"), &opts, sm, transport)?;
-        watch_primacy(self.member.clone(), self.store.clone(), self.ready.clone());
+        watch_primacy(self.member.clone(), self.store.clone());
         tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
         Ok(self.member.get_or_init(|| m))
     }
@@ -427,7 +412,7 @@ impl RaftMember {
     }
 
     fn status(&self) -> Option<Status> {
-        let s = self.ready.view(self.member()?.status());
+        let s = ready(self.member()?.status());
         let mut seen = self.seen.lock();
         let now = (s.term, Some(s.role), s.writable);
         if *seen != now {
@@ -779,7 +764,7 @@ impl RaftMember {
         if !crate::commands::is_write(name) {
             return Ok(());
         }
-        if !self.ready.view(m.status()).writable {
+        if !ready(m.status()).writable {
             return Err(QueryError::coded(
                 10107,
                 "NotWritablePrimary",
@@ -798,8 +783,7 @@ impl RaftMember {
     /// Whether this server is a member of a multi-member set that is not its writable
     /// primary (it takes no writes of its own).
     pub(crate) fn follows(&self) -> bool {
-        self.member()
-            .is_some_and(|m| !self.ready.view(m.status()).writable)
+        self.member().is_some_and(|m| !ready(m.status()).writable)
     }
 
     /// A linearizable read's condition: this member is primary, a quorum confirmed it
@@ -808,7 +792,7 @@ impl RaftMember {
         let Some(m) = self.member() else {
             return Ok(());
         };
-        if !self.ready.view(m.status()).writable {
+        if !ready(m.status()).writable {
             return Err(QueryError::coded(
                 10107,
                 "NotWritablePrimary",
