@@ -71,14 +71,21 @@ fn micros_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// Random inserts (one document per command, random `_id`) into `port` for `len`.
-fn insert_phase(port: u16, threads: usize, len: Duration, seed: u64) -> Result<f64, String> {
+/// Random inserts (one document per command, random `_id`) into `port` for `len`, with
+/// `write_concern` when given: inserts per second.
+pub(crate) fn insert_phase(
+    port: u16,
+    threads: usize,
+    len: Duration,
+    seed: u64,
+    write_concern: Option<Document>,
+) -> Result<f64, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut handles = Vec::new();
     for t in 0..threads {
-        let (stop, ops) = (stop.clone(), ops.clone());
+        let (stop, ops, wc) = (stop.clone(), ops.clone(), write_concern.clone());
         handles.push(std::thread::spawn(move || -> Result<(), String> {
             let mut c = Client::connect(port).map_err(|e| e.to_string())?;
             let mut rng = SmallRng::seed_from_u64(seed * 1000 + t as u64);
@@ -88,7 +95,11 @@ fn insert_phase(port: u16, threads: usize, len: Duration, seed: u64) -> Result<f
                     "a": rng.gen_range(0..1_000_000i64),
                     "s": "x".repeat(100),
                 };
-                c.command(DB, doc! { "insert": "ins", "documents": [d] })?;
+                let mut cmd = doc! { "insert": "ins", "documents": [d] };
+                if let Some(wc) = &wc {
+                    cmd.insert("writeConcern", wc.clone());
+                }
+                c.command(DB, cmd)?;
                 ops.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
@@ -211,7 +222,7 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             replset.port
         };
-        let r = insert_phase(port, a.threads, quarter, n as u64)?;
+        let r = insert_phase(port, a.threads, quarter, n as u64, None)?;
         eprintln!(
             "[insert] {} {r:.0}/s",
             if which == 0 { "standalone" } else { "replset" }

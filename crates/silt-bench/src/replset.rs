@@ -14,13 +14,11 @@
 //!    before the next kill.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use crate::client::{pick_port, Client, Server};
@@ -175,48 +173,6 @@ fn applied_index(port: u16) -> Option<i64> {
         bson::Bson::Int32(n) => Some(i64::from(*n)),
         _ => None,
     }
-}
-
-/// Random inserts (one document per command) into `port` for `len`: inserts per second.
-fn insert_phase(
-    port: u16,
-    threads: usize,
-    len: Duration,
-    seed: u64,
-    majority: bool,
-) -> Result<f64, String> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let ops = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let (stop, ops) = (stop.clone(), ops.clone());
-        handles.push(std::thread::spawn(move || -> Result<(), String> {
-            let mut c = Client::connect(port).map_err(|e| e.to_string())?;
-            let mut rng = SmallRng::seed_from_u64(seed * 1000 + t as u64);
-            while !stop.load(Ordering::Relaxed) {
-                let d = doc! {
-                    "_id": rng.gen::<i64>(),
-                    "a": rng.gen_range(0..1_000_000i64),
-                    "s": "x".repeat(100),
-                };
-                let mut cmd = doc! { "insert": "ins", "documents": [d] };
-                if majority {
-                    cmd.insert("writeConcern", doc! { "w": "majority" });
-                }
-                c.command(DB, cmd)?;
-                ops.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(())
-        }));
-    }
-    std::thread::sleep(len);
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join()
-            .map_err(|_| "client thread panicked".to_string())??;
-    }
-    Ok(ops.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
 }
 
 /// Load W1a's documents into `port` from `threads` clients, then index `k`: raw bytes.
@@ -406,7 +362,8 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             set.ports[primary]
         };
-        let r = insert_phase(port, a.threads, quarter, n as u64, which == 1)?;
+        let wc = (which == 1).then(|| doc! { "w": "majority" });
+        let r = crate::oplog::insert_phase(port, a.threads, quarter, n as u64, wc)?;
         eprintln!("[insert] {} {r:.0}/s", ["standalone", "majority"][which]);
         rates[which] += r / 4.0;
     }

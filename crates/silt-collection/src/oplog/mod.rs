@@ -441,16 +441,21 @@ impl Oplog {
         res
     }
 
-    /// Drop every entry (a member joining a multi-member set: its oplog from then on is the
-    /// set's, the same on every member, and its times start from the set's first entry).
-    pub(crate) fn reset(&self, env: &Env, dict_name: &dyn Fn() -> String) -> Result<()> {
-        let part = Arc::new(Part {
+    /// A new, empty partition (not yet in the list).
+    fn new_part(&self, env: &Env, dict_name: &dyn Fn() -> String) -> Result<Arc<Part>> {
+        Ok(Arc::new(Part {
             id: self.next_id.fetch_add(1, Ordering::AcqRel),
             dict: env.create_dict(&dict_name())?,
             created: bson::DateTime::now(),
             bytes: AtomicU64::new(0),
             writing: AtomicU64::new(0),
-        });
+        }))
+    }
+
+    /// Drop every entry (a member joining a multi-member set: its oplog from then on is the
+    /// set's, the same on every member, and its times start from the set's first entry).
+    pub(crate) fn reset(&self, env: &Env, dict_name: &dyn Fn() -> String) -> Result<()> {
+        let part = self.new_part(env, dict_name)?;
         let old = std::mem::replace(&mut *self.parts.write(), Arc::new(vec![part.clone()]));
         self.persist()?;
         self.pending.lock().current = part;
@@ -615,13 +620,7 @@ impl Oplog {
         let share = (self.max_bytes() / 8).max(64 << 10);
         let current = self.pending.lock().current.clone();
         if current.bytes.load(Ordering::Relaxed) >= share {
-            let part = Arc::new(Part {
-                id: self.next_id.fetch_add(1, Ordering::AcqRel),
-                dict: env.create_dict(&dict_name())?,
-                created: bson::DateTime::now(),
-                bytes: AtomicU64::new(0),
-                writing: AtomicU64::new(0),
-            });
+            let part = self.new_part(env, dict_name)?;
             {
                 let mut parts = self.parts.write();
                 let mut list = (**parts).clone();
