@@ -63,6 +63,32 @@ pub(crate) struct Args {
     pub(crate) json: Option<PathBuf>,
 }
 
+impl Args {
+    /// W1a's documents (1 KiB of filler, four per `k`) for a workload that runs W1a's phases
+    /// itself (`oplog`, `replset`).
+    pub(crate) fn w1a(
+        docs: u64,
+        cache_mb: u64,
+        threads: usize,
+        seconds: u64,
+        buffered: bool,
+    ) -> Args {
+        Args {
+            docs,
+            blob_bytes: 1024,
+            docs_per_k: 4,
+            cache_mb,
+            threads,
+            seconds,
+            buffered,
+            txn_updates: None,
+            one_update_per_command: false,
+            peer: Vec::new(),
+            json: None,
+        }
+    }
+}
+
 /// Slices each mode's time is cut into (see the off/on/on/off order in `run`).
 pub(crate) const SLICES: usize = 4;
 

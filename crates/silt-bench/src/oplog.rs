@@ -231,19 +231,7 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // 2. W1a on both servers, fast updates off and on, phases interleaved across the two.
-    let w1 = fast_update::Args {
-        docs: a.docs,
-        blob_bytes: 1024,
-        docs_per_k: 4,
-        cache_mb: a.cache_mb,
-        threads: a.threads,
-        seconds: a.seconds,
-        buffered: a.buffered,
-        txn_updates: None,
-        one_update_per_command: false,
-        peer: Vec::new(),
-        json: None,
-    };
+    let w1 = fast_update::Args::w1a(a.docs, a.cache_mb, a.threads, a.seconds, a.buffered);
     let mut raw = 0;
     for (label, port) in [("standalone", standalone.port), ("replset", replset.port)] {
         eprintln!("[w1a] loading {} documents into the {label} server", a.docs);

@@ -370,19 +370,7 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     drop(standalone);
 
     // 2. W1a on the primary with the lag of the secondaries.
-    let w1 = fast_update::Args {
-        docs: a.docs,
-        blob_bytes: 1024,
-        docs_per_k: 4,
-        cache_mb: a.cache_mb,
-        threads: a.threads,
-        seconds: a.seconds,
-        buffered: a.buffered,
-        txn_updates: None,
-        one_update_per_command: false,
-        peer: Vec::new(),
-        json: None,
-    };
+    let w1 = fast_update::Args::w1a(a.docs, a.cache_mb, a.threads, a.seconds, a.buffered);
     let raw = load(set.ports[primary], &w1, a.threads)?;
     set.wait_caught_up(Duration::from_secs(600))?;
     for p in &set.ports {
