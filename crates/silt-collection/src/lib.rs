@@ -26,6 +26,7 @@
 mod build;
 mod collection;
 mod created;
+mod image;
 pub mod index;
 mod keyrange;
 pub mod oplog;
@@ -57,6 +58,7 @@ pub use silt_storage::{
 
 pub use build::{BuildObserver, CreateIndexesOutcome, Unobserved, BUILD_INSERTING, BUILD_SCANNING};
 pub use collection::{sum_stats, CollStats, Collection, DocCursor, PartInfo};
+pub use image::{ImageStats, ImageView};
 pub use index::{parse_expire_after, Accesses, Index, IndexSpec, KeyError, SpecError};
 pub use keyrange::{KeyRange, KeyScan};
 pub use oplog::{limit_wait, Refusal, Replicator, WaitLimit, DEFAULT_WAIT};
@@ -247,6 +249,8 @@ pub(crate) fn decode_fields(ns: &str, bytes: &[u8], names: &[String]) -> Result<
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_image;
 #[cfg(test)]
 mod tests_oplog;
 #[cfg(test)]

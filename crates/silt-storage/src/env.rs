@@ -89,7 +89,44 @@ pub(crate) struct EnvInner {
     bg_cond: Condvar,
     evict_rr: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Drops held back while [`DropDeferral`]s are alive.
+    deferred: Mutex<Deferred>,
     _lock: Box<dyn Send + Sync + std::fmt::Debug>,
+}
+
+/// Dictionary drops held back: how many deferrals are alive, and the names dropped meanwhile.
+#[derive(Default)]
+struct Deferred {
+    holders: usize,
+    names: Vec<String>,
+}
+
+/// While alive, [`Env::drop_dict`] only hides a dictionary (from [`Env::list_dicts`] and
+/// [`Env::open_dict`]) and leaves its file, so handles opened earlier keep reading it: for a
+/// reader that must see every dictionary of one moment to the end (a store's image being
+/// written). The last one to go drops what was held back. A crash meanwhile leaves the
+/// hidden dictionaries in the environment's catalog, nameless to its users, who sweep such
+/// orphans when they open.
+pub struct DropDeferral {
+    env: Arc<EnvInner>,
+}
+
+impl Drop for DropDeferral {
+    fn drop(&mut self) {
+        let names = {
+            let mut d = self.env.deferred.lock();
+            d.holders -= 1;
+            if d.holders > 0 {
+                return;
+            }
+            std::mem::take(&mut d.names)
+        };
+        for name in names {
+            if let Err(e) = self.env.drop_now(&name) {
+                tracing::warn!(dict = %name, error = %e, "a deferred dictionary drop failed");
+            }
+        }
+    }
 }
 
 /// Figures describing an environment at a moment.
@@ -353,6 +390,7 @@ impl Env {
             bg: Mutex::new(BgState::default()),
             bg_cond: Condvar::new(),
             evict_rr: AtomicU64::new(0),
+            deferred: Mutex::default(),
             checkpoints: AtomicU64::new(0),
             _lock: lock,
         });
@@ -413,6 +451,9 @@ impl Env {
     /// Open an existing dictionary.
     pub fn open_dict(&self, name: &str) -> Result<Dict> {
         self.inner.check_open()?;
+        if self.inner.deferred.lock().names.iter().any(|n| n == name) {
+            return Err(Error::NoSuchDictionary(name.to_string()));
+        }
         let id = *self
             .inner
             .catalog
@@ -444,9 +485,29 @@ impl Env {
         }
     }
 
-    /// Names of every dictionary.
+    /// Names of every dictionary (not those dropped while drops are deferred).
     pub fn list_dicts(&self) -> Vec<String> {
-        self.inner.catalog.lock().by_name.keys().cloned().collect()
+        let hidden = self.inner.deferred.lock().names.clone();
+        let cat = self.inner.catalog.lock();
+        cat.by_name
+            .keys()
+            .filter(|n| !hidden.contains(n))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a [`DropDeferral`] is alive.
+    pub fn drops_deferred(&self) -> bool {
+        self.inner.deferred.lock().holders > 0
+    }
+
+    /// Hold back dictionary drops until the returned guard (and every other) is gone; see
+    /// [`DropDeferral`].
+    pub fn defer_drops(&self) -> DropDeferral {
+        self.inner.deferred.lock().holders += 1;
+        DropDeferral {
+            env: self.inner.clone(),
+        }
     }
 
     /// Rename a dictionary. Open handles keep working.
@@ -474,31 +535,23 @@ impl Env {
         Ok(())
     }
 
-    /// Drop a dictionary and delete its file (its space is returned at once).
+    /// Drop a dictionary and delete its file (its space is returned at once), or, while a
+    /// [`DropDeferral`] is alive, hide it and drop it when the last one goes.
     pub fn drop_dict(&self, name: &str) -> Result<()> {
-        let inner = &self.inner;
-        inner.check_open()?;
-        let _g = inner.ckpt_mutex.lock();
-        let id = {
-            let mut cat = inner.catalog.lock();
-            let id = cat
-                .by_name
-                .remove(name)
-                .ok_or_else(|| Error::NoSuchDictionary(name.to_string()))?;
-            if let Err(e) = cat.save(&*inner.vfs, &inner.dir) {
-                cat.by_name.insert(name.to_string(), id);
-                return Err(e);
+        self.inner.check_open()?;
+        {
+            let mut d = self.inner.deferred.lock();
+            if d.holders > 0 {
+                if d.names.iter().any(|n| n == name)
+                    || !self.inner.catalog.lock().by_name.contains_key(name)
+                {
+                    return Err(Error::NoSuchDictionary(name.to_string()));
+                }
+                d.names.push(name.to_string());
+                return Ok(());
             }
-            id
-        };
-        if let Some(core) = inner.dicts.write().remove(&id) {
-            core.dropped.store(true, Ordering::Release);
-            let path = core.file.path.clone();
-            drop(core);
-            inner.vfs.remove(&path).ctx(&path)?;
-            sync_dir(&*inner.vfs, &inner.dir)?;
         }
-        Ok(())
+        self.inner.drop_now(name)
     }
 
     /// Why the environment refuses writes, if it does (see [`PoisonCause`]).
@@ -647,6 +700,32 @@ impl EnvInner {
 
     pub(crate) fn dict_list(&self) -> Vec<Arc<DictCore>> {
         self.dicts.read().values().cloned().collect()
+    }
+
+    fn drop_now(&self, name: &str) -> Result<()> {
+        let inner = self;
+        inner.check_open()?;
+        let _g = inner.ckpt_mutex.lock();
+        let id = {
+            let mut cat = inner.catalog.lock();
+            let id = cat
+                .by_name
+                .remove(name)
+                .ok_or_else(|| Error::NoSuchDictionary(name.to_string()))?;
+            if let Err(e) = cat.save(&*inner.vfs, &inner.dir) {
+                cat.by_name.insert(name.to_string(), id);
+                return Err(e);
+            }
+            id
+        };
+        if let Some(core) = inner.dicts.write().remove(&id) {
+            core.dropped.store(true, Ordering::Release);
+            let path = core.file.path.clone();
+            drop(core);
+            inner.vfs.remove(&path).ctx(&path)?;
+            sync_dir(&*inner.vfs, &inner.dir)?;
+        }
+        Ok(())
     }
 
     fn create_dict(self: &Arc<Self>, name: &str, counted: bool) -> Result<Dict> {

@@ -58,7 +58,7 @@ mod write;
 
 pub use batch::WriteBatch;
 pub use dict::{CountStats, Cursor, Dict, DictStats, RangeLock};
-pub use env::{Env, EnvStats};
+pub use env::{DropDeferral, Env, EnvStats};
 pub use error::PoisonCause;
 pub use error::{Error, Result};
 pub use format::btt::Extent;

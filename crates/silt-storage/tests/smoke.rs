@@ -293,3 +293,40 @@ fn sorted_reads_equal_point_reads() {
         }
     }
 }
+
+/// A drop while drops are deferred hides the dictionary but leaves earlier handles reading
+/// it to the end; the last deferral to go drops it, and a crash meanwhile leaves it listed
+/// for the user's sweep.
+#[test]
+fn deferred_drops_keep_handles_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open_with(dir.path(), small_opts(), fns()).unwrap();
+    let d = env.create_dict("a").unwrap();
+    for i in 0..5000u32 {
+        d.put(&i.to_be_bytes(), b"value").unwrap();
+    }
+    let snap = env.snapshot();
+    let held = env.defer_drops();
+    let second = env.defer_drops();
+    env.drop_dict("a").unwrap();
+    assert!(env.drop_dict("a").is_err(), "dropped twice");
+    assert!(!env.list_dicts().contains(&"a".to_string()));
+    assert!(env.open_dict("a").is_err());
+    let mut c = d.cursor_at(Unbounded, Unbounded, &snap);
+    let mut n = 0;
+    while c.next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 5000, "the handle reads every key after the drop");
+    drop(held);
+    assert!(
+        d.get(&1u32.to_be_bytes()).is_ok(),
+        "one deferral is still alive"
+    );
+    drop(second);
+    assert!(
+        d.get(&1u32.to_be_bytes()).is_err(),
+        "dropped with the last deferral"
+    );
+    env.create_dict("a").unwrap();
+}

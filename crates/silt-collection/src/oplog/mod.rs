@@ -26,7 +26,7 @@ mod clock;
 mod diff;
 mod entries;
 mod entry;
-mod proposal;
+pub(crate) mod proposal;
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -195,6 +195,74 @@ fn ts_of_key(k: &[u8]) -> Result<u64> {
         })
 }
 
+/// The partitions the catalog's oplog entry names (one new, empty one when it names none),
+/// the next partition id and the oplog's UUID.
+fn read_parts(
+    env: &Env,
+    catalog: &Dict,
+    dict_name: &dyn Fn() -> String,
+) -> Result<(Vec<Arc<Part>>, u64, bson::Uuid)> {
+    let (parts, next_id, uuid) = match catalog.get(META_KEY)? {
+        Some(bytes) => {
+            let meta = decode_doc(OPLOG_NS, &bytes)?;
+            let mut parts = Vec::new();
+            for p in meta.get_array("parts").map_err(|_| bad("parts"))? {
+                let Bson::Document(p) = p else {
+                    return Err(bad("a partition"));
+                };
+                let dict = env.open_dict(p.get_str("dict").map_err(|_| bad("dict"))?)?;
+                let bytes = dict.stats().data_bytes;
+                parts.push(Arc::new(Part {
+                    id: u64::try_from(p.get_i64("id").unwrap_or(0)).unwrap_or(0),
+                    dict,
+                    created: p
+                        .get_datetime("created")
+                        .copied()
+                        .unwrap_or_else(|_| bson::DateTime::now()),
+                    bytes: AtomicU64::new(bytes),
+                    writing: AtomicU64::new(0),
+                }));
+            }
+            let next = u64::try_from(meta.get_i64("nextId").unwrap_or(1)).unwrap_or(1);
+            let uuid = match meta.get("uuid") {
+                Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
+                    .map(bson::Uuid::from_bytes)
+                    .unwrap_or_else(|_| bson::Uuid::new()),
+                _ => bson::Uuid::new(),
+            };
+            (parts, next, uuid)
+        }
+        None => (Vec::new(), 0, bson::Uuid::new()),
+    };
+    let mut parts = parts;
+    let mut next_id = next_id;
+    if parts.is_empty() {
+        parts.push(Arc::new(Part {
+            id: next_id,
+            dict: env.create_dict(&dict_name())?,
+            created: bson::DateTime::now(),
+            bytes: AtomicU64::new(0),
+            writing: AtomicU64::new(0),
+        }));
+        next_id += 1;
+    }
+    Ok((parts, next_id, uuid))
+}
+
+/// The time of the newest entry in `parts` (0 when they are empty).
+fn newest_of(parts: &[Arc<Part>]) -> Result<u64> {
+    let mut newest = 0;
+    for p in parts.iter().rev() {
+        let mut c = p.dict.cursor(Bound::Unbounded, Bound::Unbounded);
+        c.seek_last();
+        if let Some((k, _)) = c.prev()? {
+            newest = ts_of_key(&k)?;
+            break;
+        }
+    }
+    Ok(newest)
+}
+
 fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -208,60 +276,9 @@ impl Oplog {
         opts: OplogOptions,
         dict_name: &dyn Fn() -> String,
     ) -> Result<Oplog> {
-        let (parts, next_id, uuid) = match catalog.get(META_KEY)? {
-            Some(bytes) => {
-                let meta = decode_doc(OPLOG_NS, &bytes)?;
-                let mut parts = Vec::new();
-                for p in meta.get_array("parts").map_err(|_| bad("parts"))? {
-                    let Bson::Document(p) = p else {
-                        return Err(bad("a partition"));
-                    };
-                    let dict = env.open_dict(p.get_str("dict").map_err(|_| bad("dict"))?)?;
-                    let bytes = dict.stats().data_bytes;
-                    parts.push(Arc::new(Part {
-                        id: u64::try_from(p.get_i64("id").unwrap_or(0)).unwrap_or(0),
-                        dict,
-                        created: p
-                            .get_datetime("created")
-                            .copied()
-                            .unwrap_or_else(|_| bson::DateTime::now()),
-                        bytes: AtomicU64::new(bytes),
-                        writing: AtomicU64::new(0),
-                    }));
-                }
-                let next = u64::try_from(meta.get_i64("nextId").unwrap_or(1)).unwrap_or(1);
-                let uuid = match meta.get("uuid") {
-                    Some(Bson::Binary(b)) => <[u8; 16]>::try_from(b.bytes.as_slice())
-                        .map(bson::Uuid::from_bytes)
-                        .unwrap_or_else(|_| bson::Uuid::new()),
-                    _ => bson::Uuid::new(),
-                };
-                (parts, next, uuid)
-            }
-            None => (Vec::new(), 0, bson::Uuid::new()),
-        };
-        let mut parts = parts;
-        let mut next_id = next_id;
-        if parts.is_empty() {
-            parts.push(Arc::new(Part {
-                id: next_id,
-                dict: env.create_dict(&dict_name())?,
-                created: bson::DateTime::now(),
-                bytes: AtomicU64::new(0),
-                writing: AtomicU64::new(0),
-            }));
-            next_id += 1;
-        }
+        let (parts, next_id, uuid) = read_parts(env, catalog, dict_name)?;
         // The clock resumes after the newest entry.
-        let mut newest = 0;
-        for p in parts.iter().rev() {
-            let mut c = p.dict.cursor(Bound::Unbounded, Bound::Unbounded);
-            c.seek_last();
-            if let Some((k, _)) = c.prev()? {
-                newest = ts_of_key(&k)?;
-                break;
-            }
-        }
+        let newest = newest_of(&parts)?;
         let current = parts.last().cloned().ok_or_else(|| bad("no partition"))?;
         let log = Oplog {
             clock: Arc::new(Clock::starting_after(newest)),
@@ -463,6 +480,22 @@ impl Oplog {
         for p in old.iter() {
             env.drop_dict(&p.dict.name())?;
         }
+        Ok(())
+    }
+
+    /// Read the partitions again from the catalog, whose oplog entry was replaced (a store
+    /// image installed in place of the data): entries from here on follow the image's.
+    pub(crate) fn reload(&self, env: &Env, dict_name: &dyn Fn() -> String) -> Result<()> {
+        let (parts, next_id, _) = read_parts(env, &self.catalog, dict_name)?;
+        let newest = newest_of(&parts)?;
+        let current = parts.last().cloned().ok_or_else(|| bad("no partition"))?;
+        *self.parts.write() = Arc::new(parts);
+        self.pending.lock().current = current;
+        self.next_id.store(next_id, Ordering::Release);
+        self.newest_ts.store(newest, Ordering::Release);
+        self.clock.advance_to(newest);
+        self.persist()?;
+        self.advanced.notify_all();
         Ok(())
     }
 
