@@ -3,6 +3,8 @@ member, the members end with equal data (`dbHash`) and equal oplogs, write conce
 waits for N members, and a `kill -9` of the primary under a load of retryable `w: majority`
 writes loses no acknowledged write and applies none twice. Faults are real signals on real
 processes."""
+import os
+import shutil
 import threading
 import time
 
@@ -471,3 +473,81 @@ def test_random_kills_and_pauses_under_a_mixed_load(rs):
                 got = c.faults.c.find_one({"_id": f"k{t}"})["n"]
                 assert acked[t] <= got <= acked[t] + failed[t], (m.port, t, got, acked[t], failed[t])
     client.close()
+
+
+def raft_of(m):
+    with direct(m) as c:
+        return c.admin.command("replSetGetStatus")["raft"]
+
+
+def test_members_behind_the_purged_log_catch_up_by_snapshot():
+    """With a snapshot every 40 entries the log is purged: a member added later, and a member
+    whose data directory was wiped, catch up by another member's snapshot (an image of its
+    store, oplog and indexes included), then follow the log; all end equal."""
+    extra = ["--replSet", "rs0", "--bind", "127.0.0.1", "--raftSnapshotEntries", "40"]
+    ms = [Siltd(extra=extra) for _ in range(3)]
+    fourth = Siltd(extra=extra)
+    for m in ms:
+        m.start()
+    try:
+        config = {"_id": "rs0", "members": [
+            {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
+        with direct(ms[0]) as c:
+            c.admin.command("replSetInitiate", config)
+        wait_for(lambda: one_primary(ms), 15, "one primary and two secondaries")
+        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
+            db = c.app
+            db.c.create_index("a")
+            for i in range(300):
+                db.c.insert_one({"_id": i, "a": i % 11, "pad": "p" * 200})
+            db.c.update_many({"a": 3}, {"$inc": {"n": 1}})
+            with c.start_session() as s:
+                with s.start_transaction():
+                    db.c.insert_one({"_id": "tx"}, session=s)
+                    db.other.insert_one({"_id": "tx-other"}, session=s)
+            db.create_collection("capped", capped=True, size=4096, max=5)
+            for i in range(12):
+                db.capped.insert_one({"i": i})
+            db.gone.insert_one({"_id": 1})
+            db.gone.drop()
+        # Every member wrote a snapshot and purged the log before it.
+        wait_for(lambda: all((raft_of(m).get("purgedIndex") or 0) > 40 for m in ms), 20,
+                 "a purged log on every member")
+
+        fourth.start()
+        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
+            conf = c.admin.command("replSetGetConfig")["config"]
+            conf["version"] += 1
+            conf["members"].append({"_id": 3, "host": f"127.0.0.1:{fourth.port}"})
+            c.admin.command("replSetReconfig", conf)
+            c.app.c.insert_one({"_id": "after-add"})
+        wait_for(lambda: converged(ms + [fourth]), 30, "the fourth member equal to the others")
+        assert raft_of(fourth)["snapshotIndex"] is not None, "the fourth member replayed the log"
+        assert "installed a snapshot" in fourth.read_log()
+        with direct(fourth) as c:
+            assert {ix["name"] for ix in c.app.c.list_indexes()} == {"_id_", "a_1"}
+            assert c.app.c.find_one({"a": 3, "_id": 3})["n"] == 1
+            assert c.app.capped.count_documents({}) == 5
+
+        # A secondary loses its data directory; restarted empty, it catches up the same way.
+        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
+            primary = c.primary
+        wiped = next(m for m in ms if ("127.0.0.1", m.port) != primary)
+        wiped.kill9()
+        for name in os.listdir(wiped.dbpath):
+            if name != "siltd.log":
+                p = os.path.join(wiped.dbpath, name)
+                shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000,
+                                 w="majority") as c:
+            for i in range(60):
+                c.app.c.insert_one({"_id": f"while-wiped-{i}"})
+        wiped.start(port=wiped.port)
+        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
+            c.app.c.insert_one({"_id": "after-wipe"})
+        wait_for(lambda: converged(ms + [fourth]), 30, "the wiped member equal to the others")
+        with direct(wiped) as c:
+            assert c.app.c.count_documents({"_id": {"$regex": "^while-wiped"}}) == 60
+    finally:
+        for m in ms + [fourth]:
+            m.cleanup()

@@ -2,7 +2,9 @@
 //! version in `Cargo.toml`; nothing else in the workspace names an openraft type).
 //!
 //! What this crate owns:
-//! - the Raft log, durable in an engine environment of its own (`log_store.rs`);
+//! - the Raft log, durable in an engine environment of its own (`log_store.rs`), and the
+//!   newest snapshot, in files beside it (`snapshots.rs`), streamed in chunks to a member
+//!   behind the purged log;
 //! - the adapters from openraft's traits to two small ones the server fills in: a
 //!   [`StateMachine`] that applies committed commands (opaque bytes) and a [`Transport`] that
 //!   carries a request's bytes to another member and its answer back (`state.rs`,
@@ -20,6 +22,7 @@
 mod log_store;
 mod member;
 mod network;
+mod snapshots;
 mod state;
 mod types;
 
@@ -29,5 +32,5 @@ mod tests;
 pub use log_store::LogStore;
 pub use member::{Member, MemberOptions, ProposeError, Proposed, Role, Status};
 pub use network::Transport;
-pub use state::{Applied, StateMachine};
+pub use state::{Applied, SnapshotView, StateMachine};
 pub use types::NodeId;

@@ -13,6 +13,7 @@ use openraft::{BasicNode, ChangeMembers, Config, Instant, ServerState, SnapshotP
 
 use crate::log_store::LogStore;
 use crate::network::{self, Network, Transport};
+use crate::snapshots::Snapshots;
 use crate::state::{Sm, StateMachine};
 use crate::types::{Command, NodeId, TypeConfig};
 
@@ -86,6 +87,8 @@ pub struct Status {
     pub applied_term: Option<u64>,
     pub snapshot: Option<u64>,
     pub purged: Option<u64>,
+    /// Bytes of a snapshot this member is receiving (catching up), if it is.
+    pub receiving_snapshot: Option<u64>,
     pub members: Vec<Peer>,
     /// The membership is changing (joint consensus).
     pub joint: bool,
@@ -126,6 +129,9 @@ pub struct Member {
     id: NodeId,
     rt: tokio::runtime::Runtime,
     raft: openraft::Raft<TypeConfig, Sm>,
+    snapshots: Arc<Snapshots>,
+    /// The Raft as its clients reach it (`network::RaftCell`).
+    cell: network::RaftCell,
     lease: Duration,
 }
 
@@ -203,7 +209,7 @@ fn log_role_changes(
 }
 
 impl Member {
-    /// Start member `id`, its Raft log in `dir`, applying to `sm`, reaching the others
+    /// Start member `id`, its Raft log in `dir/log` and its snapshot in `dir/snapshots`, applying to `sm`, reaching the others
     /// through `transport`. A member whose log is empty waits for [`Member::initialize`] (on
     /// it or another member) or for a leader to add it.
     pub fn start(
@@ -218,7 +224,8 @@ impl Member {
             heartbeat_interval: millis(opts.heartbeat),
             election_timeout_min: millis(opts.election_timeout.0),
             election_timeout_max: millis(opts.election_timeout.1),
-            install_snapshot_timeout: 120_000,
+            // Per chunk of a snapshot; the last includes installing it.
+            install_snapshot_timeout: 600_000,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(opts.snapshot_every),
             max_in_snapshot_log_to_keep: opts.keep_behind_snapshot,
             enable_pre_vote: Some(true),
@@ -231,22 +238,31 @@ impl Member {
             .thread_name(format!("raft-{id}"))
             .enable_all()
             .build()?;
-        let log = LogStore::open(dir, opts.log_cache_bytes)?;
-        let network = Network { me: id, transport };
+        let log = LogStore::open(&dir.join("log"), opts.log_cache_bytes)?;
+        let snapshots = Arc::new(Snapshots::open(&dir.join("snapshots"))?);
+        let cell = network::RaftCell::default();
+        let network = Network {
+            me: id,
+            transport,
+            raft: cell.clone(),
+        };
         let raft = rt
             .block_on(openraft::Raft::new(
                 id,
                 Arc::new(config),
                 network,
                 log,
-                Sm::new(sm),
+                Sm::new(sm, snapshots.clone()),
             ))
             .map_err(io::Error::other)?;
+        *cell.lock() = Some(raft.clone());
         log_role_changes(&rt, &raft, id);
         Ok(Member {
             id,
             rt,
             raft,
+            snapshots,
+            cell,
             lease: opts.election_timeout.1,
         })
     }
@@ -306,7 +322,7 @@ impl Member {
 
     /// Answer a request another member sent through its [`Transport`].
     pub fn handle(&self, request: &[u8]) -> io::Result<Vec<u8>> {
-        network::handle(&self.raft, self.rt.handle(), request)
+        network::handle(&self.raft, self.rt.handle(), &self.snapshots, request)
     }
 
     /// This member's view of the group now.
@@ -350,6 +366,7 @@ impl Member {
             applied: m.last_applied.map(|l| l.index),
             applied_term: m.last_applied.map(|l| l.leader_id.term),
             snapshot: m.snapshot.map(|l| l.index),
+            receiving_snapshot: self.snapshots.receiving(),
             purged: m.purged.map(|l| l.index),
             members,
             joint: membership.get_joint_config().len() > 1,
@@ -442,6 +459,7 @@ impl Member {
 
     /// Stop Raft on this member (its requests and proposals fail from now on).
     pub fn shutdown(&self) {
+        self.cell.lock().take();
         let _ = self.rt.block_on(self.raft.shutdown());
     }
 }

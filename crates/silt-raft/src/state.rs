@@ -8,6 +8,7 @@
 //! exactly once, and no member ever shows an entry that is not committed.
 
 use std::io;
+use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::TryStreamExt;
@@ -15,6 +16,7 @@ use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use parking_lot::Mutex;
 
+use crate::snapshots::Snapshots;
 use crate::types::{
     decode, encode, LogId, Reply, Snapshot, SnapshotData, SnapshotMeta, StoredMembership,
     TypeConfig,
@@ -45,13 +47,25 @@ pub trait StateMachine: Send + Sync + 'static {
     /// [`crate::Member::propose`] answers.
     fn apply(&self, entry: Applied<'_>, position: &[u8]) -> io::Result<Vec<u8>>;
 
-    /// The data as of the last applied entry, with the position stored with it (empty before
-    /// any), made durable (the log before that position may be purged once this returns).
-    fn snapshot(&self) -> io::Result<(Vec<u8>, Vec<u8>)>;
+    /// A view of the data as of the last applied entry, with the position stored with it,
+    /// made durable (the log before that position may be purged once the view is written).
+    /// Called between applies; it should be cheap, since applying waits for it: the data is
+    /// read when the view is written, on another thread, while applying goes on.
+    fn view(&self) -> io::Result<Box<dyn SnapshotView>>;
 
-    /// Replace all data with a snapshot's (as another member's `snapshot` made it), storing
-    /// `position` with it.
-    fn install(&self, position: &[u8], data: &[u8]) -> io::Result<()>;
+    /// Replace all data with the snapshot in file `data` (a view another member wrote),
+    /// storing `position` with it. The file stays until a newer snapshot replaces it, so an
+    /// install a crash interrupted can be finished from it.
+    fn install(&self, position: &[u8], data: &Path) -> io::Result<()>;
+}
+
+/// The data of a state machine as of one position ([`StateMachine::view`]).
+pub trait SnapshotView: Send + Sync + 'static {
+    /// The position stored with the viewed data (empty before any entry was applied).
+    fn position(&self) -> &[u8];
+
+    /// Write the data (blocking; it may take long).
+    fn write_to(self: Box<Self>, out: &mut dyn io::Write) -> io::Result<()>;
 }
 
 /// A position's contents.
@@ -69,26 +83,22 @@ fn position_of(meta: &SnapshotMeta) -> Position {
     (meta.last_log_id, meta.last_membership.clone())
 }
 
-/// A snapshot built or installed: its meta and its bytes.
-type Built = (SnapshotMeta, Arc<Vec<u8>>);
-
 /// The adapter openraft drives.
 #[derive(Clone)]
 pub(crate) struct Sm {
     inner: Arc<dyn StateMachine>,
-    /// The newest snapshot built or installed (kept in memory: after a restart the next
-    /// member that needs one has a new one built).
-    current: Arc<Mutex<Option<Built>>>,
+    /// The newest snapshot built or installed, on disk.
+    pub(crate) snapshots: Arc<Snapshots>,
     /// The membership as of the last entry applied or snapshot installed, read from the
     /// stored position once, then kept as entries change it (every position stores it).
     membership: Arc<Mutex<Option<StoredMembership>>>,
 }
 
 impl Sm {
-    pub(crate) fn new(inner: Arc<dyn StateMachine>) -> Sm {
+    pub(crate) fn new(inner: Arc<dyn StateMachine>, snapshots: Arc<Snapshots>) -> Sm {
         Sm {
             inner,
-            current: Arc::new(Mutex::new(None)),
+            snapshots,
             membership: Arc::new(Mutex::new(None)),
         }
     }
@@ -114,28 +124,35 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for Sm {
+/// Builds one snapshot from a view taken between applies.
+pub(crate) struct Builder {
+    view: Option<io::Result<Box<dyn SnapshotView>>>,
+    snapshots: Arc<Snapshots>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for Builder {
     type SnapshotData = SnapshotData;
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        let (position, data) = blocking(|| self.inner.snapshot())?;
-        let (last_log_id, last_membership) = decode_position(&position)?;
+        let view = self
+            .view
+            .take()
+            .unwrap_or_else(|| Err(io::Error::other("a snapshot builder used twice")))?;
+        let (last_log_id, last_membership) = decode_position(view.position())?;
         let meta = SnapshotMeta {
             last_log_id,
             last_membership,
         };
-        let data = Arc::new(data);
-        *self.current.lock() = Some((meta.clone(), data.clone()));
-        Ok(Snapshot {
-            meta,
-            snapshot: SnapshotData::new(data.to_vec()),
-        })
+        let snapshots = self.snapshots.clone();
+        tokio::task::spawn_blocking(move || snapshots.build(meta, view))
+            .await
+            .map_err(io::Error::other)?
     }
 }
 
 impl RaftStateMachine<TypeConfig> for Sm {
     type SnapshotData = SnapshotData;
-    type SnapshotBuilder = Sm;
+    type SnapshotBuilder = Builder;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
         blocking(|| self.applied_position())
@@ -178,7 +195,10 @@ impl RaftStateMachine<TypeConfig> for Sm {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        self.clone()
+        Builder {
+            view: Some(blocking(|| self.inner.view())),
+            snapshots: self.snapshots.clone(),
+        }
     }
 
     async fn install_snapshot(
@@ -186,18 +206,21 @@ impl RaftStateMachine<TypeConfig> for Sm {
         meta: &SnapshotMeta,
         snapshot: SnapshotData,
     ) -> Result<(), io::Error> {
-        let data = snapshot.into_inner();
         let position = encode(&position_of(meta))?;
-        blocking(|| self.inner.install(&position, &data))?;
+        blocking(|| -> io::Result<()> {
+            // Named first: an install a crash interrupts is finished from this file.
+            self.snapshots.adopt(meta, &snapshot.path)?;
+            self.inner.install(&position, &snapshot.path)
+        })?;
         *self.membership.lock() = Some(meta.last_membership.clone());
-        *self.current.lock() = Some((meta.clone(), Arc::new(data)));
+        tracing::info!(
+            index = meta.last_log_id.as_ref().map(|l| l.index),
+            "installed a snapshot"
+        );
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
-        Ok(self.current.lock().as_ref().map(|(meta, data)| Snapshot {
-            meta: meta.clone(),
-            snapshot: SnapshotData::new(data.to_vec()),
-        }))
+        Ok(self.snapshots.current())
     }
 }

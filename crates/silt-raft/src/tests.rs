@@ -2,6 +2,7 @@
 //! the state-machine adapter (with a state machine in memory behind it).
 
 use std::io;
+use std::path::Path;
 use std::sync::Arc;
 
 use openraft::testing::log::{StoreBuilder, Suite};
@@ -9,7 +10,8 @@ use openraft::StorageError;
 use parking_lot::Mutex;
 
 use crate::log_store::LogStore;
-use crate::state::{Applied, Sm, StateMachine};
+use crate::snapshots::Snapshots;
+use crate::state::{Applied, Sm, SnapshotView, StateMachine};
 use crate::types::TypeConfig;
 
 #[derive(Default)]
@@ -27,12 +29,26 @@ impl StateMachine for MemSm {
         *self.position.lock() = Some(position.to_vec());
         Ok(Vec::new())
     }
-    fn snapshot(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
-        Ok((self.position.lock().clone().unwrap_or_default(), Vec::new()))
+    fn view(&self) -> io::Result<Box<dyn SnapshotView>> {
+        Ok(Box::new(MemView(
+            self.position.lock().clone().unwrap_or_default(),
+        )))
     }
-    fn install(&self, position: &[u8], _data: &[u8]) -> io::Result<()> {
+    fn install(&self, position: &[u8], _data: &Path) -> io::Result<()> {
         *self.position.lock() = Some(position.to_vec());
         Ok(())
+    }
+}
+
+/// A view of [`MemSm`]: its position only.
+struct MemView(Vec<u8>);
+
+impl SnapshotView for MemView {
+    fn position(&self) -> &[u8] {
+        &self.0
+    }
+    fn write_to(self: Box<Self>, out: &mut dyn io::Write) -> io::Result<()> {
+        out.write_all(b"position only")
     }
 }
 
@@ -41,8 +57,10 @@ struct Builder;
 impl StoreBuilder<TypeConfig, LogStore, Sm, tempfile::TempDir> for Builder {
     async fn build(&self) -> Result<(tempfile::TempDir, LogStore, Sm), StorageError<TypeConfig>> {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let log = LogStore::open(dir.path(), 8 << 20).expect("the log opens");
-        Ok((dir, log, Sm::new(Arc::new(MemSm::default()))))
+        let log = LogStore::open(&dir.path().join("log"), 8 << 20).expect("the log opens");
+        let snapshots = Snapshots::open(&dir.path().join("snapshots")).expect("opens");
+        let sm = Sm::new(Arc::new(MemSm::default()), Arc::new(snapshots));
+        Ok((dir, log, sm))
     }
 }
 

@@ -2,7 +2,6 @@
 //! answers.
 
 use std::fmt;
-use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,8 +47,11 @@ openraft::declare_raft_types!(
         AsyncRuntime = openraft_rt_tokio::TokioRuntime,
 );
 
-/// A snapshot's bytes.
-pub(crate) type SnapshotData = Cursor<Vec<u8>>;
+/// A snapshot's data: the file holding the state machine's bytes (`snapshots.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct SnapshotData {
+    pub(crate) path: std::path::PathBuf,
+}
 
 pub(crate) type Entry = openraft::type_config::alias::EntryOf<TypeConfig>;
 pub(crate) type LogId = openraft::type_config::alias::LogIdOf<TypeConfig>;

@@ -18,7 +18,8 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_raft::{
-    Applied, Member, MemberOptions, NodeId, ProposeError, Role, StateMachine, Transport,
+    Applied, Member, MemberOptions, NodeId, ProposeError, Role, SnapshotView, StateMachine,
+    Transport,
 };
 use silt_storage::{Dict, Env, EnvOptions, SyncPolicy, WriteBatch};
 
@@ -85,30 +86,23 @@ impl StateMachine for Recorder {
         Ok(entry.index.to_be_bytes().to_vec())
     }
 
-    fn snapshot(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
+    fn view(&self) -> io::Result<Box<dyn SnapshotView>> {
         let snap = self.dict.snapshot();
-        let pos = self
+        let position = self
             .dict
             .get_at(POS, &snap)
             .map_err(storage)?
             .unwrap_or_default();
-        let mut cur = self.dict.cursor_at(
-            Bound::Included(&b"a"[..]),
-            Bound::Excluded(&b"b"[..]),
-            &snap,
-        );
-        let mut data = Vec::new();
-        while let Some((k, v)) = cur.next().map_err(storage)? {
-            for part in [&k, &v] {
-                data.extend_from_slice(&u32::try_from(part.len()).expect("small").to_le_bytes());
-                data.extend_from_slice(part);
-            }
-        }
         self.env.sync_log().map_err(storage)?;
-        Ok((pos, data))
+        Ok(Box::new(RecorderView {
+            dict: self.dict.clone(),
+            snap,
+            position,
+        }))
     }
 
-    fn install(&self, position: &[u8], data: &[u8]) -> io::Result<()> {
+    fn install(&self, position: &[u8], data: &Path) -> io::Result<()> {
+        let data = std::fs::read(data)?;
         let mut b = WriteBatch::new();
         let mut cur = self
             .dict
@@ -117,7 +111,7 @@ impl StateMachine for Recorder {
             b.delete(&self.dict, &k).map_err(storage)?;
         }
         let mut parts = Vec::new();
-        let mut rest = data;
+        let mut rest = data.as_slice();
         while rest.len() >= 4 {
             let n = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
             parts.push(&rest[4..4 + n]);
@@ -129,6 +123,34 @@ impl StateMachine for Recorder {
         b.put(&self.dict, POS, position).map_err(storage)?;
         b.commit().map_err(storage)?;
         self.env.sync_log().map_err(storage)
+    }
+}
+
+/// The recorder as of one position.
+struct RecorderView {
+    dict: Dict,
+    snap: silt_storage::Snapshot,
+    position: Vec<u8>,
+}
+
+impl SnapshotView for RecorderView {
+    fn position(&self) -> &[u8] {
+        &self.position
+    }
+
+    fn write_to(self: Box<Self>, out: &mut dyn io::Write) -> io::Result<()> {
+        let mut cur = self.dict.cursor_at(
+            Bound::Included(&b"a"[..]),
+            Bound::Excluded(&b"b"[..]),
+            &self.snap,
+        );
+        while let Some((k, v)) = cur.next().map_err(storage)? {
+            for part in [&k, &v] {
+                out.write_all(&u32::try_from(part.len()).expect("small").to_le_bytes())?;
+                out.write_all(part)?;
+            }
+        }
+        Ok(())
     }
 }
 

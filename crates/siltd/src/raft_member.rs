@@ -15,9 +15,12 @@
 //! Members authenticate one another with `--keyFile` (`crate::cluster_auth`); `--auth`
 //! without one refuses a multi-member `replSetInitiate`.
 //!
-//! **Not built yet:** snapshots with data (the log is never purged, so a member that joins
-//! later replays it from the start) and TLS between members (`requireTLS` refuses a
-//! multi-member `replSetInitiate`).
+//! **Snapshots** are images of the store (`silt_collection`'s `image.rs`), written every
+//! `--raftSnapshotEntries` entries; the log before one is purged, and a member behind it
+//! (new, wiped, or long away) installs another member's image, then follows the log.
+//!
+//! **Not built yet:** TLS between members (`requireTLS` refuses a multi-member
+//! `replSetInitiate`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -31,7 +34,7 @@ use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
 use silt_collection::{Refusal, Replicated, Replicator, Store};
 use silt_query::{QResult, QueryError};
-use silt_raft::{Applied, Member, MemberOptions, NodeId, Role, StateMachine, Status};
+use silt_raft::{Applied, Member, MemberOptions, NodeId, Role, SnapshotView, StateMachine, Status};
 
 use crate::raft_transport::MemberTransport;
 
@@ -72,15 +75,31 @@ impl StateMachine for StoreMachine {
         Ok(Vec::new())
     }
 
-    fn snapshot(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
-        let position = self.position()?.unwrap_or_default();
-        self.store.sync_log().map_err(io_err)?;
-        Ok((position, Vec::new()))
+    fn view(&self) -> io::Result<Box<dyn SnapshotView>> {
+        Ok(Box::new(StoreView(
+            self.store.image_view().map_err(io_err)?,
+        )))
     }
 
-    fn install(&self, position: &[u8], _data: &[u8]) -> io::Result<()> {
-        self.store.record_position(position).map_err(io_err)?;
-        self.store.sync_log().map_err(io_err)
+    fn install(&self, position: &[u8], data: &Path) -> io::Result<()> {
+        self.store.install_image(position, data).map_err(io_err)?;
+        // The users and roles came with the image.
+        self.auth_changed.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// A snapshot of this member: an image of its store.
+struct StoreView(silt_collection::ImageView);
+
+impl SnapshotView for StoreView {
+    fn position(&self) -> &[u8] {
+        self.0.position()
+    }
+
+    fn write_to(self: Box<Self>, out: &mut dyn io::Write) -> io::Result<()> {
+        self.0.write_to(out).map_err(io_err)?;
+        Ok(())
     }
 }
 
@@ -168,6 +187,8 @@ pub(crate) struct RaftMember {
     /// `--keyFile`'s key: requests to other members are sealed with it.
     key: Option<Vec<u8>>,
     auth_changed: Arc<AtomicBool>,
+    /// `--raftSnapshotEntries`.
+    snapshot_every: u64,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -285,6 +306,7 @@ impl RaftMember {
         dbpath: &Path,
         store: Arc<Store>,
         key: Option<Vec<u8>>,
+        snapshot_every: u64,
     ) -> io::Result<RaftMember> {
         let m = RaftMember {
             set: set.to_string(),
@@ -298,6 +320,7 @@ impl RaftMember {
             frozen: Arc::new(AtomicU64::new(0)),
             key,
             auth_changed: Arc::new(AtomicBool::new(false)),
+            snapshot_every,
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -338,13 +361,14 @@ impl RaftMember {
                 member: self.member.clone(),
             }))
             .map_err(io_err)?;
-        // Snapshots carry only the applied position so far (`docs/replset-plan.md`): the log
-        // is never purged, and a member that joins later replays it from the start.
+        // A snapshot is an image of the store (`silt_collection`'s `image.rs`); the log
+        // before it is purged, and a member behind that catches up by the image.
         let opts = MemberOptions {
-            snapshot_every: u64::MAX,
+            snapshot_every: self.snapshot_every,
+            keep_behind_snapshot: (self.snapshot_every / 10).max(100),
             ..MemberOptions::default()
         };
-        let m = Member::start(id, &self.dir.join("log"), &opts, sm, transport)?;
+        let m = Member::start(id, &self.dir, &opts, sm, transport)?;
         watch_primacy(self.member.clone(), self.store.clone());
         tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
         Ok(self.member.get_or_init(|| m))
@@ -500,6 +524,17 @@ impl RaftMember {
             (Role::Shutdown, _) => (8, "(not reachable/healthy)"),
         };
         let (my_state, _) = state(s.role, s.writable);
+        let mut raft = doc! {
+            "lastLogIndex": index_bson(s.last_log_index),
+            "committedIndex": index_bson(s.committed),
+            "appliedIndex": index_bson(s.applied),
+            "snapshotIndex": index_bson(s.snapshot),
+            "purgedIndex": index_bson(s.purged),
+        };
+        if let Some(b) = s.receiving_snapshot {
+            // Catching up by another member's snapshot: how much of it has arrived.
+            raft.insert("receivingSnapshotBytes", index_bson(Some(b)));
+        }
         let voters = s.members.iter().filter(|p| p.voter).count();
         let majority = voters / 2 + 1;
         let members: Vec<Bson> = s
@@ -540,11 +575,7 @@ impl RaftMember {
             "writeMajorityCount": crate::num::int32(majority),
             "votingMembersCount": crate::num::int32(voters),
             "writableVotingMembersCount": crate::num::int32(voters),
-            "raft": {
-                "lastLogIndex": index_bson(s.last_log_index),
-                "committedIndex": index_bson(s.committed),
-                "appliedIndex": index_bson(s.applied),
-            },
+            "raft": raft,
             "members": members,
         })
     }
@@ -572,6 +603,7 @@ impl RaftMember {
             "committedIndex": index_bson(s.committed),
             "appliedIndex": index_bson(s.applied),
             "snapshotIndex": index_bson(s.snapshot),
+            "purgedIndex": index_bson(s.purged),
             "members": members,
         })
     }

@@ -169,6 +169,7 @@ impl Server {
                 &cfg.dbpath,
                 store.clone(),
                 cfg.cluster_key.clone(),
+                cfg.raft_snapshot_entries,
             )
                 .map_err(|e| tracing::error!(error = %e, "cannot start this replica-set member's Raft state"))
                 .ok()

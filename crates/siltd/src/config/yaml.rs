@@ -253,6 +253,10 @@ impl Flags {
                     let n = text(k, v)?;
                     self.repl_set.get_or_insert(n);
                 }
+                "replication.raftSnapshotEntries" => {
+                    let n = number(k, v)?;
+                    self.raft_snapshot_entries.get_or_insert(n);
+                }
                 "replication.oplogSizeMB" => {
                     let n = number(k, v)?;
                     self.oplog_size_mb.get_or_insert(n);
