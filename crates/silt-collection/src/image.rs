@@ -28,8 +28,8 @@ use std::sync::atomic::Ordering;
 
 use silt_storage::{Dict, DropDeferral, Env};
 
+use crate::catalog::{dict_number, load_collections, sweep_orphans, CATALOG};
 use crate::oplog::proposal::POSITION_KEY;
-use crate::store::{dict_number, CATALOG};
 use crate::{CollError, Result, Store};
 
 const MAGIC: &[u8; 8] = b"SILTIMG\0";
@@ -148,7 +148,7 @@ impl Store {
             known = crate::oplog::Oplog::dicts_named(&self.catalog)?;
         }
         let mut next = self.next_dict.load(Ordering::Acquire);
-        let colls = crate::store::load_collections(
+        let colls = load_collections(
             &self.env,
             &self.catalog,
             self.oplog.as_ref(),
@@ -156,7 +156,7 @@ impl Store {
             &mut known,
         )?;
         self.next_dict.fetch_max(next, Ordering::AcqRel);
-        crate::store::sweep_orphans(&self.env, &known)?;
+        sweep_orphans(&self.env, &known)?;
         *self.colls.write() = colls;
         remove_marker(self.env.dir())?;
         tracing::info!(

@@ -24,6 +24,7 @@
 //! matcher and the planner).
 
 mod build;
+mod catalog;
 mod collection;
 mod created;
 mod image;
