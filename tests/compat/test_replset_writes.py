@@ -551,3 +551,37 @@ def test_members_behind_the_purged_log_catch_up_by_snapshot():
     finally:
         for m in ms + [fourth]:
             m.cleanup()
+
+
+def test_initiate_brings_the_initiators_data_to_every_member():
+    """A server with data becomes a replica set (`rs.initiate()` on it, with two new members):
+    its data reaches the others by the set's first snapshot, and what another member held
+    before it joined is replaced, as mongod's initial sync does."""
+    ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(3)]
+    for m in ms:
+        m.start()
+    try:
+        with direct(ms[0]) as c:
+            c.app.old.insert_many([{"_id": i, "a": i % 9} for i in range(500)])
+            c.app.old.create_index("a")
+        with direct(ms[1]) as c:
+            c.junk.j.insert_one({"_id": "mine"})
+        config = {"_id": "rs0", "members": [
+            {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
+        with direct(ms[0]) as c:
+            c.admin.command("replSetInitiate", config)
+        wait_for(lambda: one_primary(ms), 20, "one primary and two secondaries")
+        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
+            c.app.new.insert_one({"_id": 1})
+            conf = c.admin.command("replSetGetConfig")["config"]
+            assert [m["votes"] for m in conf["members"]] == [1, 1, 1]
+        hashes, _ = wait_for(lambda: converged(ms), 20, "equal data and oplogs")
+        assert set(hashes) == {"app"} and set(hashes["app"]) == {"old", "new"}
+        for m in ms:
+            with direct(m) as c:
+                assert c.app.old.count_documents({}) == 500
+                assert c.app.old.count_documents({"a": 4}) == 56
+                assert {ix["name"] for ix in c.app.old.list_indexes()} == {"_id_", "a_1"}
+    finally:
+        for m in ms:
+            m.cleanup()

@@ -206,7 +206,11 @@ fn the_version_1_image_fixture_installs() {
     assert!(c.index("a_1").is_some());
     assert_eq!(s.get("app.capped").unwrap().count().unwrap(), 3);
     let (_, log) = contents(&s);
-    assert!(log.len() >= 50, "the oplog came with the image: {}", log.len());
+    assert!(
+        log.len() >= 50,
+        "the oplog came with the image: {}",
+        log.len()
+    );
     // Its shape matches a store built the same way today.
     let today = tempfile::tempdir().unwrap();
     let (want, _) = contents(&fixture_store(today.path()));

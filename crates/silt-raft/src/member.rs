@@ -457,6 +457,40 @@ impl Member {
             .map_err(|f| ProposeError::Stopped(f.to_string()))
     }
 
+    /// On a group this member leads alone, just initialized: once it applied its first
+    /// entries, snapshot its data and purge the whole log, so that every member added later
+    /// starts from the snapshot, and so holds what this member held before the group began
+    /// (which no log entry carries). Waits at most `timeout` for each step.
+    pub fn seed(&self, timeout: Duration) -> Result<(), ProposeError> {
+        let wait = |what: &str, done: &dyn Fn(&Status) -> bool| -> Result<Status, ProposeError> {
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                let s = self.status();
+                if done(&s) {
+                    return Ok(s);
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(ProposeError::Unknown(format!(
+                        "{what} within {} ms",
+                        timeout.as_millis()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let s = wait("not leading", &|s| {
+            s.writable && s.applied.is_some() && s.applied_term == Some(s.term)
+        })?;
+        let applied = s.applied.unwrap_or_default();
+        self.snapshot_now()?;
+        wait("no snapshot", &|s| s.snapshot >= Some(applied))?;
+        self.rt
+            .block_on(self.raft.trigger().purge_log(applied))
+            .map_err(|f| ProposeError::Stopped(f.to_string()))?;
+        wait("the log not purged", &|s| s.purged >= Some(applied))?;
+        Ok(())
+    }
+
     /// Stop Raft on this member (its requests and proposals fail from now on).
     pub fn shutdown(&self) {
         self.cell.lock().take();

@@ -414,13 +414,37 @@ impl RaftMember {
         let m = self
             .start(mine)
             .map_err(|e| QueryError::coded(8, "UnknownError", e.to_string()))?;
-        m.initialize(&voters).map_err(|e| {
+        // The set begins as this member alone, whose data (from before the set: no log entry
+        // carries it) becomes the set's first snapshot, with the log before it purged. The
+        // others then join as a reconfig adds members: as learners that start from that
+        // snapshot (replacing what they held, as mongod's initial sync does), then voters.
+        let only_me = BTreeMap::from([(mine, self.me.clone())]);
+        m.initialize(&only_me).map_err(|e| {
             QueryError::coded(
                 23,
                 "AlreadyInitialized",
                 format!("already initialized: {e}"),
             )
         })?;
+        m.seed(Duration::from_secs(30)).map_err(replication_error)?;
+        for (id, host) in voters.iter().filter(|(id, _)| **id != mine) {
+            m.add_learner(*id, host, false).map_err(replication_error)?;
+        }
+        // Voting needs a majority of the new voters to answer: it completes in the
+        // background, as mongod's members come up after `replSetInitiate` returns.
+        let cell = self.member.clone();
+        let all: BTreeSet<NodeId> = voters.keys().copied().collect();
+        std::thread::spawn(move || {
+            if let Some(m) = cell.get() {
+                match m.change_voters(all) {
+                    Ok(()) => tracing::info!("every initiated member votes"),
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "the initiated members do not vote yet: run replSetReconfig"
+                    ),
+                }
+            }
+        });
         Ok(true)
     }
 
