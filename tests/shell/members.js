@@ -44,6 +44,21 @@ check('rs.status() and rs.conf() through a replicaSet connection', () => {
   assert(conf.members.length === 3, JSON.stringify(conf));
 });
 
+check('rs.status() gives every member an optime; rs.printSecondaryReplicationInfo() reads them', () => {
+  set.getDB('app').optimes.insertOne({ _id: 1 }, { writeConcern: { w: 3, wtimeout: 10000 } });
+  const st = waitFor('every member with an optime', () => {
+    const s = set.getDB('admin').runCommand({ replSetGetStatus: 1 });
+    return s.members.every((m) => m.optime && m.optime.ts.t > 0 && m.optimeDate) ? s : null;
+  }, 10000);
+  assert(st.optimes.lastCommittedOpTime.ts.t > 0, JSON.stringify(st.optimes));
+  const primary = st.members.find((m) => m.stateStr === 'PRIMARY');
+  st.members.filter((m) => m.stateStr === 'SECONDARY').forEach((m) =>
+    assert(m.syncSourceHost === primary.name, JSON.stringify(m)));
+  const r = rs.printSecondaryReplicationInfo();
+  const text = JSON.stringify(r.value === undefined ? r : r.value);
+  assert(text.includes('behind the primary'), text);
+});
+
 check('writes through the set reach every member; a secondary serves reads', () => {
   const app = set.getDB('app');
   app.c.insertMany([{ _id: 1, a: 1 }, { _id: 2, a: 2 }]);

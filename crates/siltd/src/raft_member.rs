@@ -36,6 +36,7 @@ use silt_collection::{Refusal, Replicated, Replicator, Store};
 use silt_query::{QResult, QueryError};
 use silt_raft::{Applied, Member, MemberOptions, NodeId, Role, SnapshotView, StateMachine, Status};
 
+use crate::optimes::{OpTime, Optimes};
 use crate::raft_transport::MemberTransport;
 
 /// The store as the group's state machine: every entry is applied by the store, with the
@@ -44,6 +45,8 @@ struct StoreMachine {
     store: Arc<Store>,
     /// Set when an applied entry changed the users or roles (`RaftMember::take_auth_changed`).
     auth_changed: Arc<AtomicBool>,
+    /// The optime of each applied entry, by index.
+    optimes: Arc<Optimes>,
 }
 
 fn io_err(e: silt_collection::CollError) -> io::Error {
@@ -64,6 +67,9 @@ impl StateMachine for StoreMachine {
         self.store
             .apply_replicated(entry.term, position, what)
             .map_err(io_err)?;
+        if let Some(log) = self.store.oplog() {
+            self.optimes.record(entry.index, entry.term, log.visible());
+        }
         // Once applied: the server reads the users and roles again.
         if entry.command.is_some_and(|c| {
             [b"admin.system.users".as_slice(), b"admin.system.roles"]
@@ -83,6 +89,7 @@ impl StateMachine for StoreMachine {
 
     fn install(&self, position: &[u8], data: &Path) -> io::Result<()> {
         self.store.install_image(position, data).map_err(io_err)?;
+        self.optimes.clear();
         // The users and roles came with the image.
         self.auth_changed.store(true, Ordering::Release);
         Ok(())
@@ -189,6 +196,10 @@ pub(crate) struct RaftMember {
     auth_changed: Arc<AtomicBool>,
     /// `--raftSnapshotEntries`.
     snapshot_every: u64,
+    /// The optime of each applied entry (`replSetGetStatus`).
+    optimes: Arc<Optimes>,
+    /// When this server started (`replSetGetStatus.members[].uptime` of itself).
+    started: Instant,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -321,6 +332,8 @@ impl RaftMember {
             key,
             auth_changed: Arc::new(AtomicBool::new(false)),
             snapshot_every,
+            optimes: Arc::default(),
+            started: Instant::now(),
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -353,6 +366,7 @@ impl RaftMember {
         let sm = Arc::new(StoreMachine {
             store: self.store.clone(),
             auth_changed: self.auth_changed.clone(),
+            optimes: self.optimes.clone(),
         });
         let transport = Arc::new(MemberTransport::new(&self.set, id, self.key.clone()));
         // Writes are replicated from here on: before the member starts applying its log.
@@ -538,7 +552,10 @@ impl RaftMember {
         self.topology_counter()
     }
 
-    /// `replSetGetStatus` of a multi-member set, `None` while this server is not in one.
+    /// `replSetGetStatus` of a multi-member set, `None` while this server is not in one. Each
+    /// member's optime is that of its log position as this member knows it: its own applied
+    /// entry; on the primary, each member's matched entry; elsewhere the primary's commit
+    /// point, and `Timestamp(0, 0)` for the members it does not hear from.
     pub(crate) fn status_doc(&self) -> Option<Document> {
         let s = self.status()?;
         let state = |role: Role, writable: bool| match (role, writable) {
@@ -561,6 +578,19 @@ impl RaftMember {
         }
         let voters = s.members.iter().filter(|p| p.voter).count();
         let majority = voters / 2 + 1;
+        let applied = self.optimes.at(s.applied);
+        let committed = self.optimes.at(s.committed);
+        let leader_addr = s
+            .leader
+            .and_then(|l| s.members.iter().find(|p| p.id == l))
+            .map(|p| p.addr.clone());
+        // Every member but the primary follows the primary's log.
+        let from_leader = match (leader_addr, s.leader) {
+            (Some(a), Some(l)) => (a, i64::try_from(l).unwrap_or(i64::MAX) - 1),
+            _ => (String::new(), -1i64),
+        };
+        let none = (String::new(), -1i64);
+        let now = bson::DateTime::now();
         let members: Vec<Bson> = s
             .members
             .iter()
@@ -575,30 +605,78 @@ impl RaftMember {
                 } else {
                     (5, "STARTUP2")
                 };
+                let optime = if me {
+                    applied
+                } else if s.role == Role::Leader {
+                    self.optimes.at(p.matched)
+                } else if s.leader == Some(p.id) {
+                    committed
+                } else {
+                    OpTime::NONE
+                };
+                let (source, source_id) = if st == 1 {
+                    none.clone()
+                } else {
+                    from_leader.clone()
+                };
                 let mut m = doc! {
                     "_id": i64::try_from(p.id).unwrap_or(i64::MAX) - 1,
                     "name": p.addr.clone(),
                     "health": 1.0,
                     "state": st,
                     "stateStr": name,
+                    "uptime": if me {
+                        i64::try_from(self.started.elapsed().as_secs()).unwrap_or(i64::MAX)
+                    } else {
+                        0
+                    },
+                    "optime": optime.doc(),
+                    "optimeDate": optime.date(),
+                    "optimeDurable": optime.doc(),
+                    "optimeDurableDate": optime.date(),
+                    "lastAppliedWallTime": optime.date(),
+                    "lastDurableWallTime": optime.date(),
+                    "syncSourceHost": source,
+                    "syncSourceId": source_id,
+                    "infoMessage": "",
+                    "configVersion": 1,
+                    "configTerm": i64::try_from(s.term).unwrap_or(i64::MAX),
                     "self": me,
                 };
+                if !me {
+                    m.insert("lastHeartbeat", now);
+                    m.insert("lastHeartbeatRecv", now);
+                    m.insert("pingMs", 0i64);
+                    m.insert("lastHeartbeatMessage", "");
+                }
                 if let Some(i) = p.matched {
                     m.insert("raftMatchedIndex", i64::try_from(i).unwrap_or(i64::MAX));
                 }
                 Bson::Document(m)
             })
             .collect();
+        let (source, source_id) = if my_state == 1 { none } else { from_leader };
         Some(doc! {
             "set": self.set.clone(),
-            "date": bson::DateTime::now(),
+            "date": now,
             "myState": my_state,
             "term": i64::try_from(s.term).unwrap_or(i64::MAX),
+            "syncSourceHost": source,
+            "syncSourceId": source_id,
             "heartbeatIntervalMillis": 200i64,
             "majorityVoteCount": crate::num::int32(majority),
             "writeMajorityCount": crate::num::int32(majority),
             "votingMembersCount": crate::num::int32(voters),
             "writableVotingMembersCount": crate::num::int32(voters),
+            "optimes": {
+                "lastCommittedOpTime": committed.doc(),
+                "lastCommittedWallTime": committed.date(),
+                "readConcernMajorityOpTime": committed.doc(),
+                "appliedOpTime": applied.doc(),
+                "durableOpTime": applied.doc(),
+                "lastAppliedWallTime": applied.date(),
+                "lastDurableWallTime": applied.date(),
+            },
             "raft": raft,
             "members": members,
         })

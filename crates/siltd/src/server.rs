@@ -120,6 +120,9 @@ pub(crate) async fn serve(s: Arc<Server>, addr: &str) -> Result<(), String> {
                 if let Err(e) = s.store().maintain_oplog() {
                     tracing::warn!(error = %e, "oplog maintenance failed");
                 }
+                if let Err(e) = s.record_replset_config() {
+                    tracing::debug!(error = %e, "cannot record the set's configuration");
+                }
                 if let Err(e) = s.store().drop_abandoned() {
                     tracing::warn!(error = %e, "cannot drop a collection an aborted transaction created");
                 }

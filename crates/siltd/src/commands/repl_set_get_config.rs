@@ -7,14 +7,8 @@ use silt_query::QueryError;
 use crate::state::{CmdResult, Server};
 
 pub(super) fn repl_set_get_config(s: &Server) -> CmdResult {
-    match &s.repl() {
-        Some(rs) => {
-            let mut config = rs.config();
-            if let Some(members) = s.raft().and_then(|r| r.config_members()) {
-                config.insert("members", members);
-            }
-            Ok(doc! { "config": config })
-        }
+    match s.replset_config() {
+        Some(config) => Ok(doc! { "config": config }),
         None => Err(QueryError::no_replication_enabled(
             "not running with --replSet",
         )),
