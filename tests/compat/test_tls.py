@@ -143,3 +143,46 @@ def test_bad_tls_settings_stop_the_start(pki, tmp_path):
                            capture_output=True, text=True, timeout=30)
         assert r.returncode != 0
         assert words in r.stderr, r.stderr
+
+
+def test_members_talk_tls_under_require_tls(pki):
+    """Three requireTLS members with certificates of one authority form a set: their own
+    traffic is TLS (a plain member connection would be refused), writes reach every member."""
+    import time
+    extra = ["--tlsMode", "requireTLS", "--tlsCertificateKeyFile", pki["server.pem"],
+             "--tlsCAFile", pki["ca.pem"], "--replSet", "rs0", "--bind", "127.0.0.1"]
+    ms = [Siltd(extra=extra).start() for _ in range(3)]
+    tls = dict(tls=True, tlsCAFile=pki["ca.pem"], tlsCertificateKeyFile=pki["client.pem"])
+
+    def direct(m):
+        return pymongo.MongoClient("127.0.0.1", m.port, directConnection=True,
+                                   serverSelectionTimeoutMS=3000, **tls)
+
+    def roles():
+        out = []
+        for m in ms:
+            with direct(m) as c:
+                h = c.admin.command("hello")
+            out.append("P" if h["isWritablePrimary"] else "S" if h.get("secondary") else "?")
+        return sorted(out)
+
+    try:
+        with direct(ms[0]) as c:
+            c.admin.command("replSetInitiate", {"_id": "rs0", "members": [
+                {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]})
+        deadline = time.time() + 20
+        while time.time() < deadline and roles() != ["P", "S", "S"]:
+            time.sleep(0.2)
+        assert roles() == ["P", "S", "S"]
+        uri = "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in ms) + "/?replicaSet=rs0"
+        with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000, **tls) as c:
+            c.app.c.insert_many([{"_id": i} for i in range(100)])
+            c.app.get_collection("c", write_concern=pymongo.WriteConcern(w=3, wtimeout=10000)) \
+                .insert_one({"_id": "w3"})
+        for m in ms:
+            with direct(m) as c:
+                assert c.app.c.count_documents({}) == 101
+    finally:
+        for m in ms:
+            m.stop()
+            m.cleanup()

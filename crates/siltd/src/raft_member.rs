@@ -19,8 +19,8 @@
 //! `--raftSnapshotEntries` entries; the log before one is purged, and a member behind it
 //! (new, wiped, or long away) installs another member's image, then follows the log.
 //!
-//! **Not built yet:** TLS between members (`requireTLS` refuses a multi-member
-//! `replSetInitiate`).
+//! Members talk TLS to one another under `preferTLS` and `requireTLS`
+//! (`crate::raft_transport`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -200,6 +200,8 @@ pub(crate) struct RaftMember {
     optimes: Arc<Optimes>,
     /// When this server started (`replSetGetStatus.members[].uptime` of itself).
     started: Instant,
+    /// TLS to the other members, when it is on (`crate::tls::Tls::member_client`).
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for RaftMember {
@@ -318,6 +320,7 @@ impl RaftMember {
         store: Arc<Store>,
         key: Option<Vec<u8>>,
         snapshot_every: u64,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> io::Result<RaftMember> {
         let m = RaftMember {
             set: set.to_string(),
@@ -334,6 +337,7 @@ impl RaftMember {
             snapshot_every,
             optimes: Arc::default(),
             started: Instant::now(),
+            tls,
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
             let id = s
@@ -368,7 +372,12 @@ impl RaftMember {
             auth_changed: self.auth_changed.clone(),
             optimes: self.optimes.clone(),
         });
-        let transport = Arc::new(MemberTransport::new(&self.set, id, self.key.clone()));
+        let transport = Arc::new(MemberTransport::new(
+            &self.set,
+            id,
+            self.key.clone(),
+            self.tls.clone(),
+        ));
         // Writes are replicated from here on: before the member starts applying its log.
         self.store
             .start_replication(Arc::new(MemberReplicator {

@@ -170,6 +170,7 @@ impl Server {
                 store.clone(),
                 cfg.cluster_key.clone(),
                 cfg.raft_snapshot_entries,
+                tls.member_client(),
             )
                 .map_err(|e| tracing::error!(error = %e, "cannot start this replica-set member's Raft state"))
                 .ok()

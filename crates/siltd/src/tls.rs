@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use rustls::{ClientConfig, ServerConfig, ServerConnection, StreamOwned};
 
 /// `net.tls.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +49,13 @@ pub(crate) struct Settings {
     pub allow_without_certs: bool,
 }
 
-/// What the listener needs: the mode, and the rustls configuration when TLS is on.
+/// What the listener needs: the mode, and the rustls configuration when TLS is on; and what
+/// this server connects to the other members of its replica set with.
 #[derive(Clone)]
 pub(crate) struct Tls {
     pub mode: Mode,
     config: Option<Arc<ServerConfig>>,
+    member_client: Option<Arc<ClientConfig>>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -85,7 +87,11 @@ impl Tls {
             if s.cert_key_file.is_some() || s.ca_file.is_some() {
                 return Err("tlsMode disabled with TLS files given; choose a tlsMode".into());
             }
-            return Ok(Tls { mode, config: None });
+            return Ok(Tls {
+                mode,
+                config: None,
+                member_client: None,
+            });
         }
         let Some(pem) = &s.cert_key_file else {
             return Err(format!(
@@ -107,7 +113,8 @@ impl Tls {
                         .add(c)
                         .map_err(|e| format!("bad CA certificate in {}: {e}", ca.display()))?;
                 }
-                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let v =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let v = if s.allow_without_certs {
                     v.allow_unauthenticated()
                 } else {
@@ -116,6 +123,32 @@ impl Tls {
                 builder.with_client_cert_verifier(v.build().map_err(|e| format!("TLS: {e}"))?)
             }
             None => builder.with_no_client_auth(),
+        };
+        // As mongod: under preferTLS and requireTLS this server connects to the other members
+        // with TLS, presenting its own certificate, and checks theirs against the CA file
+        // (without one, against its own certificate's issuer: members sharing a certificate
+        // or an authority).
+        let member_client = match mode {
+            Mode::Prefer | Mode::Require => {
+                let mut roots = rustls::RootCertStore::empty();
+                let anchors = match &s.ca_file {
+                    Some(ca) => read_certs(ca)?,
+                    None => chain.last().cloned().into_iter().collect(),
+                };
+                for c in anchors {
+                    roots
+                        .add(c)
+                        .map_err(|e| format!("TLS between members: {e}"))?;
+                }
+                let c = ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| format!("TLS: {e}"))?
+                    .with_root_certificates(roots)
+                    .with_client_auth_cert(chain.clone(), key.clone_key())
+                    .map_err(|e| format!("TLS between members: {e}"))?;
+                Some(Arc::new(c))
+            }
+            _ => None,
         };
         let config = builder.with_single_cert(chain, key).map_err(|e| {
             format!(
@@ -126,12 +159,13 @@ impl Tls {
         Ok(Tls {
             mode,
             config: Some(Arc::new(config)),
+            member_client,
         })
     }
 
-    /// Whether every connection must be TLS (`requireTLS` with a certificate).
-    pub(crate) fn required(&self) -> bool {
-        self.config.is_some() && matches!(self.mode, Mode::Require)
+    /// What to connect to other members with: TLS under preferTLS and requireTLS.
+    pub(crate) fn member_client(&self) -> Option<Arc<ClientConfig>> {
+        self.member_client.clone()
     }
 
     /// Wrap an accepted socket: a TLS session when the client starts one (or must), the

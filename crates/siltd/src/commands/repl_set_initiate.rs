@@ -24,12 +24,9 @@ pub(super) fn repl_set_initiate(s: &Server, cmd: &Document) -> CmdResult {
     else {
         return Err(QueryError::already_initialized("already initialized"));
     };
-    // Members authenticate one another with the keyFile's key; their traffic is not
-    // encrypted yet.
+    // Members authenticate one another with the keyFile's key (and talk TLS when it is on).
     let unsupported = if s.cfg().auth && s.cfg().cluster_key.is_none() {
         Some("a multi-member replica set with --auth needs member authentication: start every member with the same --keyFile")
-    } else if s.tls().required() {
-        Some("a multi-member replica set with requireTLS needs TLS between members, which siltd does not have yet")
     } else {
         None
     };
