@@ -167,10 +167,15 @@ def test_step_down_freeze_and_reconfig(members):
             wait_for(lambda: one_primary(members + [fourth]), 15, "the fourth member as a secondary")
             st = c.admin.command("replSetGetStatus")
             assert st["votingMembersCount"] == 4
+            # mongod's rules: a hidden member has priority 0; arbiters are not built.
             with pytest.raises(pymongo.errors.OperationFailure) as e:
                 bad = dict(conf, members=conf["members"] + [{"_id": 4, "host": "127.0.0.1:1", "hidden": True}])
                 c.admin.command("replSetReconfig", bad)
-            assert e.value.code == 238 and "hidden" in str(e.value)
+            assert e.value.code == 93 and "hidden" in str(e.value)
+            with pytest.raises(pymongo.errors.OperationFailure) as e:
+                bad = dict(conf, members=conf["members"] + [{"_id": 4, "host": "127.0.0.1:1", "arbiterOnly": True}])
+                c.admin.command("replSetReconfig", bad)
+            assert e.value.code == 238 and "arbiterOnly" in str(e.value)
             conf["members"] = conf["members"][:3]
             conf["version"] += 1
             c.admin.command("replSetReconfig", conf)
@@ -194,3 +199,48 @@ def test_a_multi_member_set_under_auth_is_refused_until_members_authenticate():
             assert c.admin.command("hello")["isWritablePrimary"]
     finally:
         m.cleanup()
+
+
+def test_priorities_and_hidden_members(members):
+    """Priority decides which member is primary (a caught-up member of higher priority takes
+    over; priority 0 never campaigns); a hidden member replicates and votes but `hello` lists
+    it nowhere."""
+    m0, m1, m2 = members
+    config = {"_id": "rs0", "members": [
+        {"_id": 0, "host": f"127.0.0.1:{m0.port}", "priority": 1},
+        {"_id": 1, "host": f"127.0.0.1:{m1.port}", "priority": 0, "hidden": True},
+        {"_id": 2, "host": f"127.0.0.1:{m2.port}", "priority": 5}]}
+    with m0.client(directConnection=True) as c:
+        c.admin.command("replSetInitiate", config)
+    assert wait_for(lambda: one_primary(members) == m2.port, 20, "the priority-5 member primary")
+    h = hello(m0)
+    assert sorted(h["hosts"]) == sorted([f"127.0.0.1:{m0.port}", f"127.0.0.1:{m2.port}"]), h
+    assert "passives" not in h, h
+    h1 = hello(m1)
+    assert h1["hidden"] is True and h1["passive"] is True and h1["secondary"] is True, h1
+    uri = f"mongodb://127.0.0.1:{m0.port},127.0.0.1:{m2.port}/?replicaSet=rs0"
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
+        conf = c.admin.command("replSetGetConfig")["config"]
+        assert [(m["priority"], m["hidden"], m["votes"]) for m in conf["members"]] == \
+            [(1.0, False, 1), (0.0, True, 1), (5.0, False, 1)]
+        c.app.c.with_options(write_concern=pymongo.WriteConcern(w=3, wtimeout=10000)).insert_one({"_id": 1})
+    with m1.client(directConnection=True) as c:
+        assert c.app.c.find_one({"_id": 1}) is not None
+
+    # Without the priority-5 member, the priority-0 one never becomes primary.
+    m2.kill9()
+    assert wait_for(lambda: one_primary([m0, m1]) == m0.port, 15, "member 0 primary")
+    time.sleep(2)
+    assert roles([m0, m1]) == {m0.port: "P", m1.port: "S"}
+    # Back and caught up, the priority-5 member takes over again.
+    m2.start(port=m2.port)
+    assert wait_for(lambda: one_primary(members) == m2.port, 30, "the priority-5 member primary again")
+
+    # A reconfig changes priorities: member 0 now outranks member 2.
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
+        conf = c.admin.command("replSetGetConfig")["config"]
+        conf["version"] += 1
+        conf["members"][0]["priority"] = 10
+        c.admin.command("replSetReconfig", conf)
+    assert wait_for(lambda: one_primary(members) == m0.port, 20, "member 0 primary after the reconfig")
+

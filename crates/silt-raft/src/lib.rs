@@ -30,7 +30,7 @@ mod types;
 mod tests;
 
 pub use log_store::LogStore;
-pub use member::{Member, MemberOptions, ProposeError, Proposed, Role, Status};
+pub use member::{Member, MemberOptions, Peer, ProposeError, Proposed, Role, Status};
 pub use network::Transport;
 pub use state::{Applied, SnapshotView, StateMachine};
-pub use types::NodeId;
+pub use types::{MemberInfo, NodeId};

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, ForwardToLeader, LinearizableReadError, RaftError};
-use openraft::{BasicNode, ChangeMembers, Config, Instant, ServerState, SnapshotPolicy};
+use openraft::{ChangeMembers, Config, Instant, ServerState, SnapshotPolicy};
 
 use crate::log_store::LogStore;
 use crate::network::{self, Network, Transport};
 use crate::snapshots::Snapshots;
 use crate::state::{Sm, StateMachine};
-use crate::types::{Command, NodeId, TypeConfig};
+use crate::types::{Command, MemberInfo, NodeId, TypeConfig};
 
 /// How a member keeps time.
 #[derive(Debug, Clone)]
@@ -65,6 +65,8 @@ pub struct Peer {
     pub id: NodeId,
     pub addr: String,
     pub voter: bool,
+    /// Its replica-set options (and `addr` again).
+    pub info: MemberInfo,
     /// On the leader: the newest log index known to be in that member's log.
     pub matched: Option<u64>,
 }
@@ -275,9 +277,9 @@ impl Member {
     /// Make the group: `voters` (id → `host:port`, this member among them) become its
     /// first membership. Refused once this member has a log.
     pub fn initialize(&self, voters: &BTreeMap<NodeId, String>) -> Result<(), ProposeError> {
-        let nodes: BTreeMap<NodeId, BasicNode> = voters
+        let nodes: BTreeMap<NodeId, MemberInfo> = voters
             .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .map(|(id, addr)| (*id, MemberInfo::at(addr)))
             .collect();
         self.rt
             .block_on(self.raft.initialize(nodes))
@@ -344,6 +346,7 @@ impl Member {
                 id: *id,
                 addr: node.addr.clone(),
                 voter: voters.contains(id),
+                info: node.clone(),
                 matched: if *id == self.id {
                     m.last_log_index
                 } else {
@@ -373,11 +376,27 @@ impl Member {
         }
     }
 
-    /// Add `id` at `addr` as a learner (it receives the log, by snapshot first if the log it
-    /// needs is purged), waiting until it has caught up when `wait`.
-    pub fn add_learner(&self, id: NodeId, addr: &str, wait: bool) -> Result<(), ProposeError> {
+    /// Add `id` as a learner (it receives the log, by snapshot first if the log it needs is
+    /// purged), waiting until it has caught up when `wait`.
+    pub fn add_learner(
+        &self,
+        id: NodeId,
+        info: MemberInfo,
+        wait: bool,
+    ) -> Result<(), ProposeError> {
         self.rt
-            .block_on(self.raft.add_learner(id, BasicNode::new(addr), wait))
+            .block_on(self.raft.add_learner(id, info, wait))
+            .map(|_| ())
+            .map_err(write_error)
+    }
+
+    /// Record new options of members already in the group (their addresses unchanged).
+    pub fn set_infos(&self, infos: BTreeMap<NodeId, MemberInfo>) -> Result<(), ProposeError> {
+        self.rt
+            .block_on(
+                self.raft
+                    .change_membership(ChangeMembers::SetNodes(infos), true),
+            )
             .map(|_| ())
             .map_err(write_error)
     }
@@ -415,12 +434,6 @@ impl Member {
     /// Stop (or resume) campaigning: a member that must not become leader for a while.
     pub fn set_electable(&self, electable: bool) {
         self.raft.runtime_config().elect(electable);
-    }
-
-    /// A handle that turns campaigning on or off later, from any thread (a freeze's end).
-    pub fn electable_handle(&self) -> impl Fn(bool) + Send + 'static {
-        let raft = self.raft.clone();
-        move |on| raft.runtime_config().elect(on)
     }
 
     /// On the leader: the log index a linearizable read must see applied, confirmed by a

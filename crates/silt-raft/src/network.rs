@@ -18,13 +18,13 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, OptionalSend, RPCTypes};
+use openraft::{OptionalSend, RPCTypes};
 use serde::{Deserialize, Serialize};
 
 use crate::snapshots::Snapshots;
 use crate::state::Sm;
 use crate::types::{
-    decode, encode, NodeId, Snapshot, SnapshotData, SnapshotMeta, TypeConfig, Vote,
+    decode, encode, MemberInfo, NodeId, Snapshot, SnapshotData, SnapshotMeta, TypeConfig, Vote,
 };
 
 /// Carries requests between members.
@@ -92,7 +92,7 @@ pub(crate) struct Client {
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Client;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Client {
+    async fn new_client(&mut self, target: NodeId, node: &MemberInfo) -> Client {
         Client {
             me: self.me,
             target,

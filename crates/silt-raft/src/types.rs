@@ -8,6 +8,30 @@ use serde::{Deserialize, Serialize};
 /// A member's id in the group (MongoDB's member `_id`).
 pub type NodeId = u64;
 
+/// What the group's membership records of a member besides its id: where it is, and the
+/// replica-set options that shape elections and what `hello` lists (they change no data).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberInfo {
+    /// `host:port`.
+    pub addr: String,
+    /// MongoDB's `priority` in thousandths (0 never campaigns; a higher one takes over from
+    /// a lower primary once caught up).
+    pub priority_milli: u32,
+    /// MongoDB's `hidden`: not listed by `hello`, never primary.
+    pub hidden: bool,
+}
+
+impl MemberInfo {
+    /// A member at `addr` with priority 1, not hidden.
+    pub fn at(addr: &str) -> MemberInfo {
+        MemberInfo {
+            addr: addr.to_string(),
+            priority_milli: 1000,
+            hidden: false,
+        }
+    }
+}
+
 /// A replicated command: bytes only the state machine reads.
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Command(#[serde(with = "serde_bytes")] pub Vec<u8>);
@@ -41,7 +65,7 @@ openraft::declare_raft_types!(
         D = Command,
         R = Reply,
         NodeId = NodeId,
-        Node = openraft::BasicNode,
+        Node = MemberInfo,
         Term = u64,
         LeaderId = openraft::impls::leader_id_std::LeaderId<u64, NodeId>,
         AsyncRuntime = openraft_rt_tokio::TokioRuntime,

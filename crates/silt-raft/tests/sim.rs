@@ -18,8 +18,8 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use silt_raft::{
-    Applied, Member, MemberOptions, NodeId, ProposeError, Role, SnapshotView, StateMachine,
-    Transport,
+    Applied, Member, MemberInfo, MemberOptions, NodeId, ProposeError, Role, SnapshotView,
+    StateMachine, Transport,
 };
 use silt_storage::{Dict, Env, EnvOptions, SyncPolicy, WriteBatch};
 
@@ -411,7 +411,7 @@ fn run_seed(seed: u64) {
     }
     lm.snapshot_now().expect("snapshots");
     cluster.start(4);
-    lm.add_learner(4, &Cluster::addr(4), true)
+    lm.add_learner(4, MemberInfo::at(&Cluster::addr(4)), true)
         .expect("learner catches up");
     lm.change_voters((1..=4).collect())
         .expect("becomes a voter");

@@ -34,7 +34,9 @@ use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
 use silt_collection::{Refusal, Replicated, Replicator, Store};
 use silt_query::{QResult, QueryError};
-use silt_raft::{Applied, Member, MemberOptions, NodeId, Role, SnapshotView, StateMachine, Status};
+use silt_raft::{
+    Applied, Member, MemberInfo, MemberOptions, NodeId, Role, SnapshotView, StateMachine, Status,
+};
 
 use crate::optimes::{OpTime, Optimes};
 use crate::raft_transport::MemberTransport;
@@ -153,11 +155,13 @@ impl Replicator for MemberReplicator {
 /// Fail the writes waiting for replication whenever this member stops being a writable
 /// primary, so they release their locks and answer at once (11602) rather than at their
 /// wait limit; their entries, if committed later, are applied like any other member's.
-fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>) {
+fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>, frozen: Arc<AtomicBool>) {
     let spawned = std::thread::Builder::new()
         .name("silt-primacy".into())
         .spawn(move || {
             let mut was = false;
+            let mut electable = None;
+            let mut last_takeover: Option<Instant> = None;
             loop {
                 std::thread::sleep(Duration::from_millis(50));
                 let Some(m) = member.get() else { continue };
@@ -170,10 +174,58 @@ fn watch_primacy(member: Arc<OnceLock<Member>>, store: Arc<Store>) {
                     store.abandon_proposals("is no longer primary");
                 }
                 was = s.writable;
+                // A member with priority 0 (hidden ones among them) never campaigns, nor does
+                // a frozen one.
+                let mine = s
+                    .members
+                    .iter()
+                    .find(|p| p.id == s.id)
+                    .map(|p| p.info.clone());
+                let want = mine
+                    .as_ref()
+                    .is_none_or(|i| i.priority_milli > 0 && !i.hidden)
+                    && !frozen.load(Ordering::Acquire);
+                if electable != Some(want) {
+                    m.set_electable(want);
+                    electable = Some(want);
+                }
+                if s.writable {
+                    priority_takeover(m, &s, mine.as_ref(), &mut last_takeover);
+                }
             }
         });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "cannot start the primacy watcher");
+    }
+}
+
+/// On the primary: hand the role to a voter of higher priority whose log has caught up with
+/// this member's, as mongod's priority takeover does (at most every 5 s).
+fn priority_takeover(
+    m: &Member,
+    s: &Status,
+    mine: Option<&MemberInfo>,
+    last: &mut Option<Instant>,
+) {
+    let my_priority = mine.map_or(1000, |i| i.priority_milli);
+    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(5)) {
+        return;
+    }
+    let better = s
+        .members
+        .iter()
+        .filter(|p| p.voter && p.id != s.id && !p.info.hidden)
+        .filter(|p| p.info.priority_milli > my_priority && p.matched == s.last_log_index)
+        .max_by_key(|p| p.info.priority_milli);
+    if let Some(p) = better {
+        *last = Some(Instant::now());
+        tracing::info!(
+            to = p.id,
+            "priority takeover: a member of higher priority caught up"
+        );
+        if let Err(e) = m.transfer_leadership(p.id) {
+            tracing::info!(error = %e, "priority takeover failed");
+        }
     }
 }
 
@@ -190,7 +242,9 @@ pub(crate) struct RaftMember {
     topology: AtomicI64,
     seen: Mutex<(u64, Option<Role>, bool)>,
     /// The newest freeze (`replSetFreeze`, `replSetStepDown`); an older one's end is ignored.
-    frozen: Arc<AtomicU64>,
+    freezes: Arc<AtomicU64>,
+    /// Whether a freeze is in force (`watch_primacy` keeps this member from campaigning).
+    frozen: Arc<AtomicBool>,
     /// `--keyFile`'s key: requests to other members are sealed with it.
     key: Option<Vec<u8>>,
     auth_changed: Arc<AtomicBool>,
@@ -226,11 +280,23 @@ fn election_id(term: u64) -> ObjectId {
 struct ConfigMember {
     host: String,
     voter: bool,
+    priority_milli: u32,
+    hidden: bool,
 }
 
-/// The members of a replica-set config by Raft id (`_id` + 1). What siltd cannot honour yet
-/// is refused by name: arbiters, hidden members and voters with priority 0 would each change
-/// who may become primary.
+impl ConfigMember {
+    fn info(&self) -> MemberInfo {
+        MemberInfo {
+            addr: self.host.clone(),
+            priority_milli: self.priority_milli,
+            hidden: self.hidden,
+        }
+    }
+}
+
+/// The members of a replica-set config by Raft id (`_id` + 1), checked as mongod checks them.
+/// What siltd cannot honour is refused by name: arbiters (a Raft voter holds the log) and
+/// delayed members (their reads would be older than the set's).
 fn parse_members(config: &Document) -> QResult<BTreeMap<NodeId, ConfigMember>> {
     let bad = |m: String| QueryError::coded(93, "InvalidReplicaSetConfig", m);
     let Ok(members) = config.get_array("members") else {
@@ -271,15 +337,47 @@ fn parse_members(config: &Document) -> QResult<BTreeMap<NodeId, ConfigMember>> {
         if m.get_bool("arbiterOnly").unwrap_or(false) {
             return refuse("arbiterOnly");
         }
-        if m.get_bool("hidden").unwrap_or(false) {
-            return refuse("hidden");
+        let delayed = ["secondaryDelaySecs", "slaveDelay"]
+            .iter()
+            .any(|k| match m.get(*k) {
+                None | Some(Bson::Int32(0) | Bson::Int64(0)) => false,
+                Some(Bson::Double(f)) => *f != 0.0,
+                Some(_) => true,
+            });
+        if delayed {
+            return refuse("secondaryDelaySecs");
         }
-        if votes != 0.0 && priority == 0.0 {
-            return refuse("a voter with priority 0");
+        let hidden = m.get_bool("hidden").unwrap_or(false);
+        if !(0.0..=1000.0).contains(&priority) {
+            return Err(bad(format!(
+                "member {host}: priority must be between 0 and 1000"
+            )));
         }
+        if votes != 0.0 && votes != 1.0 {
+            return Err(bad(format!("member {host}: votes must be 0 or 1")));
+        }
+        if hidden && priority != 0.0 {
+            return Err(bad(format!(
+                "member {host}: priority must be 0 when hidden=true"
+            )));
+        }
+        if votes == 0.0 && priority != 0.0 {
+            return Err(bad(format!(
+                "member {host}: priority must be 0 when non-voting (votes:0)"
+            )));
+        }
+        // In range, so the rounded thousandths fit.
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "priority is within 0..=1000"
+        )]
+        let priority_milli = (priority * 1000.0).round() as u32;
         let member = ConfigMember {
             host: host.to_string(),
             voter: votes != 0.0,
+            priority_milli,
+            hidden,
         };
         if out.insert(id + 1, member).is_some() {
             return Err(bad(format!("two members have _id {id}")));
@@ -331,7 +429,8 @@ impl RaftMember {
             starting: Mutex::new(()),
             topology: AtomicI64::new(0),
             seen: Mutex::new((0, None, false)),
-            frozen: Arc::new(AtomicU64::new(0)),
+            freezes: Arc::new(AtomicU64::new(0)),
+            frozen: Arc::new(AtomicBool::new(false)),
             key,
             auth_changed: Arc::new(AtomicBool::new(false)),
             snapshot_every,
@@ -392,7 +491,7 @@ impl RaftMember {
             ..MemberOptions::default()
         };
         let m = Member::start(id, &self.dir, &opts, sm, transport)?;
-        watch_primacy(self.member.clone(), self.store.clone());
+        watch_primacy(self.member.clone(), self.store.clone(), self.frozen.clone());
         tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
         Ok(self.member.get_or_init(|| m))
     }
@@ -410,16 +509,9 @@ impl RaftMember {
             )));
         }
         let members = parse_members(config)?;
-        if members.values().any(|m| !m.voter) {
-            return Err(bad(
-                "every member of a new set must vote (add others with replSetReconfig)".into(),
-            ));
-        }
-        let voters: BTreeMap<NodeId, String> =
-            members.into_iter().map(|(id, m)| (id, m.host)).collect();
-        let mine = voters
+        let mine = members
             .iter()
-            .find(|(_, h)| **h == self.me)
+            .find(|(_, m)| m.host == self.me)
             .map(|(id, _)| *id);
         let Some(mine) = mine else {
             return Err(QueryError::coded(
@@ -428,7 +520,10 @@ impl RaftMember {
                 format!("No host described in new configuration with {{version: 1, term: 0}} for replica set {} maps to this node", self.set),
             ));
         };
-        if voters.len() == 1 {
+        if members.get(&mine).is_some_and(|m| !m.voter) {
+            return Err(bad("the member that initiates the set must vote".into()));
+        }
+        if members.len() == 1 {
             return Ok(false);
         }
         if let Some(why) = unsupported {
@@ -450,13 +545,25 @@ impl RaftMember {
             )
         })?;
         m.seed(Duration::from_secs(30)).map_err(replication_error)?;
-        for (id, host) in voters.iter().filter(|(id, _)| **id != mine) {
-            m.add_learner(*id, host, false).map_err(replication_error)?;
+        for (id, member) in members.iter().filter(|(id, _)| **id != mine) {
+            m.add_learner(*id, member.info(), false)
+                .map_err(replication_error)?;
+        }
+        if let Some(me) = members
+            .get(&mine)
+            .filter(|me| me.info() != MemberInfo::at(&self.me))
+        {
+            m.set_infos(BTreeMap::from([(mine, me.info())]))
+                .map_err(replication_error)?;
         }
         // Voting needs a majority of the new voters to answer: it completes in the
         // background, as mongod's members come up after `replSetInitiate` returns.
         let cell = self.member.clone();
-        let all: BTreeSet<NodeId> = voters.keys().copied().collect();
+        let all: BTreeSet<NodeId> = members
+            .iter()
+            .filter(|(_, m)| m.voter)
+            .map(|(id, _)| *id)
+            .collect();
         std::thread::spawn(move || {
             if let Some(m) = cell.get() {
                 match m.change_voters(all) {
@@ -503,18 +610,29 @@ impl RaftMember {
                 .find(|p| p.id == id)
                 .map(|p| p.addr.clone())
         };
+        // As mongod: `hosts` the members that may become primary, `passives` the others
+        // (priority 0, or not voting yet), hidden members in neither.
+        let electable = |p: &&silt_raft::Peer| p.voter && p.info.priority_milli > 0;
         let hosts: Vec<Bson> = s
             .members
             .iter()
-            .filter(|p| p.voter)
+            .filter(|p| !p.info.hidden && electable(p))
             .map(|p| Bson::String(p.addr.clone()))
             .collect();
         let passives: Vec<Bson> = s
             .members
             .iter()
-            .filter(|p| !p.voter)
+            .filter(|p| !p.info.hidden && !electable(p))
             .map(|p| Bson::String(p.addr.clone()))
             .collect();
+        if let Some(me) = s.members.iter().find(|p| p.id == s.id) {
+            if me.info.hidden {
+                d.insert("hidden", true);
+            }
+            if !electable(&me) {
+                d.insert("passive", true);
+            }
+        }
         d.insert("hosts", hosts);
         if !passives.is_empty() {
             d.insert("passives", passives);
@@ -720,7 +838,7 @@ impl RaftMember {
     }
 
     /// `replSetGetConfig.config.members` of a multi-member set, `None` while this server is
-    /// not in one. Learners (members being added) show as non-voting, priority 0.
+    /// not in one. Learners (members being added, or `votes: 0`) show as non-voting.
     pub(crate) fn config_members(&self) -> Option<Vec<Bson>> {
         let s = self.member()?.status();
         Some(
@@ -732,8 +850,8 @@ impl RaftMember {
                         "host": p.addr.clone(),
                         "arbiterOnly": false,
                         "buildIndexes": true,
-                        "hidden": false,
-                        "priority": if p.voter { 1.0 } else { 0.0 },
+                        "hidden": p.info.hidden,
+                        "priority": f64::from(p.info.priority_milli) / 1000.0,
                         "tags": {},
                         "secondaryDelaySecs": 0i64,
                         "votes": i32::from(p.voter),
@@ -762,7 +880,13 @@ impl RaftMember {
             let mut others: Vec<_> = s
                 .members
                 .iter()
-                .filter(|p| p.voter && p.id != s.id && p.matched.is_some())
+                .filter(|p| {
+                    p.voter
+                        && p.id != s.id
+                        && p.matched.is_some()
+                        && p.info.priority_milli > 0
+                        && !p.info.hidden
+                })
                 .collect();
             others.sort_by_key(|p| std::cmp::Reverse(p.matched));
             if let Some(p) = others.iter().find(|p| p.matched == s.last_log_index) {
@@ -792,19 +916,21 @@ impl RaftMember {
         Ok(())
     }
 
-    /// Do not campaign for `secs` seconds (0: campaign again now). A later freeze replaces
-    /// an earlier one.
+    /// Do not campaign for `secs` seconds (0: campaign again now, if this member's priority
+    /// allows; `watch_primacy` turns campaigning back on). A later freeze replaces an earlier
+    /// one.
     fn freeze_for(&self, m: &Member, secs: u64) {
-        let generation = self.frozen.fetch_add(1, Ordering::AcqRel) + 1;
-        m.set_electable(secs == 0);
+        let generation = self.freezes.fetch_add(1, Ordering::AcqRel) + 1;
+        self.frozen.store(secs > 0, Ordering::Release);
         if secs == 0 {
             return;
         }
-        let (frozen, handle) = (self.frozen.clone(), m.electable_handle());
+        m.set_electable(false);
+        let (freezes, frozen) = (self.freezes.clone(), self.frozen.clone());
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_secs(secs));
-            if frozen.load(Ordering::Acquire) == generation {
-                handle(true);
+            if freezes.load(Ordering::Acquire) == generation {
+                frozen.store(false, Ordering::Release);
             }
         });
     }
@@ -865,9 +991,19 @@ impl RaftMember {
         }
         for (id, w) in &want {
             if !s.members.iter().any(|p| p.id == *id) {
-                m.add_learner(*id, &w.host, true)
+                m.add_learner(*id, w.info(), true)
                     .map_err(replication_error)?;
             }
+        }
+        // New options of members already in the set (priority, hidden).
+        let changed: BTreeMap<NodeId, MemberInfo> = s
+            .members
+            .iter()
+            .filter_map(|p| Some((p.id, want.get(&p.id)?.info())))
+            .filter(|(id, info)| s.members.iter().any(|p| p.id == *id && p.info != *info))
+            .collect();
+        if !changed.is_empty() {
+            m.set_infos(changed).map_err(replication_error)?;
         }
         let voters: BTreeSet<NodeId> = want
             .iter()
