@@ -207,9 +207,9 @@ def test_priorities_and_hidden_members(members):
     it nowhere."""
     m0, m1, m2 = members
     config = {"_id": "rs0", "members": [
-        {"_id": 0, "host": f"127.0.0.1:{m0.port}", "priority": 1},
+        {"_id": 0, "host": f"127.0.0.1:{m0.port}", "priority": 1, "tags": {"dc": "east"}},
         {"_id": 1, "host": f"127.0.0.1:{m1.port}", "priority": 0, "hidden": True},
-        {"_id": 2, "host": f"127.0.0.1:{m2.port}", "priority": 5}]}
+        {"_id": 2, "host": f"127.0.0.1:{m2.port}", "priority": 5, "tags": {"dc": "west"}}]}
     with m0.client(directConnection=True) as c:
         c.admin.command("replSetInitiate", config)
     assert wait_for(lambda: one_primary(members) == m2.port, 20, "the priority-5 member primary")
@@ -224,6 +224,15 @@ def test_priorities_and_hidden_members(members):
         assert [(m["priority"], m["hidden"], m["votes"]) for m in conf["members"]] == \
             [(1.0, False, 1), (0.0, True, 1), (5.0, False, 1)]
         c.app.c.with_options(write_concern=pymongo.WriteConcern(w=3, wtimeout=10000)).insert_one({"_id": 1})
+        # Tag sets select by `hello.tags`; maxStalenessSeconds by `hello.lastWrite`.
+        assert hello(m0)["tags"] == {"dc": "east"}
+        east = c.app.get_collection("c", read_preference=pymongo.read_preferences.Secondary(
+            tag_sets=[{"dc": "east"}], max_staleness=90))
+        assert east.find_one({"_id": 1}) is not None
+        with pytest.raises(pymongo.errors.ServerSelectionTimeoutError):
+            pymongo.MongoClient(uri, serverSelectionTimeoutMS=1500).app.get_collection(
+                "c", read_preference=pymongo.read_preferences.Secondary(tag_sets=[{"dc": "north"}])
+            ).find_one({})
     with m1.client(directConnection=True) as c:
         assert c.app.c.find_one({"_id": 1}) is not None
 

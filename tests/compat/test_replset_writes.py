@@ -475,6 +475,19 @@ def test_random_kills_and_pauses_under_a_mixed_load(rs):
     client.close()
 
 
+def retrying(write, secs=30):
+    """Run `write` until it succeeds (a loaded machine may see an election meanwhile)."""
+    deadline = time.time() + secs
+    while True:
+        try:
+            return write()
+        except (pymongo.errors.NotPrimaryError, pymongo.errors.ServerSelectionTimeoutError,
+                pymongo.errors.AutoReconnect):
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def raft_of(m):
     with direct(m) as c:
         return c.admin.command("replSetGetStatus")["raft"]
@@ -541,10 +554,11 @@ def test_members_behind_the_purged_log_catch_up_by_snapshot():
         with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000,
                                  w="majority") as c:
             for i in range(60):
-                c.app.c.insert_one({"_id": f"while-wiped-{i}"})
+                retrying(lambda: c.app.c.update_one(
+                    {"_id": f"while-wiped-{i}"}, {"$set": {"i": i}}, upsert=True))
         wiped.start(port=wiped.port)
         with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
-            c.app.c.insert_one({"_id": "after-wipe"})
+            retrying(lambda: c.app.c.update_one({"_id": "after-wipe"}, {"$set": {"x": 1}}, upsert=True))
         wait_for(lambda: converged(ms + [fourth]), 30, "the wiped member equal to the others")
         with direct(wiped) as c:
             assert c.app.c.count_documents({"_id": {"$regex": "^while-wiped"}}) == 60

@@ -274,6 +274,10 @@ async fn rejoin(raft: &openraft::Raft<TypeConfig, Sm>, target: NodeId) {
     let Some(replication) = m.replication.as_ref() else {
         return;
     };
+    if replication.get(&target).cloned().flatten().is_none() {
+        // A member being added: nothing is known of its log, so nothing reverted.
+        return;
+    }
     let committed = m.local_committed.map(|l| l.index);
     let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
     let holding = voters

@@ -19,6 +19,8 @@ pub struct MemberInfo {
     pub priority_milli: u32,
     /// MongoDB's `hidden`: not listed by `hello`, never primary.
     pub hidden: bool,
+    /// MongoDB's `tags` (`hello.tags`, which read preferences with tag sets select by).
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 impl MemberInfo {
@@ -28,6 +30,7 @@ impl MemberInfo {
             addr: addr.to_string(),
             priority_milli: 1000,
             hidden: false,
+            tags: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -282,6 +282,7 @@ struct ConfigMember {
     voter: bool,
     priority_milli: u32,
     hidden: bool,
+    tags: BTreeMap<String, String>,
 }
 
 impl ConfigMember {
@@ -290,6 +291,7 @@ impl ConfigMember {
             addr: self.host.clone(),
             priority_milli: self.priority_milli,
             hidden: self.hidden,
+            tags: self.tags.clone(),
         }
     }
 }
@@ -373,17 +375,41 @@ fn parse_members(config: &Document) -> QResult<BTreeMap<NodeId, ConfigMember>> {
             reason = "priority is within 0..=1000"
         )]
         let priority_milli = (priority * 1000.0).round() as u32;
+        let mut tags = BTreeMap::new();
+        match m.get("tags") {
+            None | Some(Bson::Null) => {}
+            Some(Bson::Document(t)) => {
+                for (k, v) in t {
+                    let Bson::String(v) = v else {
+                        return Err(bad(format!(
+                            "member {host}: tags must be strings, {k} is not"
+                        )));
+                    };
+                    tags.insert(k.clone(), v.clone());
+                }
+            }
+            Some(_) => return Err(bad(format!("member {host}: tags must be a document"))),
+        }
         let member = ConfigMember {
             host: host.to_string(),
             voter: votes != 0.0,
             priority_milli,
             hidden,
+            tags,
         };
         if out.insert(id + 1, member).is_some() {
             return Err(bad(format!("two members have _id {id}")));
         }
     }
     Ok(out)
+}
+
+/// A member's `tags` as a document.
+fn tags_doc(info: &MemberInfo) -> Document {
+    info.tags
+        .iter()
+        .map(|(k, v)| (k.clone(), Bson::String(v.clone())))
+        .collect()
 }
 
 /// A log position as a reply shows it: an `int64`, or null when there is none.
@@ -545,6 +571,12 @@ impl RaftMember {
             )
         })?;
         m.seed(Duration::from_secs(30)).map_err(replication_error)?;
+        // mongod's first entry of a set, stamped with the initiator's clock (so that
+        // `hello.lastWrite` has a date before the first write).
+        if let Some(log) = self.store.oplog() {
+            log.log(&silt_collection::oplog::Op::noop("initiating set"))
+                .map_err(|e| QueryError::coded(8, "UnknownError", e.to_string()))?;
+        }
         for (id, member) in members.iter().filter(|(id, _)| **id != mine) {
             m.add_learner(*id, member.info(), false)
                 .map_err(replication_error)?;
@@ -631,6 +663,9 @@ impl RaftMember {
             }
             if !electable(&me) {
                 d.insert("passive", true);
+            }
+            if !me.info.tags.is_empty() {
+                d.insert("tags", tags_doc(&me.info));
             }
         }
         d.insert("hosts", hosts);
@@ -852,7 +887,7 @@ impl RaftMember {
                         "buildIndexes": true,
                         "hidden": p.info.hidden,
                         "priority": f64::from(p.info.priority_milli) / 1000.0,
-                        "tags": {},
+                        "tags": tags_doc(&p.info),
                         "secondaryDelaySecs": 0i64,
                         "votes": i32::from(p.voter),
                     })
