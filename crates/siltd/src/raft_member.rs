@@ -588,25 +588,40 @@ impl RaftMember {
             m.set_infos(BTreeMap::from([(mine, me.info())]))
                 .map_err(replication_error)?;
         }
-        // Voting needs a majority of the new voters to answer: it completes in the
-        // background, as mongod's members come up after `replSetInitiate` returns.
+        // The members vote once a majority of them answer (joint consensus). As mongod's
+        // initiate, the reply waits for them; one that cannot be reached makes it fail
+        // (the change goes on, and completes when they answer).
         let cell = self.member.clone();
         let all: BTreeSet<NodeId> = members
             .iter()
             .filter(|(_, m)| m.voter)
             .map(|(id, _)| *id)
             .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             if let Some(m) = cell.get() {
-                match m.change_voters(all) {
+                let r = m.change_voters(all);
+                match &r {
                     Ok(()) => tracing::info!("every initiated member votes"),
                     Err(e) => tracing::error!(
                         error = %e,
-                        "the initiated members do not vote yet: run replSetReconfig"
+                        "the initiated members do not vote: run replSetReconfig"
                     ),
                 }
+                let _ = tx.send(r);
             }
         });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(r) => r.map_err(replication_error)?,
+            Err(_) => {
+                return Err(QueryError::coded(
+                    74,
+                    "NodeNotFound",
+                    "replSetInitiate quorum check failed: a majority of the members did not \
+                     answer within 30 s (they become voters when they do)",
+                ))
+            }
+        }
         Ok(true)
     }
 
