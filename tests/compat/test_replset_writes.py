@@ -57,18 +57,22 @@ def uri_of(members):
     return "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
 
 
+def initiate(ms):
+    """Make `ms` one set (`replSetInitiate` on the first) and wait for one primary and the
+    others secondaries."""
+    config = {"_id": "rs0", "members": [
+        {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
+    with direct(ms[0]) as c:
+        c.admin.command("replSetInitiate", config)
+    wait_for(lambda: one_primary(ms), 20, "one primary and the others secondaries")
+
+
 @pytest.fixture
 def rs():
     ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(3)]
     for m in ms:
         m.start()
-    config = {"_id": "rs0", "members": [
-        {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
-    with direct(ms[0]) as c:
-        c.admin.command("replSetInitiate", config)
-    # Every member must be in the set (a member not yet contacted still answers as the
-    # one-member set it was started as).
-    wait_for(lambda: one_primary(ms), 15, "one primary and two secondaries")
+    initiate(ms)
     yield ms
     for m in ms:
         m.cleanup()
@@ -332,12 +336,8 @@ def test_members_with_a_key_file_under_auth(tmp_path):
     for m in ms:
         m.start()
     try:
-        config = {"_id": "rs0", "members": [
-            {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
         # The localhost exception: initiate, then the first user on the primary.
-        with direct(ms[0]) as c:
-            c.admin.command("replSetInitiate", config)
-        wait_for(lambda: one_primary(ms), 15, "one primary and two secondaries")
+        initiate(ms)
         primary = next(m for m in ms if is_primary(m))
         with direct(primary) as c:
             c.admin.command("createUser", "root", pwd="pw", roles=["root"])
@@ -503,11 +503,7 @@ def test_members_behind_the_purged_log_catch_up_by_snapshot():
     for m in ms:
         m.start()
     try:
-        config = {"_id": "rs0", "members": [
-            {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
-        with direct(ms[0]) as c:
-            c.admin.command("replSetInitiate", config)
-        wait_for(lambda: one_primary(ms), 15, "one primary and two secondaries")
+        initiate(ms)
         with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
             db = c.app
             db.c.create_index("a")
@@ -580,11 +576,7 @@ def test_initiate_brings_the_initiators_data_to_every_member():
             c.app.old.create_index("a")
         with direct(ms[1]) as c:
             c.junk.j.insert_one({"_id": "mine"})
-        config = {"_id": "rs0", "members": [
-            {"_id": i, "host": f"127.0.0.1:{m.port}"} for i, m in enumerate(ms)]}
-        with direct(ms[0]) as c:
-            c.admin.command("replSetInitiate", config)
-        wait_for(lambda: one_primary(ms), 20, "one primary and two secondaries")
+        initiate(ms)
         with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
             c.app.new.insert_one({"_id": 1})
             conf = c.admin.command("replSetGetConfig")["config"]

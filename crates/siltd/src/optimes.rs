@@ -92,50 +92,24 @@ mod tests {
         Timestamp { time, increment: 1 }
     }
 
+    fn op(time: u32, term: u64) -> OpTime {
+        OpTime { ts: ts(time), term }
+    }
+
     #[test]
     fn the_optime_of_an_index_is_the_newest_entry_at_or_below_it() {
         let o = Optimes::default();
         o.record(5, 1, ts(100));
         o.record(6, 1, ts(101));
         o.record(9, 2, ts(105));
-        assert_eq!(
-            o.at(Some(6)),
-            OpTime {
-                ts: ts(101),
-                term: 1
-            }
-        );
-        assert_eq!(
-            o.at(Some(8)),
-            OpTime {
-                ts: ts(101),
-                term: 1
-            }
-        );
-        assert_eq!(
-            o.at(Some(40)),
-            OpTime {
-                ts: ts(105),
-                term: 2
-            }
-        );
-        assert_eq!(
-            o.at(Some(5)),
-            OpTime {
-                ts: ts(100),
-                term: 1
-            }
-        );
+        assert_eq!(o.at(Some(6)), op(101, 1));
+        assert_eq!(o.at(Some(8)), op(101, 1));
+        assert_eq!(o.at(Some(40)), op(105, 2));
+        assert_eq!(o.at(Some(5)), op(100, 1));
         assert_eq!(o.at(Some(4)), OpTime::NONE);
         assert_eq!(o.at(None), OpTime::NONE);
         // An install moves the log: the window starts again.
         o.record(3, 3, ts(200));
-        assert_eq!(
-            o.at(Some(9)),
-            OpTime {
-                ts: ts(200),
-                term: 3
-            }
-        );
+        assert_eq!(o.at(Some(9)), op(200, 3));
     }
 }
