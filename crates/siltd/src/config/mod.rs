@@ -108,7 +108,8 @@ pub(crate) struct Flags {
     pub oplog_min_retention_hours: Option<f64>,
     /// On a multi-member set: a member writes a snapshot of its data after this many Raft
     /// log entries since its last, and purges the log before it; a member behind the purged
-    /// log catches up by a snapshot (`replication.raftSnapshotEntries`) [default: 100000].
+    /// log catches up by a snapshot (`replication.raftSnapshotEntries`) [default: 1000000]. A
+    /// snapshot reads the whole store through the cache, so fewer are cheaper.
     #[arg(long = "raftSnapshotEntries", alias = "raft-snapshot-entries")]
     pub raft_snapshot_entries: Option<u64>,
     /// Seconds a multi-document transaction may run before it is aborted (MongoDB's
@@ -305,7 +306,7 @@ impl Flags {
                 allow_without_certs: self.tls_allow_without_certs,
             },
             repl_set: self.repl_set.filter(|n| !n.is_empty()),
-            raft_snapshot_entries: self.raft_snapshot_entries.unwrap_or(100_000).max(1),
+            raft_snapshot_entries: self.raft_snapshot_entries.unwrap_or(1_000_000).max(1),
             oplog: silt_collection::oplog::OplogOptions {
                 max_bytes: self.oplog_size_mb.unwrap_or(990).max(1) << 20,
                 min_retention: Duration::from_secs_f64(
