@@ -67,6 +67,16 @@ def initiate(ms):
     wait_for(lambda: one_primary(ms), 20, "one primary and the others secondaries")
 
 
+def add_member(ms, new):
+    """Add `new` to the set of `ms` as member 3 (as mongosh's rs.add() does), then write."""
+    with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
+        conf = c.admin.command("replSetGetConfig")["config"]
+        conf["version"] += 1
+        conf["members"].append({"_id": 3, "host": f"127.0.0.1:{new.port}"})
+        c.admin.command("replSetReconfig", conf)
+        c.app.c.insert_one({"_id": "after-add"})
+
+
 @pytest.fixture
 def rs():
     ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(3)]
@@ -151,12 +161,7 @@ def test_every_kind_of_write_reaches_every_member(rs):
     # A fourth member added now catches up from the log and ends equal.
     fourth = Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]).start()
     try:
-        with pymongo.MongoClient(uri_of(rs), serverSelectionTimeoutMS=10000) as c:
-            conf = c.admin.command("replSetGetConfig")["config"]
-            conf["version"] += 1
-            conf["members"].append({"_id": 3, "host": f"127.0.0.1:{fourth.port}"})
-            c.admin.command("replSetReconfig", conf)
-            c.app.c.insert_one({"_id": "after-add"})
+        add_member(rs, fourth)
         wait_for(lambda: converged(rs + [fourth]), 20, "the fourth member equal to the others")
     finally:
         fourth.cleanup()
@@ -524,12 +529,7 @@ def test_members_behind_the_purged_log_catch_up_by_snapshot():
                  "a purged log on every member")
 
         fourth.start()
-        with pymongo.MongoClient(uri_of(ms), serverSelectionTimeoutMS=10000) as c:
-            conf = c.admin.command("replSetGetConfig")["config"]
-            conf["version"] += 1
-            conf["members"].append({"_id": 3, "host": f"127.0.0.1:{fourth.port}"})
-            c.admin.command("replSetReconfig", conf)
-            c.app.c.insert_one({"_id": "after-add"})
+        add_member(ms, fourth)
         wait_for(lambda: converged(ms + [fourth]), 30, "the fourth member equal to the others")
         assert raft_of(fourth)["snapshotIndex"] is not None, "the fourth member replayed the log"
         assert "installed a snapshot" in fourth.read_log()
