@@ -16,6 +16,8 @@ _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if _soft != resource.RLIM_INFINITY and _soft < 8192:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, _hard), _hard))
 
+# `SILT_LOG_LEVEL` sets the servers' `--log-level` (for example `info,openraft=info` to see
+# elections); `SILT_KEEP=1` keeps their directories and logs.
 SILTD = os.environ.get("SILTD_BIN", os.path.join(os.path.dirname(__file__), "../../target/release/siltd"))
 
 
@@ -47,7 +49,7 @@ class Siltd:
         self.log = open(os.path.join(self.dbpath, "siltd.log"), "ab")
         self.proc = subprocess.Popen(
             [SILTD, "--port", str(self.port), "--dbpath", self.dbpath, "--cache-size", "64MB",
-             "--log-level", "info", *self.extra],
+             "--log-level", os.environ.get("SILT_LOG_LEVEL","info"), *self.extra],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 30
         while time.time() < deadline:

@@ -23,9 +23,12 @@ pub struct MemberOptions {
     /// How often a leader sends to each member; also how long a message to a member may
     /// take.
     pub heartbeat: Duration,
-    /// A follower that hears no leader for a random time in this range campaigns. The upper
-    /// end is also the leader's lease: a leader that has not heard from a quorum for that long
-    /// takes no proposals.
+    /// The upper end is the lease: a follower that heard from a leader within it refuses to
+    /// vote, and a leader that has not heard from a quorum for that long takes no proposals.
+    /// A follower campaigns once it has heard no leader for the lease plus a random time in
+    /// this range (openraft counts the timeout from the lease's end), so a dead leader is
+    /// replaced after 1.5 to 2 times the upper end, plus a second round's timeout when the
+    /// first round splits.
     pub election_timeout: (Duration, Duration),
     /// A snapshot is built after this many entries since the last one (and the log before it
     /// purged).
@@ -40,7 +43,7 @@ impl Default for MemberOptions {
     fn default() -> Self {
         MemberOptions {
             heartbeat: Duration::from_millis(200),
-            election_timeout: (Duration::from_millis(1500), Duration::from_millis(3000)),
+            election_timeout: (Duration::from_millis(1000), Duration::from_millis(2000)),
             snapshot_every: 50_000,
             keep_behind_snapshot: 10_000,
             log_cache_bytes: 32 << 20,

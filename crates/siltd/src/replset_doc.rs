@@ -18,6 +18,14 @@ impl Server {
         let mut config = rs.config();
         if let Some(members) = self.raft().and_then(|r| r.config_members()) {
             config.insert("members", members);
+            // The timing the members really keep (`silt_raft::MemberOptions`).
+            let timing = silt_raft::MemberOptions::default();
+            if let Ok(settings) = config.get_document_mut("settings") {
+                let millis =
+                    |d: std::time::Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
+                settings.insert("heartbeatIntervalMillis", millis(timing.heartbeat));
+                settings.insert("electionTimeoutMillis", millis(timing.election_timeout.1));
+            }
         }
         Some(config)
     }
