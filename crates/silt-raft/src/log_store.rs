@@ -12,7 +12,8 @@
 //! appended entry as soon as `append` returns. The environment never syncs by itself: a
 //! writer thread syncs its log, in request order, and only then reports an append flushed
 //! or lets a vote, truncation or purge return. One sync of the engine's log covers
-//! everything committed before it, so the order of durability is the order of the calls.
+//! everything committed before it, so the order of durability is the order of the calls,
+//! and the requests that queued up during one sync share the next (group commit).
 
 use std::io;
 use std::ops::{Bound, RangeBounds};
@@ -79,12 +80,23 @@ impl LogStore {
         std::thread::Builder::new()
             .name("raft-log-sync".into())
             .spawn(move || {
+                // Group commit: every request waiting when a sync starts was sent after its
+                // change was committed, so that one sync covers them all.
+                let mut waiting = Vec::new();
                 while let Ok(req) = rx.recv() {
+                    waiting.push(req);
+                    waiting.extend(rx.try_iter());
                     let r = worker.sync_log().map_err(io_err);
-                    match req {
-                        Sync::Flushed(cb) => cb.io_completed(r),
-                        Sync::Done(tx) => {
-                            let _ = tx.send(r);
+                    for req in waiting.drain(..) {
+                        let r = match &r {
+                            Ok(()) => Ok(()),
+                            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                        };
+                        match req {
+                            Sync::Flushed(cb) => cb.io_completed(r),
+                            Sync::Done(tx) => {
+                                let _ = tx.send(r);
+                            }
                         }
                     }
                 }
