@@ -248,8 +248,16 @@ def test_priorities_and_hidden_members(members):
     # A reconfig changes priorities: member 0 now outranks member 2.
     with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
         conf = c.admin.command("replSetGetConfig")["config"]
+        old_version = conf["version"]
+        assert c.admin.command("hello")["setVersion"] == old_version
+        assert conf["term"] == c.admin.command("replSetGetStatus")["term"]
         conf["version"] += 1
         conf["members"][0]["priority"] = 10
         c.admin.command("replSetReconfig", conf)
+        # The version moves on with every change of the membership.
+        new_version = c.admin.command("replSetGetConfig")["config"]["version"]
+        assert new_version > old_version
     assert wait_for(lambda: one_primary(members) == m0.port, 20, "member 0 primary after the reconfig")
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
+        assert c.admin.command("hello")["setVersion"] == new_version
 

@@ -97,6 +97,9 @@ pub struct Status {
     pub members: Vec<Peer>,
     /// The membership is changing (joint consensus).
     pub joint: bool,
+    /// The log index of the membership in effect (each change of the membership logs a new
+    /// one, so it only grows).
+    pub membership_index: Option<u64>,
 }
 
 /// A command the group committed and this member applied.
@@ -376,6 +379,7 @@ impl Member {
             purged: m.purged.map(|l| l.index),
             members,
             joint: membership.get_joint_config().len() > 1,
+            membership_index: m.membership_config.log_id().as_ref().map(|l| l.index),
         }
     }
 

@@ -18,6 +18,10 @@ impl Server {
         let mut config = rs.config();
         if let Some(members) = self.raft().and_then(|r| r.config_members()) {
             config.insert("members", members);
+            if let Some((version, term)) = self.raft().and_then(|r| r.config_version()) {
+                config.insert("version", version);
+                config.insert("term", term);
+            }
             // The timing the members really keep (`silt_raft::MemberOptions`).
             let timing = silt_raft::MemberOptions::default();
             if let Ok(settings) = config.get_document_mut("settings") {

@@ -60,7 +60,9 @@ pub(crate) struct RaftMember {
     starting: Mutex<()>,
     /// `hello.topologyVersion.counter`, moved on every change of what `hello` reports.
     topology: AtomicI64,
-    seen: Mutex<(u64, Option<Role>, bool)>,
+    /// What `hello` reported when `topology` last moved: the term, the role, whether
+    /// writable, and the membership (its log index).
+    seen: Mutex<(u64, Option<Role>, bool, Option<u64>)>,
     /// The newest freeze (`replSetFreeze`, `replSetStepDown`); an older one's end is ignored.
     freezes: Arc<AtomicU64>,
     /// Whether a freeze is in force (`watch_primacy` keeps this member from campaigning).
@@ -123,7 +125,7 @@ impl RaftMember {
             member: Arc::new(OnceLock::new()),
             starting: Mutex::new(()),
             topology: AtomicI64::new(0),
-            seen: Mutex::new((0, None, false)),
+            seen: Mutex::new((0, None, false, None)),
             freezes: Arc::new(AtomicU64::new(0)),
             frozen: Arc::new(AtomicBool::new(false)),
             key,
@@ -205,7 +207,7 @@ impl RaftMember {
     fn status(&self) -> Option<Status> {
         let s = ready(self.member()?.status());
         let mut seen = self.seen.lock();
-        let now = (s.term, Some(s.role), s.writable);
+        let now = (s.term, Some(s.role), s.writable, s.membership_index);
         if *seen != now {
             *seen = now;
             self.topology.fetch_add(1, Ordering::Relaxed);

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
-use silt_raft::{MemberOptions, NodeId, Role};
+use silt_raft::{MemberOptions, NodeId, Role, Status};
 
 use crate::optimes::OpTime;
 
@@ -18,6 +18,13 @@ fn election_id(term: u64) -> ObjectId {
     b[..4].copy_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
     b[4..].copy_from_slice(&term.to_be_bytes());
     ObjectId::from_bytes(b)
+}
+
+/// The config's `version` (and `hello.setVersion`) of a member's status: the log index of
+/// the membership in effect, which every membership change moves forward.
+pub(super) fn config_version(s: &Status) -> i32 {
+    s.membership_index
+        .map_or(1, |i| i32::try_from(i).unwrap_or(i32::MAX))
 }
 
 /// A log position as a reply shows it: an `int64`, or null when there is none.
@@ -69,7 +76,7 @@ impl RaftMember {
             d.insert("passives", passives);
         }
         d.insert("setName", self.set.clone());
-        d.insert("setVersion", 1);
+        d.insert("setVersion", config_version(&s));
         d.insert(
             "secondary",
             !s.writable && matches!(s.role, Role::Follower | Role::Learner),
@@ -266,6 +273,16 @@ impl RaftMember {
             "purgedIndex": index_bson(s.purged),
             "members": members,
         })
+    }
+
+    /// `replSetGetConfig.config`'s `version` and `term` of a multi-member set, `None` while
+    /// this server is not in one.
+    pub(crate) fn config_version(&self) -> Option<(i32, i64)> {
+        let s = self.member()?.status();
+        Some((
+            config_version(&s),
+            i64::try_from(s.term).unwrap_or(i64::MAX),
+        ))
     }
 
     /// `replSetGetConfig.config.members` of a multi-member set, `None` while this server is
