@@ -44,6 +44,10 @@ pub(crate) struct Args {
     /// Buffered reads instead of `--directio`.
     #[arg(long)]
     pub(crate) buffered: bool,
+    /// The members' `--raftSnapshotEntries` (their default when not given): a small value
+    /// makes them write snapshots during the phases, to measure what one costs.
+    #[arg(long)]
+    pub(crate) snapshot_entries: Option<u64>,
     /// Write the figures as JSON here.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
@@ -350,7 +354,12 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         flags.push("--directio");
     }
     let standalone = Server::start(None, &flags)?;
-    let mut set = Set::start(&flags)?;
+    let snapshot_entries = a.snapshot_entries.map(|n| n.to_string());
+    let mut member_flags = flags.clone();
+    if let Some(n) = &snapshot_entries {
+        member_flags.extend(["--raftSnapshotEntries", n.as_str()]);
+    }
+    let mut set = Set::start(&member_flags)?;
     let primary = set.wait_settled(Duration::from_secs(30))?;
 
     // 1. Inserts, side by side: [standalone, majority on the set].
@@ -463,7 +472,8 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             "data_bytes": raw,
             "cache_bytes": a.cache_mb << 20,
             "params": { "docs": a.docs, "threads": a.threads, "seconds": a.seconds,
-                        "kills": a.kills, "directio": !a.buffered },
+                        "kills": a.kills, "directio": !a.buffered,
+                        "snapshot_entries": a.snapshot_entries },
         });
         std::fs::write(p, serde_json::to_string_pretty(&out)?)?;
     }

@@ -232,7 +232,8 @@ fn write_dict(
     w.write_all(name.as_bytes()).map_err(io)?;
     w.write_all(&[u8::from(counted)]).map_err(io)?;
     stats.dicts += 1;
-    let mut c = d.cursor_at(Bound::Unbounded, Bound::Unbounded, snap);
+    // Cold: an image reads every dictionary once, and must not evict the working set.
+    let mut c = d.cursor_at(Bound::Unbounded, Bound::Unbounded, snap).cold();
     while let Some((k, v)) = c.next()? {
         if name == CATALOG && k == POSITION_KEY {
             continue;

@@ -346,16 +346,21 @@ impl Dict {
     }
 
     /// Visit live entries in `[lo, hi]` from `from` in one direction, one basement at a time.
+    /// A `cold` scan gives back what it reads from disk once it has read it
+    /// (`DictCore::release_cold`).
+    #[allow(clippy::too_many_arguments)]
     fn scan(
         &self,
         mut from: Bound<Key>,
         range: (&Bound<Key>, &Bound<Key>),
         reverse: bool,
         view: View<'_>,
+        cold: bool,
         until: &mut dyn FnMut(usize) -> bool,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let mut seen = 0usize;
+        let mut loaded = Vec::new();
         loop {
             let r = {
                 let t = self.core.tree.read();
@@ -364,7 +369,15 @@ impl Dict {
                     f(k, v)
                 })
             };
+            if r.is_ok() && cold {
+                self.core.release_cold(&self.env, &loaded);
+                loaded.clear();
+            }
             match r {
+                Err(n) if cold => {
+                    self.core.do_io(&self.env, n.clone())?;
+                    loaded.push(n);
+                }
                 Ok(Some(next)) => {
                     if until(seen) {
                         return self.env.relieve_memory(true);
@@ -447,6 +460,7 @@ impl Dict {
             (&lo, &hi),
             false,
             view,
+            false,
             &mut |_| false,
             &mut |_, _| {
                 n += 1;
@@ -467,6 +481,7 @@ impl Dict {
             batch: VecDeque::new(),
             batch_forward: true,
             snap: None,
+            cold: false,
         }
     }
 
@@ -506,6 +521,7 @@ impl Dict {
             (&lo, &hi),
             false,
             view,
+            false,
             &mut |_| false,
             &mut |k, v| {
                 out.push((k.to_vec(), v.to_vec()));
@@ -664,6 +680,8 @@ pub struct Cursor {
     batch: VecDeque<(Vec<u8>, Vec<u8>)>,
     batch_forward: bool,
     snap: Option<Snapshot>,
+    /// Reads from disk are given back once read ([`Cursor::cold`]).
+    cold: bool,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -673,6 +691,14 @@ impl std::fmt::Debug for Cursor {
 }
 
 impl Cursor {
+    /// This cursor as a cold one: what it reads from disk leaves the cache once read, so one
+    /// pass over a dictionary larger than the cache (a replica's snapshot) does not evict
+    /// what others are using.
+    pub fn cold(mut self) -> Cursor {
+        self.cold = true;
+        self
+    }
+
     /// Position so that `next` returns the first key `>= key` and `prev` the last key `< key`.
     pub fn seek(&mut self, key: &[u8]) {
         self.pos = Pos::Before(key.into());
@@ -709,6 +735,7 @@ impl Cursor {
             (&self.lo, &self.hi),
             !forward,
             view,
+            self.cold,
             &mut |n| n >= 64,
             &mut |k, v| {
                 batch.push_back((k.to_vec(), v.to_vec()));

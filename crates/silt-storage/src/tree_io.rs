@@ -139,16 +139,29 @@ fn drop_parts(env: &EnvInner, t: &mut Tree, b: BlockNum, all: bool) -> i64 {
     for p in &mut n.parts {
         if p.data.is_some() && p.loc.is_some() && (!p.touched.swap(false, Ordering::Relaxed) || all)
         {
-            if let Some(PartData::Leaf(b)) = &p.data {
-                p.count = Some(crate::tree::count::basement_count(b));
-            }
-            p.data = None;
+            drop_part(p);
             dropped += 1;
         }
     }
+    uncharge_parts(env, t, b, dropped)
+}
+
+/// Drop the data of resident partition `p`, which has an on-disk copy, keeping its count.
+fn drop_part(p: &mut Part) {
+    if let Some(PartData::Leaf(b)) = &p.data {
+        p.count = Some(crate::tree::count::basement_count(b));
+    }
+    p.data = None;
+}
+
+/// Recharge node `b` after `dropped` of its partitions were dropped: the bytes released.
+fn uncharge_parts(env: &EnvInner, t: &mut Tree, b: BlockNum, dropped: u64) -> i64 {
     if dropped == 0 {
         return 0;
     }
+    let Some(n) = t.nodes.get(&b) else {
+        return 0;
+    };
     let before = n.charged as i64;
     t.recharge(b);
     env.cache
@@ -284,6 +297,44 @@ impl DictCore {
             self.file.state.lock().set_inprogress(b, ext);
         } else {
             self.file.state.lock().alloc.free(ext);
+        }
+    }
+
+    /// Give back what a cold read ([`crate::Cursor::cold`]) brought in, once it has read it:
+    /// the partitions of a `Need::Parts`, or the leaf of a `Need::Node`, as eviction would
+    /// (clean copies only: what a writer dirtied since stays). Internal nodes stay, and so
+    /// does everything the read found resident, so a long scan leaves the cache as it was.
+    pub(crate) fn release_cold(&self, env: &EnvInner, loaded: &[Need]) {
+        if loaded.is_empty() {
+            return;
+        }
+        let mut t = self.tree.write();
+        for need in loaded {
+            match need {
+                Need::Node(b) => {
+                    let leaf =
+                        *b != t.root && t.nodes.get(b).is_some_and(|n| n.is_leaf() && !n.dirty);
+                    if let Some(n) = leaf.then(|| t.nodes.remove(b)).flatten() {
+                        t.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
+                        env.cache.evictions.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Need::Parts(b, list) => {
+                    let Some(n) = t.nodes.get_mut(b).filter(|n| !n.dirty) else {
+                        continue;
+                    };
+                    let mut dropped = 0;
+                    for (i, loc) in list {
+                        if let Some(p) = n.parts.get_mut(*i) {
+                            if p.data.is_some() && p.loc == Some(*loc) {
+                                drop_part(p);
+                                dropped += 1;
+                            }
+                        }
+                    }
+                    uncharge_parts(env, &mut t, *b, dropped);
+                }
+            }
         }
     }
 

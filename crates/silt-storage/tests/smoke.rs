@@ -330,3 +330,65 @@ fn deferred_drops_keep_handles_reading() {
     );
     env.create_dict("a").unwrap();
 }
+
+/// A cold cursor's pass over a dictionary four times the cache leaves another dictionary's
+/// working set resident, where a warm pass evicts it (a replica's snapshot is such a pass).
+#[test]
+fn cold_cursors_leave_the_working_set_in_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EnvOptions {
+        node_bytes: 16 << 10,
+        basement_bytes: 4 << 10,
+        fanout: 16,
+        ..small_opts()
+    };
+    let env = Env::open_with(dir.path(), opts, fns()).unwrap();
+    let hot = env.create_dict("hot").unwrap();
+    let big = env.create_dict("big").unwrap();
+    for i in 0..1000u32 {
+        hot.put(&i.to_be_bytes(), &[7u8; 100]).unwrap();
+    }
+    for i in 0..40_000u32 {
+        big.put(&i.to_be_bytes(), &[i as u8; 100]).unwrap();
+    }
+    env.checkpoint().unwrap();
+    let read_hot = || {
+        for _ in 0..3 {
+            for i in 0..1000u32 {
+                assert!(hot.get(&i.to_be_bytes()).unwrap().is_some());
+            }
+        }
+    };
+    let misses_of = |f: &dyn Fn()| {
+        let before = env.stats().misses;
+        f();
+        env.stats().misses - before
+    };
+    let pass = |cold: bool| {
+        let c = big.cursor(Unbounded, Unbounded);
+        let mut c = if cold { c.cold() } else { c };
+        let mut n = 0;
+        while c.next().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 40_000);
+    };
+    read_hot();
+    pass(false);
+    let after_warm = misses_of(&read_hot);
+    pass(true);
+    let after_cold = misses_of(&read_hot);
+    assert!(after_warm > 0, "a warm pass evicts some of the working set");
+    assert!(
+        after_cold * 4 <= after_warm,
+        "a cold pass keeps the working set: {after_cold} misses after it, {after_warm} after a warm one"
+    );
+    // What the cold pass read from disk left the cache with it.
+    let s = env.stats();
+    assert!(
+        s.cache_used <= s.cache_budget,
+        "{} of {}",
+        s.cache_used,
+        s.cache_budget
+    );
+}
