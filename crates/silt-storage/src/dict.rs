@@ -374,7 +374,7 @@ impl Dict {
                 loaded.clear();
             }
             match r {
-                Err(n) if cold => {
+                Err(n @ Need::Parts(..)) if cold => {
                     self.core.do_io(&self.env, n.clone())?;
                     loaded.push(n);
                 }

@@ -301,40 +301,32 @@ impl DictCore {
     }
 
     /// Give back what a cold read ([`crate::Cursor::cold`]) brought in, once it has read it:
-    /// the partitions of a `Need::Parts`, or the leaf of a `Need::Node`, as eviction would
-    /// (clean copies only: what a writer dirtied since stays). Internal nodes stay, and so
-    /// does everything the read found resident, so a long scan leaves the cache as it was.
+    /// the partitions of each `Need::Parts`, as eviction would (clean copies only: what a
+    /// writer dirtied since stays). Node headers stay (they are small, and the next basement
+    /// of the same leaf needs its header again), and so does everything the read found
+    /// resident, so a long scan leaves the cache's working set in place.
     pub(crate) fn release_cold(&self, env: &EnvInner, loaded: &[Need]) {
         if loaded.is_empty() {
             return;
         }
         let mut t = self.tree.write();
         for need in loaded {
-            match need {
-                Need::Node(b) => {
-                    let leaf =
-                        *b != t.root && t.nodes.get(b).is_some_and(|n| n.is_leaf() && !n.dirty);
-                    if let Some(n) = leaf.then(|| t.nodes.remove(b)).flatten() {
-                        t.cache.used.fetch_sub(n.charged as i64, Ordering::Relaxed);
-                        env.cache.evictions.fetch_add(1, Ordering::Relaxed);
+            let Need::Parts(b, list) = need else {
+                continue;
+            };
+            let Some(n) = t.nodes.get_mut(b).filter(|n| !n.dirty) else {
+                continue;
+            };
+            let mut dropped = 0;
+            for (i, loc) in list {
+                if let Some(p) = n.parts.get_mut(*i) {
+                    if p.data.is_some() && p.loc == Some(*loc) {
+                        drop_part(p);
+                        dropped += 1;
                     }
-                }
-                Need::Parts(b, list) => {
-                    let Some(n) = t.nodes.get_mut(b).filter(|n| !n.dirty) else {
-                        continue;
-                    };
-                    let mut dropped = 0;
-                    for (i, loc) in list {
-                        if let Some(p) = n.parts.get_mut(*i) {
-                            if p.data.is_some() && p.loc == Some(*loc) {
-                                drop_part(p);
-                                dropped += 1;
-                            }
-                        }
-                    }
-                    uncharge_parts(env, &mut t, *b, dropped);
                 }
             }
+            uncharge_parts(env, &mut t, *b, dropped);
         }
     }
 
