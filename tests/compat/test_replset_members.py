@@ -176,6 +176,13 @@ def test_step_down_freeze_and_reconfig(members):
                 bad = dict(conf, members=conf["members"] + [{"_id": 4, "host": "127.0.0.1:1", "arbiterOnly": True}])
                 c.admin.command("replSetReconfig", bad)
             assert e.value.code == 238 and "arbiterOnly" in str(e.value)
+            # A config made from an older one is refused, as mongod refuses it: the
+            # version is not above the current one.
+            stale = dict(conf, members=conf["members"][:3])
+            with pytest.raises(pymongo.errors.OperationFailure) as e:
+                c.admin.command("replSetReconfig", stale)
+            assert e.value.code == 103, e.value
+            conf = c.admin.command("replSetGetConfig")["config"]
             conf["members"] = conf["members"][:3]
             conf["version"] += 1
             c.admin.command("replSetReconfig", conf)

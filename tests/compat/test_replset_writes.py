@@ -79,7 +79,9 @@ def add_member(ms, new):
 
 @pytest.fixture
 def rs():
-    ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(3)]
+    """A set of three members (`SILT_RS_MEMBERS` sets another count)."""
+    count = int(os.environ.get("SILT_RS_MEMBERS", "3"))
+    ms = [Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1"]) for _ in range(count)]
     for m in ms:
         m.start()
     initiate(ms)

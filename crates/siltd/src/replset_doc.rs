@@ -16,12 +16,8 @@ impl Server {
     pub(crate) fn replset_config(&self) -> Option<Document> {
         let rs = self.repl()?;
         let mut config = rs.config();
-        if let Some(members) = self.raft().and_then(|r| r.config_members()) {
-            config.insert("members", members);
-            if let Some((version, term)) = self.raft().and_then(|r| r.config_version()) {
-                config.insert("version", version);
-                config.insert("term", term);
-            }
+        if let Some(set) = self.raft().and_then(|r| r.config_fields()) {
+            config.extend(set);
             // The timing the members really keep (`silt_raft::MemberOptions`).
             let timing = silt_raft::MemberOptions::default();
             if let Ok(settings) = config.get_document_mut("settings") {

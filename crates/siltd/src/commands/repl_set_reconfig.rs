@@ -17,6 +17,6 @@ pub(super) fn repl_set_reconfig(s: &Server, cmd: &Document) -> CmdResult {
             "replSetReconfig takes a config document",
         ));
     };
-    raft.reconfig(config)?;
+    raft.reconfig(config, cmd.get_bool("force").unwrap_or(false))?;
     Ok(Document::new())
 }

@@ -30,6 +30,17 @@ impl ConfigMember {
     }
 }
 
+/// A config's `version`: a positive integer of any numeric type.
+fn version_of(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(i64::from(*i)),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(f) if f.fract() == 0.0 && f.abs() < 9e15 => format!("{f:.0}").parse().ok(),
+        _ => None,
+    }
+    .filter(|v| *v > 0)
+}
+
 /// The members of a replica-set config by Raft id (`_id` + 1), checked as mongod checks them.
 /// What siltd cannot honour is refused by name: arbiters (a Raft voter holds the log) and
 /// delayed members (their reads would be older than the set's).
@@ -251,8 +262,10 @@ impl RaftMember {
     }
 
     /// `replSetReconfig` on the primary: members added join as learners and vote once they
-    /// have caught up (joint consensus); members removed stop voting, then leave.
-    pub(crate) fn reconfig(&self, config: &Document) -> QResult<()> {
+    /// have caught up (joint consensus); members removed stop voting, then leave. As mongod,
+    /// a config whose `version` is not above the current one is refused (103) unless
+    /// `force`d: it was made from an older config and would undo a newer change.
+    pub(crate) fn reconfig(&self, config: &Document, force: bool) -> QResult<()> {
         let Some(m) = self.member() else {
             return Err(QueryError::coded(
                 238,
@@ -271,7 +284,29 @@ impl RaftMember {
         if !s.writable {
             return Err(not_primary("reconfig"));
         }
+        // As mongod: the config is checked on its own first, then against the current one.
         let want = parse_members(config)?;
+        let current = super::report::config_version(&s);
+        match config.get("version").map(version_of) {
+            Some(None) => {
+                return Err(QueryError::coded(
+                    93,
+                    "InvalidReplicaSetConfig",
+                    "the config's version must be a positive integer",
+                ))
+            }
+            Some(Some(v)) if !force && v <= i64::from(current) => {
+                return Err(QueryError::coded(
+                    103,
+                    "NewReplicaSetConfigurationIncompatible",
+                    format!(
+                        "New replica set configuration version must be greater than old, but {v} is not greater than {current} for replica set {}",
+                        self.set
+                    ),
+                ))
+            }
+            _ => {}
+        }
         for p in &s.members {
             if want.get(&p.id).is_some_and(|w| w.host != p.addr) {
                 return Err(QueryError::coded(

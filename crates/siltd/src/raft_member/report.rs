@@ -275,38 +275,33 @@ impl RaftMember {
         })
     }
 
-    /// `replSetGetConfig.config`'s `version` and `term` of a multi-member set, `None` while
-    /// this server is not in one.
-    pub(crate) fn config_version(&self) -> Option<(i32, i64)> {
+    /// `replSetGetConfig.config`'s `members`, `version` and `term` of a multi-member set (of
+    /// one status), `None` while this server is not in one. Learners (members being added, or
+    /// `votes: 0`) show as non-voting.
+    pub(crate) fn config_fields(&self) -> Option<Document> {
         let s = self.member()?.status();
-        Some((
-            config_version(&s),
-            i64::try_from(s.term).unwrap_or(i64::MAX),
-        ))
-    }
-
-    /// `replSetGetConfig.config.members` of a multi-member set, `None` while this server is
-    /// not in one. Learners (members being added, or `votes: 0`) show as non-voting.
-    pub(crate) fn config_members(&self) -> Option<Vec<Bson>> {
-        let s = self.member()?.status();
-        Some(
-            s.members
-                .iter()
-                .map(|p| {
-                    Bson::Document(doc! {
-                        "_id": i64::try_from(p.id).unwrap_or(i64::MAX) - 1,
-                        "host": p.addr.clone(),
-                        "arbiterOnly": false,
-                        "buildIndexes": true,
-                        "hidden": p.info.hidden,
-                        "priority": f64::from(p.info.priority_milli) / 1000.0,
-                        "tags": tags_doc(&p.info),
-                        "secondaryDelaySecs": 0i64,
-                        "votes": i32::from(p.voter),
-                    })
+        let members: Vec<Bson> = s
+            .members
+            .iter()
+            .map(|p| {
+                Bson::Document(doc! {
+                    "_id": i64::try_from(p.id).unwrap_or(i64::MAX) - 1,
+                    "host": p.addr.clone(),
+                    "arbiterOnly": false,
+                    "buildIndexes": true,
+                    "hidden": p.info.hidden,
+                    "priority": f64::from(p.info.priority_milli) / 1000.0,
+                    "tags": tags_doc(&p.info),
+                    "secondaryDelaySecs": 0i64,
+                    "votes": i32::from(p.voter),
                 })
-                .collect(),
-        )
+            })
+            .collect();
+        Some(doc! {
+            "members": members,
+            "version": config_version(&s),
+            "term": i64::try_from(s.term).unwrap_or(i64::MAX),
+        })
     }
 }
 
