@@ -48,6 +48,10 @@ pub(crate) struct Args {
     /// makes them write snapshots during the phases, to measure what one costs.
     #[arg(long)]
     pub(crate) snapshot_entries: Option<u64>,
+    /// Run the insert phase only (to measure or profile the majority write path); the
+    /// other figures are left out.
+    #[arg(long)]
+    pub(crate) inserts_only: bool,
     /// Write the figures as JSON here.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
@@ -377,6 +381,27 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         rates[which] += r / 4.0;
     }
     drop(standalone);
+    if a.inserts_only {
+        println!("{:<36}{:>14}", "figure", "value");
+        println!("{:<36}{:>14.0}", "insert_standalone_per_s", rates[0]);
+        println!("{:<36}{:>14.0}", "insert_majority_per_s", rates[1]);
+        println!(
+            "{:<36}{:>13.2}x",
+            "majority / standalone",
+            rates[1] / rates[0]
+        );
+        if let Some(p) = &a.json {
+            let out = json!({
+                "workload": "replset",
+                "insert_standalone_per_s": rates[0],
+                "insert_majority_per_s": rates[1],
+                "params": { "threads": a.threads, "seconds": a.seconds,
+                            "directio": !a.buffered, "inserts_only": true },
+            });
+            std::fs::write(p, serde_json::to_string_pretty(&out)?)?;
+        }
+        return Ok(());
+    }
 
     // 2. W1a on the primary with the lag of the secondaries.
     let w1 = fast_update::Args::w1a(a.docs, a.cache_mb, a.threads, a.seconds, a.buffered);

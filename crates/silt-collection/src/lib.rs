@@ -257,6 +257,8 @@ mod tests_oplog;
 #[cfg(test)]
 mod tests_parts;
 #[cfg(test)]
+mod tests_replicated;
+#[cfg(test)]
 mod tests_rules;
 #[cfg(test)]
 mod tests_txn;

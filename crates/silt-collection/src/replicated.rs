@@ -6,24 +6,27 @@
 //! every document write, transaction, fast update and DDL command) does not commit at once.
 //! It encodes its entries as one command ([`crate::oplog::Entries::to_command`]), hands it
 //! to the [`Replicator`] (siltd's Raft member), parks in a registry of *slots* under the
-//! command's proposal number, and waits. Its document locks stay held, so no conflicting
-//! write is evaluated before it commits.
+//! command's proposal number with what the apply needs to commit it (its batch, its entries,
+//! and how it commits: a plain batch or its transaction), and waits. Its document locks stay
+//! held, so no conflicting write is evaluated before it commits.
 //!
 //! **Applying.** The Raft member applies committed entries in log order on one thread
 //! ([`Store::apply_replicated`]). Each entry's oplog times are computed from the previous
 //! entry's time and the proposer's wall clock (`Oplog::reserve_replicated`), the same on
 //! every member. If the entry is this process's own proposal and its writer is still
-//! waiting, the writer is handed its *turn*: it puts the entries at those times and the
-//! applied position into its batch and commits, and the apply thread waits for that commit
-//! before the next entry. Otherwise (a secondary; a writer that gave up; a commit that
-//! failed) the entry is applied from its bytes in one transaction with its oplog rows and the
-//! position. Either way an entry's changes, its oplog rows and the applied position commit
+//! waiting, the apply thread commits what the writer prepared, with the entries at those
+//! times and the applied position, and wakes the writer: one switch between threads per
+//! write, and the commits stay in log order without the apply waiting for another thread.
+//! Otherwise (a secondary; a writer that gave up; a commit that failed) the entry is applied
+//! from its bytes in one transaction with its oplog rows and the position. Either way an entry's changes, its oplog rows and the applied position commit
 //! together, so after any crash the store holds exactly the applied prefix of the log.
 //!
 //! **Giving up.** A writer stops waiting when the member cannot propose (not primary), when
 //! the server abandons the waiting proposals (the member stopped being a writable primary),
-//! or at its wait limit. Its batch is dropped and its locks released. Its entry may still
-//! commit later; then it is applied from its bytes, like any other member's.
+//! or at its wait limit, unless the apply is committing its batch already (then it waits
+//! for that commit's outcome). Its batch is dropped (its transaction aborted) and its locks
+//! released. Its entry may still commit later; then it is applied from its bytes, like any
+//! other member's.
 //!
 //! The writer's half (the registry of waiting writers) is `oplog/proposal.rs`.
 
@@ -125,7 +128,7 @@ impl Store {
         };
         let reserved = log.reserve_replicated(entries.count(), term, wall);
         if let Some((repl, seq)) = own {
-            if repl.hand_over(seq, &reserved.stamps, position) == Some(true) {
+            if repl.hand_over(log, seq, &reserved.stamps, position) == Some(true) {
                 return Ok(());
             }
         }

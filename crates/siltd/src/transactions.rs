@@ -569,6 +569,11 @@ fn write_concern(s: &Server, cmd: &Document) -> QResult<WriteConcern> {
         Some(Bson::Double(n)) => whole(*n),
         _ => None,
     };
+    if members.is_some() {
+        // On a multi-member set a write is acknowledged once committed, that is once a
+        // majority holds it in a synced log: that is `j`'s promise, and more.
+        wc.durable = false;
+    }
     if let Some(n) = count.filter(|n| *n > 1) {
         match members {
             Some(m) if usize::try_from(n).is_ok_and(|n| n <= m) => {

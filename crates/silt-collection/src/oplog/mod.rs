@@ -438,13 +438,13 @@ impl Oplog {
         &self,
         mut batch: WriteBatch,
         entries: Entries,
-        commit: impl FnOnce(WriteBatch) -> Result<()>,
+        commit: impl FnOnce(WriteBatch) -> Result<()> + Send + 'static,
     ) -> Result<()> {
         if entries.is_empty() || applying() {
             return commit(batch);
         }
         if let Some(repl) = self.repl.get() {
-            return repl.propose_and_commit(self, batch, entries.canonical(), commit);
+            return repl.propose_and_commit(batch, entries.canonical(), Box::new(commit));
         }
         let r = self.reserve(entries.count());
         entries.put(&mut batch, &r.stamps)?;

@@ -63,16 +63,30 @@ impl Drop for WaitLimit {
     }
 }
 
+/// How a proposal's batch commits once its entries are given their times: a plain
+/// `WriteBatch::commit`, or a commit into the writer's transaction. It runs on the apply's
+/// thread, so it owns what it needs.
+pub(crate) type CommitFn = Box<dyn FnOnce(WriteBatch) -> Result<()> + Send>;
+
+/// What a waiting writer leaves for the apply to commit at its turn.
+struct Prepared {
+    batch: WriteBatch,
+    entries: Entries,
+    commit: CommitFn,
+}
+
 /// Where a waiting writer's proposal stands.
 enum SlotState {
-    Waiting,
+    /// The writer waits; the apply commits this at the entry's turn.
+    Waiting(Box<Prepared>),
     /// The writer gave up (or was told to): the apply applies the entry from its bytes.
     Failed(CollError),
-    /// The apply reached the entry: the writer commits with these times and position.
-    Turn(Stamps, Vec<u8>),
+    /// The apply is committing the prepared batch.
     Committing,
-    /// The writer's commit is in (`true`) or failed (`false`).
-    Done(bool),
+    /// The apply committed it (with the newest of the entries' times) or failed to.
+    Done(Result<Option<u64>>),
+    /// The writer took the outcome.
+    Taken,
 }
 
 struct Slot {
@@ -83,7 +97,7 @@ struct Slot {
 impl Slot {
     fn fail(&self, e: CollError) {
         let mut st = self.state.lock();
-        if matches!(*st, SlotState::Waiting) {
+        if matches!(*st, SlotState::Waiting(_)) {
             *st = SlotState::Failed(e);
             self.cv.notify_all();
         }
@@ -128,19 +142,22 @@ impl Replication {
         self.replicator.is_leader()
     }
 
-    /// Propose `entries`, wait for this member's apply to reach them, and commit `batch`
-    /// with them at the times the apply gives (see the module's header).
+    /// Propose `entries`, and wait while this member's apply reaches them and commits
+    /// `batch` with them, at the times it gives, with `commit` (see the module's header).
     pub(crate) fn propose_and_commit(
         &self,
-        log: &Oplog,
-        mut batch: WriteBatch,
+        batch: WriteBatch,
         entries: Entries,
-        commit: impl FnOnce(WriteBatch) -> Result<()>,
+        commit: CommitFn,
     ) -> Result<()> {
         let seq = self.seq.fetch_add(1, Ordering::AcqRel);
         let command = entries.to_command(self.me, seq, bson::DateTime::now());
         let slot = Arc::new(Slot {
-            state: Mutex::new(SlotState::Waiting),
+            state: Mutex::new(SlotState::Waiting(Box::new(Prepared {
+                batch,
+                entries,
+                commit,
+            }))),
             cv: Condvar::new(),
         });
         self.slots.lock().insert(seq, slot.clone());
@@ -150,20 +167,13 @@ impl Replication {
         let wait = WAIT.with(Cell::get).unwrap_or(DEFAULT_WAIT);
         let deadline = Instant::now() + wait;
         let mut st = slot.state.lock();
-        let (stamps, position) = loop {
-            match std::mem::replace(&mut *st, SlotState::Committing) {
-                SlotState::Turn(stamps, position) => break (stamps, position),
-                SlotState::Failed(e) => {
-                    *st = SlotState::Failed(refused(11602, "gave up".into()));
-                    drop(st);
-                    self.slots.lock().remove(&seq);
-                    return Err(e);
-                }
-                SlotState::Waiting => {
-                    *st = SlotState::Waiting;
+        loop {
+            match &*st {
+                SlotState::Waiting(_) => {
                     if slot.cv.wait_until(&mut st, deadline).timed_out()
-                        && matches!(*st, SlotState::Waiting)
+                        && matches!(*st, SlotState::Waiting(_))
                     {
+                        // Dropping the prepared commit aborts the writer's transaction.
                         *st = SlotState::Failed(refused(64, "timed out".into()));
                         drop(st);
                         self.slots.lock().remove(&seq);
@@ -176,47 +186,76 @@ impl Replication {
                         ));
                     }
                 }
-                other => {
-                    *st = other;
-                    return Err(refused(
-                        1,
-                        "a replication slot in an unexpected state".into(),
-                    ));
+                // A commit under way is waited for, whatever the limit: it is quick, and its
+                // outcome is the write's.
+                SlotState::Committing => slot.cv.wait(&mut st),
+                SlotState::Failed(_) | SlotState::Done(_) | SlotState::Taken => break,
+            }
+        }
+        match std::mem::replace(&mut *st, SlotState::Taken) {
+            SlotState::Done(r) => {
+                drop(st);
+                if let Ok(Some(last)) = r {
+                    note_here(last);
                 }
+                r.map(|_| ())
+            }
+            SlotState::Failed(e) => {
+                drop(st);
+                self.slots.lock().remove(&seq);
+                Err(e)
+            }
+            _ => Err(refused(
+                1,
+                "a replication slot in an unexpected state".into(),
+            )),
+        }
+    }
+
+    /// At the turn of proposal `seq` (its times `stamps`, the log `position`): commit what
+    /// its writer prepared, with the entries and the position, on this (the apply's) thread,
+    /// and wake the writer. Whether it committed (`None`: no writer waits for it).
+    pub(crate) fn hand_over(
+        &self,
+        log: &Oplog,
+        seq: u64,
+        stamps: &Stamps,
+        position: &[u8],
+    ) -> Option<bool> {
+        let slot = self.slots.lock().remove(&seq)?;
+        let mut st = slot.state.lock();
+        let p = match std::mem::replace(&mut *st, SlotState::Committing) {
+            SlotState::Waiting(p) => p,
+            // The writer gave up.
+            other => {
+                *st = other;
+                return None;
             }
         };
         drop(st);
-        let r = (|| {
-            entries.put(&mut batch, &stamps)?;
-            batch.put(&log.catalog, POSITION_KEY, &position)?;
-            commit(batch)
-        })();
-        if r.is_ok() {
-            if let Some(last) = stamps.times.last() {
-                note_here(*last);
-            }
-        }
-        *slot.state.lock() = SlotState::Done(r.is_ok());
+        let Prepared {
+            mut batch,
+            entries,
+            commit,
+        } = *p;
+        // A commit that panics fails this write; the entry is then applied from its bytes.
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<Option<u64>> {
+                entries.put(&mut batch, stamps)?;
+                batch.put(&log.catalog, POSITION_KEY, position)?;
+                commit(batch)?;
+                Ok(stamps.times.last().copied())
+            }))
+            .unwrap_or_else(|_| {
+                Err(refused(
+                    1,
+                    "the commit of a replicated write panicked".into(),
+                ))
+            });
+        let ok = r.is_ok();
+        *slot.state.lock() = SlotState::Done(r);
         slot.cv.notify_all();
-        r
-    }
-
-    /// Hand the waiting writer of proposal `seq` its turn and wait for its commit: whether it
-    /// committed (`None`: no writer waits for it).
-    pub(crate) fn hand_over(&self, seq: u64, stamps: &Stamps, position: &[u8]) -> Option<bool> {
-        let slot = self.slots.lock().remove(&seq)?;
-        let mut st = slot.state.lock();
-        if !matches!(*st, SlotState::Waiting) {
-            return None;
-        }
-        *st = SlotState::Turn(stamps.clone(), position.to_vec());
-        slot.cv.notify_all();
-        loop {
-            if let SlotState::Done(ok) = *st {
-                return Some(ok);
-            }
-            slot.cv.wait(&mut st);
-        }
+        Some(ok)
     }
 
     /// Fail every waiting proposal (this member stopped being a writable primary).
