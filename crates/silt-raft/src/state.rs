@@ -11,7 +11,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use futures_util::TryStreamExt;
+use futures_util::{FutureExt, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use parking_lot::Mutex;
@@ -119,6 +119,35 @@ impl Sm {
     }
 }
 
+impl Sm {
+    /// Apply one entry (blocking).
+    fn apply_one(&self, entry: &crate::types::Entry) -> io::Result<Vec<u8>> {
+        let log_id = entry.log_id;
+        let mut membership = self.membership()?;
+        let command = match &entry.payload {
+            EntryPayload::Normal(c) => Some(c.0.as_slice()),
+            EntryPayload::Blank => None,
+            EntryPayload::Membership(m) => {
+                membership = StoredMembership::new(Some(log_id), m.clone());
+                None
+            }
+        };
+        let position = encode(&(Some(log_id), membership.clone()))?;
+        let applied = Applied {
+            index: log_id.index,
+            term: log_id.leader_id.term,
+            command,
+            new_term: matches!(entry.payload, EntryPayload::Blank),
+        };
+        let reply = self.inner.apply(applied, &position)?;
+        *self.membership.lock() = Some(membership);
+        Ok(reply)
+    }
+}
+
+/// The most entries applied in one stretch of blocking work.
+const MAX_APPLY_BATCH: usize = 256;
+
 /// Run blocking work of the state machine on a runtime worker without stalling the others.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -164,31 +193,29 @@ impl RaftStateMachine<TypeConfig> for Sm {
             + Unpin
             + OptionalSend,
     {
-        while let Some((entry, responder)) = entries.try_next().await? {
-            let log_id = entry.log_id;
-            let reply = blocking(|| -> io::Result<Vec<u8>> {
-                let mut membership = self.membership()?;
-                let command = match &entry.payload {
-                    EntryPayload::Normal(c) => Some(c.0.as_slice()),
-                    EntryPayload::Blank => None,
-                    EntryPayload::Membership(m) => {
-                        membership = StoredMembership::new(Some(log_id), m.clone());
-                        None
-                    }
-                };
-                let position = encode(&(Some(log_id), membership.clone()))?;
-                let applied = Applied {
-                    index: log_id.index,
-                    term: log_id.leader_id.term,
-                    command,
-                    new_term: matches!(entry.payload, EntryPayload::Blank),
-                };
-                let reply = self.inner.apply(applied, &position)?;
-                *self.membership.lock() = Some(membership);
-                Ok(reply)
+        // The entries ready now are applied in one stretch of blocking work: handing the
+        // runtime's worker over to block costs a switch between threads, so it is paid once
+        // a batch rather than once an entry.
+        let mut batch = Vec::new();
+        while let Some(first) = entries.try_next().await? {
+            batch.push(first);
+            while batch.len() < MAX_APPLY_BATCH {
+                match entries.try_next().now_or_never() {
+                    Some(Ok(Some(next))) => batch.push(next),
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(None)) | None => break,
+                }
+            }
+            let replies = blocking(|| -> io::Result<Vec<Vec<u8>>> {
+                batch
+                    .iter()
+                    .map(|(entry, _)| self.apply_one(entry))
+                    .collect()
             })?;
-            if let Some(r) = responder {
-                r.send(Reply(reply));
+            for ((_, responder), reply) in batch.drain(..).zip(replies) {
+                if let Some(r) = responder {
+                    r.send(Reply(reply));
+                }
             }
         }
         Ok(())
