@@ -9,6 +9,7 @@ import pymongo
 import pytest
 
 from conftest import Siltd, free_port
+from test_transactions import raw_command
 
 
 def hello(m):
@@ -79,6 +80,17 @@ def test_three_members_elect_fail_over_and_rejoin(members):
                 with pytest.raises(pymongo.errors.NotPrimaryError) as e:
                     c.t.c.insert_one({"a": 1})
                 assert e.value.details["code"] == 10107
+            # As mongod: a read that does not allow a secondary (no `$readPreference`, as
+            # drivers send to a primary) is refused with 13435; one that does is served, and
+            # the member's own `local` database is read either way.
+            r = raw_command(m.port, {"find": "c", "$db": "t"})
+            assert (r["ok"], r["code"], r["codeName"]) == (0, 13435, "NotPrimaryNoSecondaryOk"), r
+            r = raw_command(m.port, {"count": "c", "$db": "t", "$readPreference": {"mode": "secondary"}})
+            assert r["ok"] == 1, r
+            r = raw_command(m.port, {"find": "oplog.rs", "$db": "local", "limit": 1})
+            assert r["ok"] == 1, r
+            r = raw_command(m.port, {"hello": 1, "$db": "admin"})
+            assert r["ok"] == 1 and r["secondary"] is True, r
 
     uri = "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
     with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:

@@ -109,8 +109,15 @@ impl Store {
         let (entries, wall, own) = match bytes {
             Replicated::Quiet => return self.record_position(position),
             Replicated::NewTerm => {
-                // The time of the previous entry, so every member stamps it alike.
-                let secs = log.newest_ts.load(Ordering::Acquire) >> 32;
+                // The time of the previous entry, so every member stamps it alike. The first
+                // term of a new set has none (its log starts empty on every member): its
+                // no-op is not logged, and the set's first entry is the initiate's, as on
+                // mongod, rather than one at time 0.
+                let newest = log.newest_ts.load(Ordering::Acquire);
+                if newest == 0 {
+                    return self.record_position(position);
+                }
+                let secs = newest >> 32;
                 let wall = bson::DateTime::from_millis(
                     i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX),
                 );

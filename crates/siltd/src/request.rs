@@ -122,7 +122,11 @@ fn steps(
         // 4., 5.
         let allowed = crate::auth::authorize(s, conn, &req.db, &req.name, &cmd)
             .and_then(|()| s.redzone().refuse(&req.name))
-            .and_then(|()| s.raft().map_or(Ok(()), |r| r.refuse_write(&req.name)));
+            .and_then(|()| s.raft().map_or(Ok(()), |r| r.refuse_write(&req.name)))
+            .and_then(|()| match s.raft() {
+                Some(r) if entry.props.reads_data => r.refuse_read(&req.db, secondary_ok(&cmd)),
+                _ => Ok(()),
+            });
         let failing = match &allowed {
             Ok(()) => fail_point(s, &req, conn),
             Err(_) => None,
@@ -361,4 +365,14 @@ fn profile(s: &Server, req: &Request<'_>, ns: &str, elapsed: Duration, ok: bool,
     if let Err(e) = stored {
         tracing::warn!(db, error = %e, "cannot record a profiled operation");
     }
+}
+
+/// Whether a request allows a secondary to answer it: its `$readPreference` names a mode
+/// other than `primary` (what drivers send to a secondary, `primaryPreferred` on a direct
+/// connection).
+fn secondary_ok(cmd: &Document) -> bool {
+    cmd.get_document("$readPreference")
+        .ok()
+        .and_then(|r| r.get_str("mode").ok())
+        .is_some_and(|m| m != "primary")
 }

@@ -62,6 +62,11 @@ pub(crate) struct Props {
     pub api_v1: bool,
     /// `explain` accepts it.
     pub explainable: bool,
+    /// It reads documents or the catalog: a member that is not the writable primary serves
+    /// it only to a client that allows reading from a secondary (13435 otherwise), and a
+    /// member still catching up not at all (13436), as mongod's commands that are
+    /// `AllowedOnSecondary::kOptIn`.
+    pub reads_data: bool,
     /// The profiler's and `top`'s kind.
     pub op: OpKind,
 }
@@ -76,6 +81,7 @@ impl Props {
         snapshot_read: false,
         api_v1: false,
         explainable: false,
+        reads_data: false,
         op: OpKind::Command,
     };
 }
@@ -94,6 +100,20 @@ pub(super) const WRITE: Props = Props {
 pub(super) const V1: Props = Props {
     api_v1: true,
     ..Props::NONE
+};
+
+/// A command that reads the catalog or statistics of data, outside the versioned API
+/// (`collStats`, `dbStats`, `dataSize`).
+pub(super) const READ: Props = Props {
+    reads_data: true,
+    ..Props::NONE
+};
+
+/// A command of API version 1 that reads the catalog (`listCollections`, `listIndexes`,
+/// `listDatabases`) or explains a read.
+pub(super) const V1_READ: Props = Props {
+    reads_data: true,
+    ..V1
 };
 
 /// A catalog change of API version 1 (`create`, `drop`, `createIndexes`, ...).
@@ -125,6 +145,7 @@ pub(super) const FIND: Props = Props {
     snapshot_read: true,
     api_v1: true,
     explainable: true,
+    reads_data: true,
     op: OpKind::Query,
     ..Props::NONE
 };

@@ -144,7 +144,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "collection statistics",
         admin_only: false,
         auth: Need::Inspect,
-        props: props::NONE,
+        props: props::READ,
         run: |s, db, c, _| super::coll_stats::coll_stats(s, db, c),
     },
     Command {
@@ -260,7 +260,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "bytes and documents of a collection or of a key range",
         admin_only: false,
         auth: Need::Inspect,
-        props: props::NONE,
+        props: props::READ,
         run: |s, _, c, op| super::data_size::data_size(s, c, op),
     },
     Command {
@@ -280,7 +280,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "database statistics",
         admin_only: false,
         auth: Need::Inspect,
-        props: props::NONE,
+        props: props::READ,
         run: |s, db, c, _| super::db_stats::db_stats(s, db, c),
     },
     Command {
@@ -400,7 +400,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "explain a find",
         admin_only: false,
         auth: Need::Read,
-        props: props::V1,
+        props: props::V1_READ,
         run: |s, db, c, _| super::explain::explain(s, db, c),
     },
     Command {
@@ -605,7 +605,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "the collections of a database",
         admin_only: false,
         auth: Need::Inspect,
-        props: props::V1,
+        props: props::V1_READ,
         run: |s, db, c, _| super::list_collections::list_collections(s, db, c),
     },
     Command {
@@ -625,7 +625,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "the databases",
         admin_only: true,
         auth: Need::Authenticated,
-        props: props::V1,
+        props: props::V1_READ,
         run: |s, db, c, op| super::list_databases::list_databases(s, db, c, op.conn),
     },
     Command {
@@ -642,7 +642,7 @@ pub(crate) const TABLE: &[Command] = &[
         help: "the indexes of a collection",
         admin_only: false,
         auth: Need::Inspect,
-        props: props::V1,
+        props: props::V1_READ,
         run: |s, db, c, _| super::list_indexes::list_indexes(s, db, c),
     },
     Command {

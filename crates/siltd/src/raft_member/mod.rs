@@ -234,6 +234,37 @@ impl RaftMember {
         Ok(())
     }
 
+    /// For a command that reads data (`Props::reads_data`) in database `db`, on a member
+    /// that is not the writable primary, mongod's refusals: a member still catching up
+    /// (`STARTUP2`) serves no such read (13436), and a secondary serves one only to a client
+    /// that allows it (`secondary_ok`: a `$readPreference` other than `primary`; 13435
+    /// otherwise, and the driver then looks for the primary). The `local` database, which is
+    /// each member's own, is read anywhere.
+    pub(crate) fn refuse_read(&self, db: &str, secondary_ok: bool) -> QResult<()> {
+        let Some(m) = self.member() else {
+            return Ok(());
+        };
+        let s = ready(m.status());
+        if s.writable || db == "local" {
+            return Ok(());
+        }
+        if !report::synced(&s) {
+            return Err(QueryError::coded(
+                13436,
+                "NotPrimaryOrSecondary",
+                "node is not in primary or recovering state",
+            ));
+        }
+        if !secondary_ok {
+            return Err(QueryError::coded(
+                13435,
+                "NotPrimaryNoSecondaryOk",
+                "not primary and secondaryOk=false",
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether an applied entry changed the users or roles since the last call (the server
     /// then reads them again).
     pub(crate) fn take_auth_changed(&self) -> bool {

@@ -27,6 +27,13 @@ pub(super) fn config_version(s: &Status) -> i32 {
         .map_or(1, |i| i32::try_from(i).unwrap_or(i32::MAX))
 }
 
+/// Whether a member that is not primary holds the set's data to serve reads from: it applied
+/// an entry and is not installing a snapshot. Until then it is in mongod's `STARTUP2`
+/// (initial sync), and `hello` does not call it a secondary, so drivers do not read from it.
+pub(super) fn synced(s: &Status) -> bool {
+    s.applied.is_some() && s.receiving_snapshot.is_none()
+}
+
 /// A log position as a reply shows it: an `int64`, or null when there is none.
 fn index_bson(v: Option<u64>) -> Bson {
     v.map_or(Bson::Null, |i| {
@@ -79,7 +86,7 @@ impl RaftMember {
         d.insert("setVersion", config_version(&s));
         d.insert(
             "secondary",
-            !s.writable && matches!(s.role, Role::Follower | Role::Learner),
+            !s.writable && matches!(s.role, Role::Follower | Role::Learner) && synced(&s),
         );
         if let Some(p) = s.leader.and_then(addr) {
             d.insert("primary", p);
@@ -125,9 +132,11 @@ impl RaftMember {
         let s = self.status()?;
         let state = |role: Role, writable: bool| match (role, writable) {
             (Role::Leader, true) => (1, "PRIMARY"),
-            (Role::Leader, false) | (Role::Candidate, _) | (Role::Follower, _) => (2, "SECONDARY"),
-            (Role::Learner, _) => (5, "STARTUP2"),
             (Role::Shutdown, _) => (8, "(not reachable/healthy)"),
+            (Role::Follower | Role::Learner, _) if !synced(&s) => (5, "STARTUP2"),
+            (Role::Leader, false) | (Role::Candidate | Role::Follower | Role::Learner, _) => {
+                (2, "SECONDARY")
+            }
         };
         let (my_state, _) = state(s.role, s.writable);
         let mut raft = doc! {
@@ -165,10 +174,11 @@ impl RaftMember {
                     state(s.role, s.writable)
                 } else if s.leader == Some(p.id) {
                     (1, "PRIMARY")
-                } else if p.voter {
-                    (2, "SECONDARY")
-                } else {
+                } else if s.role == Role::Leader && !p.voter && p.matched.is_none() {
+                    // A member being added that has no entry of the log yet.
                     (5, "STARTUP2")
+                } else {
+                    (2, "SECONDARY")
                 };
                 let optime = if me {
                     applied
@@ -204,7 +214,7 @@ impl RaftMember {
                     "syncSourceHost": source,
                     "syncSourceId": source_id,
                     "infoMessage": "",
-                    "configVersion": 1,
+                    "configVersion": config_version(&s),
                     "configTerm": i64::try_from(s.term).unwrap_or(i64::MAX),
                     "self": me,
                 };
