@@ -204,6 +204,35 @@ def test_step_down_freeze_and_reconfig(members):
         fourth.cleanup()
 
 
+def test_initiate_alone_then_add_members(members):
+    """The setup scripts' way: `rs.initiate()` on one server, then `rs.add()` of the others
+    (a reconfig of the one-member set, then of the multi-member one)."""
+    m0, m1, m2 = members
+    with m0.client(directConnection=True) as c:
+        r = c.admin.command("replSetInitiate")
+        assert r["ok"] == 1 and r["me"] == f"127.0.0.1:{m0.port}", r
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            c.admin.command("replSetInitiate")
+        assert e.value.code == 23
+        c.app.c.insert_one({"_id": "alone"})
+        for n, m in [(1, m1), (2, m2)]:
+            conf = wait_for(lambda: c.admin.command("replSetGetConfig")["config"], 10, "the config")
+            conf["version"] += 1
+            conf["members"].append({"_id": n, "host": f"127.0.0.1:{m.port}"})
+            wait_for(lambda: c.admin.command("hello")["isWritablePrimary"], 15, "member 0 primary")
+            c.admin.command("replSetReconfig", conf)
+    primary = wait_for(lambda: one_primary(members), 20, "one primary and two secondaries")
+    assert primary == m0.port
+    uri = "mongodb://" + ",".join(f"127.0.0.1:{m.port}" for m in members) + "/?replicaSet=rs0"
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as c:
+        c.app.get_collection("c", write_concern=pymongo.WriteConcern(w=3, wtimeout=10000)).insert_one({"_id": "three"})
+        assert c.admin.command("replSetGetStatus")["votingMembersCount"] == 3
+    # The data written before the set grew is on every member.
+    for m in members:
+        with m.client(directConnection=True) as c:
+            assert {d["_id"] for d in c.app.c.find()} == {"alone", "three"}
+
+
 def test_a_multi_member_set_under_auth_is_refused_until_members_authenticate():
     m = Siltd(extra=["--replSet", "rs0", "--bind", "127.0.0.1", "--auth"]).start()
     try:

@@ -94,6 +94,13 @@ def test_hello_presents_a_one_member_replica_set(rs, rc):
     assert [m["stateStr"] for m in st["members"]] == ["PRIMARY"]
     conf = rc.admin.command("replSetGetConfig")["config"]
     assert conf["_id"] == "rs0" and [m["host"] for m in conf["members"]] == [me]
+    # The set is initiated from the start; as on mongod, the first `rs.initiate()` of a
+    # fresh server is accepted (`test_replset_members.py` checks it), and any later one
+    # answers AlreadyInitialized.
+    try:
+        rc.admin.command("replSetInitiate")
+    except OperationFailure as e:
+        assert e.code == 23
     with pytest.raises(OperationFailure) as e:
         rc.admin.command("replSetInitiate")
     assert e.value.code == 23

@@ -351,6 +351,18 @@ fn failovers(set: &mut Set, kills: usize) -> Result<Vec<f64>, String> {
     Ok(out)
 }
 
+/// The table's head and the insert figures: [standalone, majority] per second.
+fn print_inserts(rates: [f64; 2]) {
+    println!("{:<36}{:>14}", "figure", "value");
+    println!("{:<36}{:>14.0}", "insert_standalone_per_s", rates[0]);
+    println!("{:<36}{:>14.0}", "insert_majority_per_s", rates[1]);
+    println!(
+        "{:<36}{:>13.2}x",
+        "majority / standalone",
+        rates[1] / rates[0]
+    );
+}
+
 pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cache = format!("{}MB", a.cache_mb);
     let mut flags = vec!["--cache-size", cache.as_str()];
@@ -382,14 +394,7 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     drop(standalone);
     if a.inserts_only {
-        println!("{:<36}{:>14}", "figure", "value");
-        println!("{:<36}{:>14.0}", "insert_standalone_per_s", rates[0]);
-        println!("{:<36}{:>14.0}", "insert_majority_per_s", rates[1]);
-        println!(
-            "{:<36}{:>13.2}x",
-            "majority / standalone",
-            rates[1] / rates[0]
-        );
+        print_inserts(rates);
         if let Some(p) = &a.json {
             let out = json!({
                 "workload": "replset",
@@ -458,14 +463,7 @@ pub(crate) fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let p50 = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
     let max = sorted.last().copied().unwrap_or(0.0);
 
-    println!("{:<36}{:>14}", "figure", "value");
-    println!("{:<36}{:>14.0}", "insert_standalone_per_s", rates[0]);
-    println!("{:<36}{:>14.0}", "insert_majority_per_s", rates[1]);
-    println!(
-        "{:<36}{:>13.2}x",
-        "majority / standalone",
-        rates[1] / rates[0]
-    );
+    print_inserts(rates);
     println!("{:<36}{:>14.0}", "w1a_fast_primary_per_s", w1a[1]);
     println!("{:<36}{:>14.2}", "w1a_fast_lag_max_s", lag[1]);
     println!("{:<36}{:>14.0}", "w1a_normal_primary_per_s", w1a[0]);

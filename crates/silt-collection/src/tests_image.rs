@@ -11,7 +11,8 @@ use super::tests::opts;
 use super::*;
 use crate::oplog::OplogOptions;
 
-fn open(dir: &std::path::Path) -> Store {
+/// A store with an oplog (as a replica-set member's) in `dir`.
+pub(super) fn open(dir: &std::path::Path) -> Store {
     Store::open_with_oplog(
         dir,
         opts(),
@@ -25,7 +26,7 @@ fn open(dir: &std::path::Path) -> Store {
 }
 
 /// Every collection's documents, in `_id` order, and the oplog's entries.
-fn contents(s: &Store) -> (Vec<(String, Vec<Document>)>, Vec<Document>) {
+pub(super) fn contents(s: &Store) -> (Vec<(String, Vec<Document>)>, Vec<Document>) {
     let mut out = Vec::new();
     for db in s.list_databases() {
         for (ns, c) in s.list_collections(&db) {

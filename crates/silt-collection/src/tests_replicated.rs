@@ -5,29 +5,15 @@
 //! here is a channel in submission order, which is what the store needs of Raft's log: an
 //! order, the same on every member.
 
-use std::ops::Bound;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use bson::{doc, Document};
+use bson::doc;
 use parking_lot::Mutex;
 
-use super::tests::opts;
+use super::tests_image::{contents, open};
 use super::*;
-use crate::oplog::{limit_wait, OplogOptions};
-
-fn open(dir: &std::path::Path) -> Store {
-    Store::open_with_oplog(
-        dir,
-        opts(),
-        UpdateRegistry::new(),
-        Some(OplogOptions {
-            max_bytes: 1 << 30,
-            min_retention: Duration::ZERO,
-        }),
-    )
-    .unwrap()
-}
+use crate::oplog::limit_wait;
 
 /// A log that is a channel: commands in the order they were submitted.
 struct ChannelLog(Mutex<mpsc::Sender<Vec<u8>>>);
@@ -68,27 +54,6 @@ fn apply(to: &[&Store], n: u64, command: &[u8]) {
         s.apply_replicated(1, &n.to_le_bytes(), Replicated::Command(command))
             .unwrap();
     }
-}
-
-/// Every document of every collection, in `_id` order, and the oplog's entries.
-fn contents(s: &Store) -> (Vec<(String, Vec<Document>)>, Vec<Document>) {
-    let mut out = Vec::new();
-    for db in s.list_databases() {
-        for (ns, c) in s.list_collections(&db) {
-            let mut cur = c.scan(Bound::Unbounded, Bound::Unbounded);
-            let mut docs = Vec::new();
-            while let Some((_, d)) = cur.next_doc().unwrap() {
-                docs.push(d);
-            }
-            out.push((ns, docs));
-        }
-    }
-    let mut scan = s.oplog().unwrap().read(None);
-    let mut log = Vec::new();
-    while let Some((_, d)) = scan.next_entry().unwrap() {
-        log.push(d);
-    }
-    (out, log)
 }
 
 /// Create `ns` on the primary, applying its proposal (a create entry) on both stores.

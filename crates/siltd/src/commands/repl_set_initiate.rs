@@ -1,8 +1,13 @@
 //! `replSetInitiate`: a server started with `--replSet` is initiated from the start as the
 //! one-member set (itself, primary). A config naming more members makes it a member of a
 //! multi-member set (`crate::raft_member`); a second initiate answers AlreadyInitialized.
+//!
+//! The first initiate of the one-member set itself (mongosh's `rs.initiate()` without a
+//! config, or a config naming only this server), the usual first step of a set's setup
+//! script, is answered as mongod answers it on a fresh server; `rs.add()` then grows the set
+//! (`repl_set_reconfig.rs`).
 
-use bson::{Bson, Document};
+use bson::{doc, Bson, Document};
 use silt_query::QueryError;
 
 use crate::state::{CmdResult, Server};
@@ -16,23 +21,30 @@ pub(super) fn repl_set_initiate(s: &Server, cmd: &Document) -> CmdResult {
     if raft.member().is_some() {
         return Err(QueryError::already_initialized("already initialized"));
     }
-    // Without a config (mongosh's `rs.initiate()`), the default one is the one-member set
-    // this server already is.
-    let Some(Bson::Document(config)) = cmd
-        .get("replSetInitiate")
-        .filter(|c| matches!(c, Bson::Document(d) if !d.is_empty()))
-    else {
+    let config = cmd.get("replSetInitiate").and_then(|c| match c {
+        Bson::Document(d) if !d.is_empty() => Some(d),
+        _ => None,
+    });
+    let alone = match config {
+        Some(config) => !raft.initiate(config, missing_member_auth(s))?,
+        None => true,
+    };
+    if alone && !raft.initiate_alone() {
         return Err(QueryError::already_initialized("already initialized"));
-    };
-    // Members authenticate one another with the keyFile's key (and talk TLS when it is on).
-    let unsupported = if s.cfg().auth && s.cfg().cluster_key.is_none() {
-        Some("a multi-member replica set with --auth needs member authentication: start every member with the same --keyFile")
-    } else {
-        None
-    };
-    if raft.initiate(config, unsupported)? {
-        Ok(Document::new())
-    } else {
-        Err(QueryError::already_initialized("already initialized"))
     }
+    Ok(match config {
+        None => doc! {
+            "info2": "no configuration specified. Using a default configuration for the set",
+            "me": s.repl().map(|r| r.me.clone()).unwrap_or_default(),
+        },
+        Some(_) => Document::new(),
+    })
+}
+
+/// Why a multi-member set cannot be made here: members authenticate one another with the
+/// keyFile's key, so `--auth` without one cannot admit them.
+pub(super) fn missing_member_auth(s: &Server) -> Option<&'static str> {
+    (s.cfg().auth && s.cfg().cluster_key.is_none()).then_some(
+        "a multi-member replica set with --auth needs member authentication: start every member with the same --keyFile",
+    )
 }

@@ -1,5 +1,7 @@
-//! `replSetReconfig`: add and remove members of a multi-member set, or change whether they
-//! vote (`crate::raft_member`; what siltd cannot honour is refused by name).
+//! `replSetReconfig`: add and remove members of a set, or change whether they vote
+//! (`crate::raft_member`; what siltd cannot honour is refused by name). On the one-member set
+//! a config naming more members makes it a multi-member set, as `replSetInitiate` with that
+//! config would.
 
 use bson::{Bson, Document};
 use silt_query::QueryError;
@@ -17,6 +19,10 @@ pub(super) fn repl_set_reconfig(s: &Server, cmd: &Document) -> CmdResult {
             "replSetReconfig takes a config document",
         ));
     };
-    raft.reconfig(config, cmd.get_bool("force").unwrap_or(false))?;
+    raft.reconfig(
+        config,
+        cmd.get_bool("force").unwrap_or(false),
+        super::repl_set_initiate::missing_member_auth(s),
+    )?;
     Ok(Document::new())
 }

@@ -30,6 +30,27 @@ impl ConfigMember {
     }
 }
 
+/// mongod's check of set `set`'s new config's `version` against the `current` one: above it
+/// (103 otherwise, unless `force`d: a config made from an older one would undo a newer
+/// change).
+fn check_version(set: &str, config: &Document, current: i32, force: bool) -> QResult<()> {
+    match config.get("version").map(version_of) {
+        Some(None) => Err(QueryError::coded(
+            93,
+            "InvalidReplicaSetConfig",
+            "the config's version must be a positive integer",
+        )),
+        Some(Some(v)) if !force && v <= i64::from(current) => Err(QueryError::coded(
+            103,
+            "NewReplicaSetConfigurationIncompatible",
+            format!(
+                "New replica set configuration version must be greater than old, but {v} is not greater than {current} for replica set {set}"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A config's `version`: a positive integer of any numeric type.
 fn version_of(v: &Bson) -> Option<i64> {
     match v {
@@ -265,14 +286,12 @@ impl RaftMember {
     /// have caught up (joint consensus); members removed stop voting, then leave. As mongod,
     /// a config whose `version` is not above the current one is refused (103) unless
     /// `force`d: it was made from an older config and would undo a newer change.
-    pub(crate) fn reconfig(&self, config: &Document, force: bool) -> QResult<()> {
-        let Some(m) = self.member() else {
-            return Err(QueryError::coded(
-                238,
-                "NotImplemented",
-                "a one-member set gets its members with replSetInitiate",
-            ));
-        };
+    pub(crate) fn reconfig(
+        &self,
+        config: &Document,
+        force: bool,
+        unsupported: Option<&str>,
+    ) -> QResult<()> {
         if config.get_str("_id").ok() != Some(self.set.as_str()) {
             return Err(QueryError::coded(
                 93,
@@ -280,33 +299,20 @@ impl RaftMember {
                 format!("the config's _id must be {}", self.set),
             ));
         }
+        // As mongod: the config is checked on its own first, then against the current one.
+        let want = parse_members(config)?;
+        let Some(m) = self.member() else {
+            // The one-member set (version 1) grows as an initiate with the new config would
+            // make it: mongosh's `rs.initiate()`, then `rs.add()`.
+            check_version(&self.set, config, 1, force)?;
+            self.initiate(config, unsupported)?;
+            return Ok(());
+        };
         let s = m.status();
         if !s.writable {
             return Err(not_primary("reconfig"));
         }
-        // As mongod: the config is checked on its own first, then against the current one.
-        let want = parse_members(config)?;
-        let current = super::report::config_version(&s);
-        match config.get("version").map(version_of) {
-            Some(None) => {
-                return Err(QueryError::coded(
-                    93,
-                    "InvalidReplicaSetConfig",
-                    "the config's version must be a positive integer",
-                ))
-            }
-            Some(Some(v)) if !force && v <= i64::from(current) => {
-                return Err(QueryError::coded(
-                    103,
-                    "NewReplicaSetConfigurationIncompatible",
-                    format!(
-                        "New replica set configuration version must be greater than old, but {v} is not greater than {current} for replica set {}",
-                        self.set
-                    ),
-                ))
-            }
-            _ => {}
-        }
+        check_version(&self.set, config, super::report::config_version(&s), force)?;
         for p in &s.members {
             if want.get(&p.id).is_some_and(|w| w.host != p.addr) {
                 return Err(QueryError::coded(

@@ -76,6 +76,9 @@ pub(crate) struct RaftMember {
     optimes: Arc<Optimes>,
     /// When this server started (`replSetGetStatus.members[].uptime` of itself).
     started: Instant,
+    /// Whether `replSetInitiate` of the one-member set this server already is ran (in this
+    /// process: a restarted server accepts the first one again).
+    initiated_alone: AtomicBool,
     /// TLS to the other members, when it is on (`crate::tls::Tls::member_client`).
     tls: Option<Arc<rustls::ClientConfig>>,
 }
@@ -133,6 +136,7 @@ impl RaftMember {
             snapshot_every,
             optimes: Arc::default(),
             started: Instant::now(),
+            initiated_alone: AtomicBool::new(false),
             tls,
         };
         if let Ok(s) = std::fs::read_to_string(id_file(&m.dir)) {
@@ -263,6 +267,11 @@ impl RaftMember {
             ));
         }
         Ok(())
+    }
+
+    /// Note that `replSetInitiate` of the one-member set ran: true the first time.
+    pub(crate) fn initiate_alone(&self) -> bool {
+        !self.initiated_alone.swap(true, Ordering::AcqRel)
     }
 
     /// Whether an applied entry changed the users or roles since the last call (the server
