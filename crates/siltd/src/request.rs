@@ -10,7 +10,9 @@
 //! 3. Register it for `currentOp`/`killOp` while it runs (`ops.rs`).
 //! 4. Authorize it under `--auth` (`auth::authorize`).
 //! 5. Refuse a write in the free-space red zone (`redzone.rs`), and on a member of a
-//!    multi-member replica set that cannot take it (`raft_member/`).
+//!    multi-member replica set that cannot take it (`raft_member/`); there, on a member that
+//!    is not the primary, also refuse a read of data that does not allow a secondary (13435)
+//!    or that comes while the member is still catching up (13436).
 //! 6. Fire the `failCommand` fail point if it names this command (`fail_command.rs`; only
 //!    with `--enable-test-commands`): wait, fail or close the connection; its
 //!    `writeConcernError` is added at step 9. Then hold a write while `fsync` holds its lock
