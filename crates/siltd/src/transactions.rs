@@ -626,25 +626,28 @@ fn retryable(
         Err(e) => return Outcome::err(coll_err(e)),
     };
     let rid = Bson::Document(lsid.clone());
-    // A retry: the reply of the first execution, nothing written.
-    match record.get(&rid) {
-        Ok(Some(r)) => match r.get_i64("txnNum") {
-            Ok(n) if n == number => {
-                let mut reply = r.get_document("reply").cloned().unwrap_or_default();
-                reply.insert("retriedStmtIds", Vec::<Bson>::new());
-                return Outcome::of(Ok(reply), false);
-            }
-            Ok(n) if n > number => {
-                return Outcome::err(QueryError::transaction_too_old(format!(
+    // A retry: the reply of the first execution, nothing written. Asked again before every
+    // attempt: the first execution may commit meanwhile (its entry applied from the log
+    // after its writer gave up), and an attempt that then conflicts with it must not run
+    // the statement a second time.
+    let executed = || -> Option<Outcome> {
+        match record.get(&rid) {
+            Ok(Some(r)) => match r.get_i64("txnNum") {
+                Ok(n) if n == number => {
+                    let mut reply = r.get_document("reply").cloned().unwrap_or_default();
+                    reply.insert("retriedStmtIds", Vec::<Bson>::new());
+                    Some(Outcome::of(Ok(reply), false))
+                }
+                Ok(n) if n > number => Some(Outcome::err(QueryError::transaction_too_old(format!(
                     "Retryable write with txnNumber {number} is prohibited on session {} because a newer retryable write with txnNumber {n} has already started on this session.",
                     lsid_text(lsid)
-                )))
-            }
-            _ => {}
-        },
-        Ok(None) => {}
-        Err(e) => return Outcome::err(coll_err(e)),
-    }
+                )))),
+                _ => None,
+            },
+            Ok(None) => None,
+            Err(e) => Some(Outcome::err(coll_err(e))),
+        }
+    };
     let wc = match write_concern(s, cmd) {
         Ok(wc) => wc,
         Err(e) => return Outcome::err(e),
@@ -656,6 +659,13 @@ fn retryable(
             Ok(t) => t,
             Err(e) => return Outcome::err(coll_err(e)),
         };
+        // After the transaction's snapshot is taken: a first execution that commits later
+        // wrote the session's record too, so this attempt's write of it conflicts (112) and
+        // the next attempt finds it here.
+        if let Some(done) = executed() {
+            let _ = txn.abort();
+            return done;
+        }
         txn.set_session(OpSession {
             lsid: lsid.clone(),
             txn_number: number,

@@ -87,14 +87,43 @@ impl SnapshotView for StoreView {
 /// entry an earlier primary committed: a read on a new primary never misses a write the old
 /// one acknowledged. A leader restarted into the term it led (openraft re-establishes it
 /// without a new entry) is ready once its applied entries reach that term.
-pub(super) fn ready(mut s: Status) -> Status {
-    s.writable = s.writable && s.applied_term == Some(s.term);
+///
+/// Nor is it while proposals it abandoned in this term may still commit
+/// ([`Abandoned`]).
+pub(super) fn ready(mut s: Status, abandoned: &Abandoned) -> Status {
+    s.writable = s.writable && s.applied_term == Some(s.term) && !abandoned.pending(&s);
     s
+}
+
+/// The proposals this member abandoned while leader (it stopped being a writable primary:
+/// its lease lapsed, or it stepped down). In a new term, readiness covers them (every entry
+/// before the new term's first is applied first). But a lease can come back in the same
+/// term, and then their entries may still commit after the member takes new writes: a retry
+/// of one of them would find no record of it and run a second time, and a write to one of
+/// their documents would hold the lock their apply needs while it waits for its own later
+/// entry. So until this member has applied its log as far as it reached when it abandoned
+/// them (or the term changes), it takes no writes.
+#[derive(Debug, Default)]
+pub(super) struct Abandoned(parking_lot::Mutex<Option<(u64, u64)>>);
+
+impl Abandoned {
+    /// Note that proposals were abandoned as of `s` (the member's status then).
+    pub(super) fn note(&self, s: &Status) {
+        if let Some(last) = s.last_log_index {
+            *self.0.lock() = Some((s.term, last));
+        }
+    }
+
+    /// Whether entries abandoned in `s`'s term are not all applied yet.
+    fn pending(&self, s: &Status) -> bool {
+        matches!(*self.0.lock(), Some((term, last)) if term == s.term && s.applied.is_none_or(|a| a < last))
+    }
 }
 
 /// How the store's commits reach the set's log: proposals to this member's Raft.
 pub(super) struct MemberReplicator {
     pub(super) member: Arc<OnceLock<Member>>,
+    pub(super) abandoned: Arc<Abandoned>,
 }
 
 impl Replicator for MemberReplicator {
@@ -118,6 +147,50 @@ impl Replicator for MemberReplicator {
     fn is_leader(&self) -> bool {
         self.member
             .get()
-            .is_some_and(|m| ready(m.status()).writable)
+            .is_some_and(|m| ready(m.status(), &self.abandoned).writable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ready, Abandoned};
+    use silt_raft::{Role, Status};
+
+    fn leader(term: u64, last: u64, applied: u64) -> Status {
+        Status {
+            id: 1,
+            role: Role::Leader,
+            term,
+            leader: Some(1),
+            writable: true,
+            last_log_index: Some(last),
+            committed: Some(applied),
+            applied: Some(applied),
+            applied_term: Some(term),
+            snapshot: None,
+            purged: None,
+            receiving_snapshot: None,
+            members: Vec::new(),
+            joint: false,
+            membership_index: Some(1),
+        }
+    }
+
+    #[test]
+    fn abandoned_proposals_hold_writes_until_applied_or_a_new_term() {
+        let a = Abandoned::default();
+        assert!(ready(leader(3, 10, 10), &a).writable);
+        // The lease lapsed with entries up to 12 in the log, then came back in term 3.
+        a.note(&leader(3, 12, 10));
+        assert!(!ready(leader(3, 12, 10), &a).writable);
+        assert!(!ready(leader(3, 12, 11), &a).writable);
+        assert!(ready(leader(3, 13, 12), &a).writable);
+        // In a later term readiness covers them.
+        a.note(&leader(3, 20, 12));
+        assert!(ready(leader(4, 21, 21), &a).writable);
+        // A leader that has not applied an entry of its term is not ready either way.
+        let mut s = leader(5, 30, 29);
+        s.applied_term = Some(4);
+        assert!(!ready(s, &Abandoned::default()).writable);
     }
 }

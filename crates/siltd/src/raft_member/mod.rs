@@ -46,7 +46,7 @@ use silt_raft::{Member, MemberOptions, NodeId, Role, Status};
 use crate::optimes::Optimes;
 use crate::raft_transport::MemberTransport;
 
-use machine::{io_err, ready, MemberReplicator, StoreMachine};
+use machine::{io_err, ready, Abandoned, MemberReplicator, StoreMachine};
 use primacy::watch_primacy;
 
 /// This process's place in a multi-member set.
@@ -76,6 +76,9 @@ pub(crate) struct RaftMember {
     optimes: Arc<Optimes>,
     /// When this server started (`replSetGetStatus.members[].uptime` of itself).
     started: Instant,
+    /// Proposals abandoned in the current term whose entries may still commit: no writes
+    /// until they are applied (`machine.rs::Abandoned`).
+    abandoned: Arc<Abandoned>,
     /// Whether `replSetInitiate` of the one-member set this server already is ran (in this
     /// process: a restarted server accepts the first one again).
     initiated_alone: AtomicBool,
@@ -136,6 +139,7 @@ impl RaftMember {
             snapshot_every,
             optimes: Arc::default(),
             started: Instant::now(),
+            abandoned: Arc::default(),
             initiated_alone: AtomicBool::new(false),
             tls,
         };
@@ -182,6 +186,7 @@ impl RaftMember {
         self.store
             .start_replication(Arc::new(MemberReplicator {
                 member: self.member.clone(),
+                abandoned: self.abandoned.clone(),
             }))
             .map_err(io_err)?;
         // A snapshot is an image of the store (`silt_collection`'s `image.rs`); the log
@@ -192,7 +197,12 @@ impl RaftMember {
             ..MemberOptions::default()
         };
         let m = Member::start(id, &self.dir, &opts, sm, transport)?;
-        watch_primacy(self.member.clone(), self.store.clone(), self.frozen.clone());
+        watch_primacy(
+            self.member.clone(),
+            self.store.clone(),
+            self.frozen.clone(),
+            self.abandoned.clone(),
+        );
         tracing::info!(id, me = %self.me, "started as a member of a multi-member replica set");
         Ok(self.member.get_or_init(|| m))
     }
@@ -209,7 +219,7 @@ impl RaftMember {
     }
 
     fn status(&self) -> Option<Status> {
-        let s = ready(self.member()?.status());
+        let s = ready(self.member()?.status(), &self.abandoned);
         let mut seen = self.seen.lock();
         let now = (s.term, Some(s.role), s.writable, s.membership_index);
         if *seen != now {
@@ -228,7 +238,7 @@ impl RaftMember {
         if !crate::commands::is_write(name) {
             return Ok(());
         }
-        if !ready(m.status()).writable {
+        if !ready(m.status(), &self.abandoned).writable {
             return Err(QueryError::coded(
                 10107,
                 "NotWritablePrimary",
@@ -248,7 +258,7 @@ impl RaftMember {
         let Some(m) = self.member() else {
             return Ok(());
         };
-        let s = ready(m.status());
+        let s = ready(m.status(), &self.abandoned);
         if s.writable || db == "local" {
             return Ok(());
         }
@@ -283,7 +293,8 @@ impl RaftMember {
     /// Whether this server is a member of a multi-member set that is not its writable
     /// primary (it takes no writes of its own).
     pub(crate) fn follows(&self) -> bool {
-        self.member().is_some_and(|m| !ready(m.status()).writable)
+        self.member()
+            .is_some_and(|m| !ready(m.status(), &self.abandoned).writable)
     }
 
     /// A linearizable read's condition: this member is primary, a quorum confirmed it
@@ -292,7 +303,7 @@ impl RaftMember {
         let Some(m) = self.member() else {
             return Ok(());
         };
-        if !ready(m.status()).writable {
+        if !ready(m.status(), &self.abandoned).writable {
             return Err(QueryError::coded(
                 10107,
                 "NotWritablePrimary",

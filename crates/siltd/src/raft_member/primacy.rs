@@ -10,7 +10,7 @@ use silt_collection::Store;
 use silt_query::{QResult, QueryError};
 use silt_raft::{Member, MemberInfo, Role, Status};
 
-use super::machine::ready;
+use super::machine::{ready, Abandoned};
 use super::{not_primary, replication_error, RaftMember};
 
 /// Fail the writes waiting for replication whenever this member stops being a writable
@@ -20,6 +20,7 @@ pub(super) fn watch_primacy(
     member: Arc<OnceLock<Member>>,
     store: Arc<Store>,
     frozen: Arc<AtomicBool>,
+    abandoned: Arc<Abandoned>,
 ) {
     let spawned = std::thread::Builder::new()
         .name("silt-primacy".into())
@@ -30,12 +31,13 @@ pub(super) fn watch_primacy(
             loop {
                 std::thread::sleep(Duration::from_millis(50));
                 let Some(m) = member.get() else { continue };
-                let s = ready(m.status());
+                let s = ready(m.status(), &abandoned);
                 if s.role == Role::Shutdown {
                     return;
                 }
                 if was && !s.writable {
                     tracing::info!(term = s.term, "no longer primary: waiting writes fail");
+                    abandoned.note(&s);
                     store.abandon_proposals("is no longer primary");
                 }
                 was = s.writable;
